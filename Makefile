@@ -1,0 +1,48 @@
+# Everything goes through here: `make bench` (the main job) and `make test` (every check).
+# Both set up what they need on a fresh Debian machine: memcached from Debian's packages and a
+# virtualenv (.venv) with maturin, pytest and the peers from PyPI.
+
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+export VIRTUAL_ENV := $(abspath $(VENV))
+export PATH := $(abspath $(BIN)):$(PATH)
+
+.PHONY: test bench bench-full develop lint check-rust pytest memcached venv fuzz clean
+
+$(BIN)/.installed: requirements-dev.txt
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+	$(BIN)/pip install -q -r requirements-dev.txt
+	touch $@
+
+venv: $(BIN)/.installed
+
+memcached:
+	@command -v memcached >/dev/null 2>&1 || (apt-get update -qq && apt-get install -y -qq memcached >/dev/null)
+
+develop: venv
+	$(BIN)/maturin develop --release -q
+
+check-rust:
+	cargo fmt --check
+	cargo clippy --all-targets -- -D warnings
+	cargo test -q
+
+lint: venv develop
+	$(BIN)/ruff check python tests benches
+	$(BIN)/python -m mypy.stubtest fastmc --allowlist stubtest-allowlist.txt
+
+pytest: memcached venv develop
+	$(BIN)/python -m pytest -q tests
+
+test: memcached venv check-rust develop lint pytest
+
+bench: memcached venv develop
+	$(BIN)/python benches/bench.py --quick $(if $(SERVERS),--servers $(SERVERS))
+
+bench-full: memcached venv develop
+	$(BIN)/python benches/bench.py $(if $(SERVERS),--servers $(SERVERS))
+
+clean:
+	rm -rf target $(VENV) results

@@ -1,0 +1,60 @@
+"""pylibmc's client pools. A fastmc ``Client`` is already thread-safe and pools its sockets, so
+these exist for code written against pylibmc; they behave exactly as pylibmc's do."""
+
+import queue
+import threading
+from contextlib import contextmanager
+
+
+class ClientPool(queue.Queue):
+    """A pool of clones of one client, checked out with ``reserve()``."""
+
+    def __init__(self, mc=None, n_slots=0):
+        queue.Queue.__init__(self, n_slots)
+        if mc is not None and n_slots:
+            self.fill(mc, n_slots)
+
+    @contextmanager
+    def reserve(self, block=False):
+        """Context manager for reserving a client from the pool (``queue.Empty`` if none)."""
+        mc = self.get(block)
+        try:
+            yield mc
+        finally:
+            self.put(mc)
+
+    def fill(self, mc, n_slots):
+        """Fill *n_slots* of the pool with clones of *mc*."""
+        for _ in range(n_slots):
+            self.put(mc.clone())
+
+
+class ThreadMappedPool(dict):
+    """One clone of the master client per thread."""
+
+    def __new__(cls, master):
+        return super().__new__(cls)
+
+    def __init__(self, master):
+        super().__init__()
+        self.master = master
+
+    @property
+    def current_key(self):
+        return threading.current_thread().ident
+
+    @contextmanager
+    def reserve(self):
+        """Reserve this thread's client (cloning the master the first time)."""
+        key = self.current_key
+        mc = self.pop(key, None)
+        if mc is None:
+            mc = self.master.clone()
+        try:
+            yield mc
+        finally:
+            self[key] = mc
+
+    def relinquish(self):
+        """Forget this thread's client and return it (or None)."""
+        return self.pop(self.current_key, None)

@@ -1,0 +1,306 @@
+//! pylibmc's behaviors with libmemcached 1.0.16's semantics: which names exist (in the fixed
+//! order pylibmc applies them), which values are rejected, how each value is stored and read
+//! back, and what each does to placement, timeouts and failure handling. Pure: depends on `ring`.
+
+use std::time::Duration;
+
+use crate::ring::{Distribution, HashKind, RingSettings};
+
+/// Every behavior name, in the order pylibmc applies them (`all_behaviors`).
+pub const ALL_BEHAVIORS: [&str; 30] = [
+    "no_block",
+    "tcp_nodelay",
+    "tcp_keepalive",
+    "hash",
+    "ketama_hash",
+    "ketama",
+    "ketama_weighted",
+    "distribution",
+    "cas",
+    "buffer_requests",
+    "verify_keys",
+    "connect_timeout",
+    "send_timeout",
+    "receive_timeout",
+    "num_replicas",
+    "auto_eject",
+    "retry_timeout",
+    "remove_failed",
+    "failure_limit",
+    "_io_msg_watermark",
+    "_io_bytes_watermark",
+    "_io_key_prefetch",
+    "_hash_with_prefix_key",
+    "_noreply",
+    "_sort_hosts",
+    "_poll_timeout",
+    "_socket_send_size",
+    "_socket_recv_size",
+    "dead_timeout",
+    "pickle_protocol",
+];
+
+/// fastmc's own behaviors (not in pylibmc): applied after pylibmc's, read back with them.
+pub const FASTMC_BEHAVIORS: [&str; 1] = [
+    // 1: get_multi raises when a server fails instead of leaving its keys out of the result.
+    "get_multi_raise_on_error",
+];
+
+/// libmemcached's "invalid arguments" return code, which pylibmc reports for rejected values.
+pub const RC_INVALID_ARGUMENTS: u32 = 38;
+
+/// A value libmemcached refuses (pylibmc: `memcached_behavior_set returned 38 ...`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Rejected {
+    pub rc: u32,
+}
+
+#[derive(Clone, Debug)]
+pub struct Behaviors {
+    pub no_block: bool,
+    pub tcp_nodelay: bool,
+    pub tcp_keepalive: bool,
+    pub ring: RingSettings,
+    pub cas: bool,
+    pub buffer_requests: bool,
+    pub verify_keys: bool,
+    pub connect_timeout_ms: i32,
+    pub send_timeout_us: i32,
+    pub receive_timeout_us: i32,
+    pub num_replicas: u32,
+    pub auto_eject: bool,
+    pub retry_timeout_s: i32,
+    pub failure_limit: u32,
+    pub io_msg_watermark: u32,
+    pub io_bytes_watermark: u32,
+    pub io_key_prefetch: u32,
+    pub hash_with_prefix_key: bool,
+    pub noreply: bool,
+    pub poll_timeout_ms: i32,
+    pub socket_send_size: Option<i32>,
+    pub socket_recv_size: Option<i32>,
+    pub dead_timeout_s: i32,
+    pub get_multi_raise_on_error: bool,
+}
+
+impl Default for Behaviors {
+    fn default() -> Self {
+        Behaviors {
+            no_block: false,
+            tcp_nodelay: false,
+            tcp_keepalive: false,
+            ring: RingSettings::default(),
+            cas: false,
+            buffer_requests: false,
+            verify_keys: false,
+            connect_timeout_ms: 4000,
+            send_timeout_us: 0,
+            receive_timeout_us: 0,
+            num_replicas: 0,
+            auto_eject: false,
+            retry_timeout_s: 2,
+            failure_limit: 5,
+            io_msg_watermark: 500,
+            io_bytes_watermark: 65 * 1024,
+            io_key_prefetch: 0,
+            hash_with_prefix_key: false,
+            noreply: false,
+            poll_timeout_ms: 5000,
+            socket_send_size: None,
+            socket_recv_size: None,
+            dead_timeout_s: 0,
+            get_multi_raise_on_error: false,
+        }
+    }
+}
+
+fn dur_ms(ms: i32) -> Duration {
+    Duration::from_millis(ms.max(1) as u64)
+}
+
+impl Behaviors {
+    /// Apply one behavior as libmemcached's `memcached_behavior_set` would. `value` is the
+    /// integer pylibmc passes (already wrapped to 64 bits). `pickle_protocol` is not handled here.
+    pub fn set(&mut self, name: &str, value: i64, binary: bool) -> Result<(), Rejected> {
+        let reject = Err(Rejected {
+            rc: RC_INVALID_ARGUMENTS,
+        });
+        let on = value != 0;
+        let v32 = value as i32;
+        let u32v = value as u32;
+        match name {
+            "no_block" => self.no_block = on,
+            "tcp_nodelay" => self.tcp_nodelay = on,
+            "tcp_keepalive" => self.tcp_keepalive = on,
+            "hash" => match HashKind::from_code(value) {
+                Some(h) if h.available() => self.ring.set_hash(h),
+                _ => return reject,
+            },
+            // Sets a hashkit field that nothing reads (distribution.md section 3).
+            "ketama_hash" => {
+                if HashKind::from_code(value).is_none() {
+                    return reject;
+                }
+            }
+            "ketama" => self.ring.set_ketama(on),
+            "ketama_weighted" => self.ring.set_ketama_weighted(on),
+            "distribution" => match Distribution::from_code(value) {
+                Some(Distribution::ConsistentMax) | None => return reject,
+                Some(d) => self.ring.set_distribution(d),
+            },
+            "cas" => self.cas = on,
+            "buffer_requests" => self.buffer_requests = on,
+            "verify_keys" => {
+                if binary {
+                    return reject;
+                }
+                self.verify_keys = on;
+            }
+            "connect_timeout" => self.connect_timeout_ms = v32,
+            "send_timeout" => self.send_timeout_us = v32,
+            "receive_timeout" => self.receive_timeout_us = v32,
+            "num_replicas" => self.num_replicas = u32v,
+            "auto_eject" => self.auto_eject = on,
+            "retry_timeout" => {
+                if value == 0 {
+                    return reject;
+                }
+                self.retry_timeout_s = v32;
+            }
+            "remove_failed" => {
+                if value == 0 {
+                    return reject;
+                }
+                self.auto_eject = true;
+                self.failure_limit = u32v;
+            }
+            "failure_limit" => self.failure_limit = u32v,
+            "_io_msg_watermark" => self.io_msg_watermark = u32v,
+            "_io_bytes_watermark" => self.io_bytes_watermark = u32v,
+            "_io_key_prefetch" => self.io_key_prefetch = u32v,
+            "_hash_with_prefix_key" => self.hash_with_prefix_key = on,
+            "_noreply" => self.noreply = on,
+            "_sort_hosts" => self.ring.sort_hosts = on,
+            "_poll_timeout" => self.poll_timeout_ms = v32,
+            "_socket_send_size" => self.socket_send_size = Some(v32),
+            "_socket_recv_size" => self.socket_recv_size = Some(v32),
+            "dead_timeout" => self.dead_timeout_s = v32,
+            "get_multi_raise_on_error" => self.get_multi_raise_on_error = on,
+            _ => {}
+        }
+        Ok(())
+    }
+
+    /// Read a behavior back as pylibmc's `get_behaviors()` shows it (numeric). Socket buffer
+    /// sizes that were never set are `None`: the caller asks a socket.
+    pub fn get(&self, name: &str) -> Option<i64> {
+        let b = |x: bool| Some(x as i64);
+        match name {
+            "no_block" => b(self.no_block),
+            "tcp_nodelay" => b(self.tcp_nodelay),
+            "tcp_keepalive" => b(self.tcp_keepalive),
+            "hash" => Some(self.ring.key_hash.code()),
+            "ketama_hash" => Some(self.ring.key_hash.code()),
+            "ketama" => b(self.ring.distribution.is_consistent()),
+            "ketama_weighted" => b(self.ring.weighted),
+            "distribution" => Some(self.ring.distribution.code()),
+            "cas" => b(self.cas),
+            "buffer_requests" => b(self.buffer_requests),
+            "verify_keys" => b(self.verify_keys),
+            "connect_timeout" => Some(self.connect_timeout_ms as i64),
+            "send_timeout" => Some(self.send_timeout_us as i64),
+            "receive_timeout" => Some(self.receive_timeout_us as i64),
+            "num_replicas" => Some(self.num_replicas as i64),
+            "auto_eject" => b(self.auto_eject),
+            "retry_timeout" => Some(self.retry_timeout_s as i64),
+            "remove_failed" | "failure_limit" => Some(self.failure_limit as i64),
+            "_io_msg_watermark" => Some(self.io_msg_watermark as i64),
+            "_io_bytes_watermark" => Some(self.io_bytes_watermark as i64),
+            "_io_key_prefetch" => Some(self.io_key_prefetch as i64),
+            "_hash_with_prefix_key" => b(self.hash_with_prefix_key),
+            "_noreply" => b(self.noreply),
+            "_sort_hosts" => b(self.ring.sort_hosts),
+            "_poll_timeout" => Some(self.poll_timeout_ms as i64),
+            "_socket_send_size" => self.socket_send_size.map(i64::from),
+            "_socket_recv_size" => self.socket_recv_size.map(i64::from),
+            "dead_timeout" => Some(self.dead_timeout_s as i64),
+            "get_multi_raise_on_error" => b(self.get_multi_raise_on_error),
+            _ => None,
+        }
+    }
+
+    /// How long to wait for the socket to become readable (receive_timeout in microseconds if
+    /// set, else the poll timeout in milliseconds, as libmemcached does).
+    pub fn read_timeout(&self) -> Duration {
+        if self.receive_timeout_us > 0 {
+            Duration::from_micros(self.receive_timeout_us as u64)
+        } else {
+            dur_ms(self.poll_timeout_ms)
+        }
+    }
+
+    pub fn write_timeout(&self) -> Duration {
+        if self.send_timeout_us > 0 {
+            Duration::from_micros(self.send_timeout_us as u64)
+        } else {
+            dur_ms(self.poll_timeout_ms)
+        }
+    }
+
+    pub fn connect_timeout(&self) -> Duration {
+        if self.connect_timeout_ms > 0 {
+            dur_ms(self.connect_timeout_ms)
+        } else {
+            dur_ms(self.poll_timeout_ms)
+        }
+    }
+
+    pub fn retry_timeout(&self) -> Duration {
+        Duration::from_secs(self.retry_timeout_s.max(0) as u64)
+    }
+
+    pub fn dead_timeout(&self) -> Duration {
+        Duration::from_secs(self.dead_timeout_s.max(0) as u64)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_read_back_as_pylibmc() {
+        let b = Behaviors::default();
+        assert_eq!(b.get("connect_timeout"), Some(4000));
+        assert_eq!(b.get("remove_failed"), Some(5));
+        assert_eq!(b.get("_poll_timeout"), Some(5000));
+        assert_eq!(b.get("_io_bytes_watermark"), Some(66560));
+        assert_eq!(b.get("hash"), Some(0));
+        assert_eq!(b.get("ketama"), Some(0));
+        assert_eq!(b.get("_socket_send_size"), None);
+    }
+
+    #[test]
+    fn libmemcached_quirks() {
+        let mut b = Behaviors::default();
+        assert!(b.set("retry_timeout", 0, false).is_err());
+        assert!(b.set("remove_failed", 0, false).is_err());
+        assert!(b.set("hash", 7, false).is_err());
+        assert!(b.set("distribution", 7, false).is_err());
+        assert!(b.set("verify_keys", 0, true).is_err());
+        b.set("remove_failed", 3, false).unwrap();
+        assert_eq!(b.get("auto_eject"), Some(1));
+        assert_eq!(b.get("failure_limit"), Some(3));
+        b.set("ketama_weighted", 1, false).unwrap();
+        assert_eq!(b.get("hash"), Some(1));
+        assert_eq!(b.get("ketama"), Some(1));
+        b.set("ketama_weighted", 0, false).unwrap();
+        assert_eq!(b.get("ketama"), Some(1));
+        b.set("connect_timeout", 1 << 40, false).unwrap();
+        assert_eq!(b.get("connect_timeout"), Some(0));
+        b.set("num_replicas", -1, false).unwrap();
+        assert_eq!(b.get("num_replicas"), Some(4294967295));
+        b.set("tcp_nodelay", 7, false).unwrap();
+        assert_eq!(b.get("tcp_nodelay"), Some(1));
+    }
+}

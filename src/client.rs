@@ -1,0 +1,1041 @@
+//! The client: every operation is a batch. Keys are routed by the ring, each involved server gets
+//! one buffer of pipelined requests, and all involved connections are driven at once by one poll
+//! loop that interleaves writes and reads (so no batch size can deadlock on full socket buffers).
+//! Every reply is attributed to its key; a failed server fails exactly its own keys.
+//!
+//! Depends on `pool`, `connection`, `protocol`, `ring`, `behaviors`, `error`. Never on Python.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use parking_lot::RwLock;
+use rustix::event::{PollFd, PollFlags};
+
+use crate::behaviors::{Behaviors, Rejected};
+use crate::connection::{is_stale_connection_error, Address, Connection, SocketOptions};
+use crate::error::{Error, Result};
+use crate::pool::{FailurePolicy, Server};
+use crate::protocol::text;
+use crate::protocol::{validate_text_key, Parsed, Reply, ReplyKind, StoreCmd};
+use crate::ring::{Ring, RingServer, RingSettings};
+
+/// Keys per `get` line: keeps lines short for every server (memcached 1.6.12 rejected huge ones).
+const KEYS_PER_GET: usize = 100;
+
+/// A server as given by the user.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ServerSpec {
+    pub address: Address,
+    pub weight: u32,
+}
+
+/// A fetched value.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Item {
+    pub flags: u32,
+    pub data: Vec<u8>,
+    pub cas: Option<u64>,
+}
+
+/// What a storage command answered.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum StoreStatus {
+    Stored,
+    NotStored,
+    Exists,
+    NotFound,
+}
+
+/// One storage request of a batch.
+#[derive(Clone, Copy, Debug)]
+pub struct StoreItem<'a> {
+    pub key: &'a [u8],
+    pub flags: u32,
+    pub exptime: u32,
+    pub data: &'a [u8],
+    pub cas: u64,
+}
+
+struct State {
+    behaviors: Behaviors,
+    namespace: Vec<u8>,
+    ring: Ring,
+    live: Vec<bool>,
+    opts: SocketOptions,
+    policy: FailurePolicy,
+}
+
+pub struct Client {
+    servers: Vec<Server>,
+    ring_servers: Vec<RingServer>,
+    state: RwLock<Arc<State>>,
+    maybe_ejected: AtomicBool,
+}
+
+fn ring_server(spec: &ServerSpec) -> RingServer {
+    match &spec.address {
+        Address::Tcp { host, port } => RingServer {
+            host: host.clone(),
+            port: if *port == 0 { 11211 } else { *port },
+            weight: spec.weight.max(1),
+        },
+        Address::Unix(path) => RingServer {
+            host: path.clone(),
+            port: 0,
+            weight: spec.weight.max(1),
+        },
+    }
+}
+
+impl State {
+    fn new(behaviors: Behaviors, namespace: Vec<u8>, servers: &[RingServer], live: Vec<bool>) -> Self {
+        let ring = Ring::build(&behaviors.ring, servers, &live);
+        let opts = SocketOptions {
+            connect_timeout: behaviors.connect_timeout(),
+            read_timeout: behaviors.read_timeout(),
+            write_timeout: behaviors.write_timeout(),
+            tcp_keepalive: behaviors.tcp_keepalive,
+            send_buffer: behaviors.socket_send_size.and_then(|v| usize::try_from(v).ok()),
+            recv_buffer: behaviors.socket_recv_size.and_then(|v| usize::try_from(v).ok()),
+        };
+        let policy = FailurePolicy {
+            retry_timeout: behaviors.retry_timeout(),
+            auto_eject: behaviors.auto_eject,
+            failure_limit: behaviors.failure_limit,
+            dead_timeout: behaviors.dead_timeout(),
+        };
+        State {
+            behaviors,
+            namespace,
+            ring,
+            live,
+            opts,
+            policy,
+        }
+    }
+
+    /// The key as it goes on the wire, validated.
+    fn wire_key(&self, key: &[u8]) -> Result<Vec<u8>> {
+        let mut k = Vec::with_capacity(self.namespace.len() + key.len());
+        k.extend_from_slice(&self.namespace);
+        k.extend_from_slice(key);
+        validate_text_key(&k, self.behaviors.verify_keys)?;
+        Ok(k)
+    }
+
+    fn route(&self, key: &[u8], wire: &[u8]) -> usize {
+        if self.behaviors.hash_with_prefix_key {
+            self.ring.server_for(wire)
+        } else {
+            self.ring.server_for(key)
+        }
+    }
+}
+
+/// One request line (or command) in a server's pipeline and the keys it answers for.
+#[derive(Clone, Copy, Debug)]
+struct Req {
+    kind: ReplyKind,
+    /// Range in `Job::keys`.
+    start: u32,
+    len: u32,
+    /// The `version` marker that closes a batch of `noreply` commands.
+    marker: bool,
+}
+
+/// Everything one server is asked in one operation.
+struct Job {
+    server: usize,
+    wbuf: Vec<u8>,
+    /// Operation-wide key indices, in the order this server's requests name them.
+    keys: Vec<u32>,
+    reqs: Vec<Req>,
+}
+
+impl Job {
+    fn new(server: usize) -> Job {
+        Job {
+            server,
+            wbuf: Vec::new(),
+            keys: Vec::new(),
+            reqs: Vec::new(),
+        }
+    }
+
+    fn push_req(&mut self, kind: ReplyKind, key: u32) {
+        let start = self.keys.len() as u32;
+        self.keys.push(key);
+        self.reqs.push(Req {
+            kind,
+            start,
+            len: 1,
+            marker: false,
+        });
+    }
+
+    /// Close a batch of `noreply` commands: its keys all ride on the final marker.
+    fn push_marker(&mut self, start: u32) {
+        text::encode_version(&mut self.wbuf);
+        let len = self.keys.len() as u32 - start;
+        self.reqs.push(Req {
+            kind: ReplyKind::Version,
+            start,
+            len,
+            marker: true,
+        });
+    }
+}
+
+/// Receives the replies of a batch. `keys` are the operation-wide indices a request answers for;
+/// `cursor` is the position inside them that a multi-value reply has reached.
+trait Sink {
+    /// One reply unit for the current request. `Ok(true)`: the request is complete.
+    /// A resumable `Err` fails the request's remaining keys and the stream goes on.
+    fn reply(&mut self, kind: ReplyKind, keys: &[u32], cursor: &mut usize, r: Reply<'_>) -> Result<bool>;
+    /// These keys will get no reply: fail them.
+    fn fail(&mut self, keys: &[u32], e: &Error);
+    /// A `noreply` batch ended: `errors` is what the server reported for it (unattributable).
+    fn noreply_done(&mut self, keys: &[u32], errors: &[Error]) {
+        if let Some(first) = errors.first() {
+            let e = Error::ServerError(format!(
+                "{} of {} noreply commands failed on this server (first: {first})",
+                errors.len(),
+                keys.len()
+            ));
+            self.fail(keys, &e);
+        } else {
+            self.assume_ok(keys);
+        }
+    }
+    /// `noreply` keys that the server did not complain about.
+    fn assume_ok(&mut self, keys: &[u32]);
+}
+
+/// A per-key outcome table.
+struct Outcomes<T> {
+    slots: Vec<Option<Result<T>>>,
+}
+
+impl<T> Outcomes<T> {
+    fn new(n: usize) -> Self {
+        Outcomes {
+            slots: (0..n).map(|_| None).collect(),
+        }
+    }
+    fn set(&mut self, i: u32, v: Result<T>) {
+        if let Some(s) = self.slots.get_mut(i as usize) {
+            *s = Some(v);
+        }
+    }
+    fn set_if_empty(&mut self, i: u32, v: Result<T>) {
+        if let Some(s @ None) = self.slots.get_mut(i as usize) {
+            *s = Some(v);
+        }
+    }
+    fn fail(&mut self, keys: &[u32], e: &Error) {
+        for &k in keys {
+            self.set_if_empty(k, Err(e.clone()));
+        }
+    }
+    fn finish(self) -> Vec<Result<T>> {
+        self.slots
+            .into_iter()
+            .map(|s| s.unwrap_or_else(|| Err(Error::Protocol("no reply for this key".into()))))
+            .collect()
+    }
+}
+
+struct GetSink<'a> {
+    wire: &'a [Vec<u8>],
+    out: Outcomes<Option<Item>>,
+}
+
+impl Sink for GetSink<'_> {
+    fn reply(&mut self, _: ReplyKind, keys: &[u32], cursor: &mut usize, r: Reply<'_>) -> Result<bool> {
+        match r {
+            Reply::Value {
+                key,
+                flags,
+                cas,
+                data,
+            } => {
+                // Hits come back in request order: keys skipped over are misses.
+                while *cursor < keys.len() {
+                    let k = keys[*cursor];
+                    *cursor += 1;
+                    if self.wire[k as usize] == key {
+                        self.out.set(
+                            k,
+                            Ok(Some(Item {
+                                flags,
+                                data: data.to_vec(),
+                                cas,
+                            })),
+                        );
+                        return Ok(false);
+                    }
+                    self.out.set(k, Ok(None));
+                }
+                Err(Error::Protocol("value for a key that was not requested".into()))
+            }
+            Reply::End => {
+                for &k in &keys[(*cursor).min(keys.len())..] {
+                    self.out.set(k, Ok(None));
+                }
+                *cursor = keys.len();
+                Ok(true)
+            }
+            Reply::Failed(e) if *cursor == 0 => Err(e),
+            Reply::Failed(e) => Err(Error::Protocol(format!("error in the middle of a get reply: {e}"))),
+            _ => Err(Error::Protocol("unexpected reply to get".into())),
+        }
+    }
+    fn fail(&mut self, keys: &[u32], e: &Error) {
+        self.out.fail(keys, e);
+    }
+    fn assume_ok(&mut self, _: &[u32]) {}
+}
+
+/// Sinks for commands with one reply line each.
+struct LineSink<T, F: FnMut(Reply<'_>) -> Result<T>> {
+    out: Outcomes<T>,
+    map: F,
+    noreply_value: Option<T>,
+}
+
+impl<T: Clone, F: FnMut(Reply<'_>) -> Result<T>> Sink for LineSink<T, F> {
+    fn reply(&mut self, _: ReplyKind, keys: &[u32], _: &mut usize, r: Reply<'_>) -> Result<bool> {
+        let v = match r {
+            Reply::Failed(e) => Err(e),
+            r => (self.map)(r),
+        };
+        match v {
+            Err(e) if !e.is_resumable() => Err(e),
+            v => {
+                if let Some(&k) = keys.first() {
+                    self.out.set(k, v);
+                }
+                Ok(true)
+            }
+        }
+    }
+    fn fail(&mut self, keys: &[u32], e: &Error) {
+        self.out.fail(keys, e);
+    }
+    fn assume_ok(&mut self, keys: &[u32]) {
+        if let Some(v) = &self.noreply_value {
+            for &k in keys {
+                self.out.set_if_empty(k, Ok(v.clone()));
+            }
+        }
+    }
+}
+
+fn line_sink<T, F: FnMut(Reply<'_>) -> Result<T>>(n: usize, map: F, noreply_value: Option<T>) -> LineSink<T, F> {
+    LineSink {
+        out: Outcomes::new(n),
+        map,
+        noreply_value,
+    }
+}
+
+fn unexpected() -> Error {
+    Error::Protocol("reply does not match the request".into())
+}
+
+/// `stats` replies: many lines per server.
+struct StatsSink {
+    out: Vec<Option<Result<Vec<(Vec<u8>, Vec<u8>)>>>>,
+    acc: Vec<(Vec<u8>, Vec<u8>)>,
+}
+
+impl Sink for StatsSink {
+    fn reply(&mut self, _: ReplyKind, keys: &[u32], _: &mut usize, r: Reply<'_>) -> Result<bool> {
+        let Some(&k) = keys.first() else {
+            return Ok(true);
+        };
+        match r {
+            Reply::Stat { name, value } => {
+                self.acc.push((name.to_vec(), value.to_vec()));
+                Ok(false)
+            }
+            Reply::End => {
+                self.out[k as usize] = Some(Ok(std::mem::take(&mut self.acc)));
+                Ok(true)
+            }
+            Reply::Failed(e) if self.acc.is_empty() => Err(e),
+            _ => Err(unexpected()),
+        }
+    }
+    fn fail(&mut self, keys: &[u32], e: &Error) {
+        for &k in keys {
+            if let Some(s @ None) = self.out.get_mut(k as usize) {
+                *s = Some(Err(e.clone()));
+            }
+        }
+        self.acc.clear();
+    }
+    fn assume_ok(&mut self, _: &[u32]) {}
+}
+
+/// A job in flight on its connection.
+struct Active {
+    job: Job,
+    conn: Connection,
+    reused: bool,
+    wpos: usize,
+    req: usize,
+    cursor: usize,
+    marker_errors: Vec<Error>,
+    last_progress: Instant,
+    failed: Option<Error>,
+}
+
+impl Active {
+    fn done(&self) -> bool {
+        self.failed.is_some() || self.req >= self.job.reqs.len()
+    }
+
+    fn writing(&self) -> bool {
+        self.wpos < self.job.wbuf.len()
+    }
+
+    /// Parse every complete unit that has arrived.
+    fn parse_available(&mut self, sink: &mut dyn Sink) -> Result<()> {
+        while self.req < self.job.reqs.len() {
+            let req = self.job.reqs[self.req];
+            let parsed = text::parse_reply(req.kind, self.conn.unread())?;
+            let Parsed::Done(reply, used) = parsed else {
+                return Ok(());
+            };
+            let keys = &self.job.keys[req.start as usize..(req.start + req.len) as usize];
+            let complete = if req.marker {
+                match reply {
+                    Reply::Failed(e) => {
+                        self.marker_errors.push(e);
+                        false
+                    }
+                    Reply::Version(_) => {
+                        sink.noreply_done(keys, &self.marker_errors);
+                        self.marker_errors.clear();
+                        true
+                    }
+                    _ => return Err(unexpected()),
+                }
+            } else {
+                match sink.reply(req.kind, keys, &mut self.cursor, reply) {
+                    Ok(c) => c,
+                    Err(e) if e.is_resumable() => {
+                        sink.fail(&keys[self.cursor.min(keys.len())..], &e);
+                        true
+                    }
+                    Err(e) => return Err(e),
+                }
+            };
+            self.conn.consume(used);
+            if complete {
+                self.req += 1;
+                self.cursor = 0;
+            }
+        }
+        if !self.conn.is_idle_clean() {
+            return Err(Error::Protocol("the server sent more than was asked".into()));
+        }
+        Ok(())
+    }
+
+    /// Write what the socket takes now; true if anything was written.
+    fn write_some(&mut self) -> Result<bool> {
+        let mut progressed = false;
+        while self.writing() {
+            let n = self.conn.send_nonblocking(&self.job.wbuf[self.wpos..])?;
+            if n == 0 {
+                break;
+            }
+            self.wpos += n;
+            progressed = true;
+        }
+        Ok(progressed)
+    }
+
+    /// Read what has arrived without blocking; true if anything was read.
+    fn read_some(&mut self, sink: &mut dyn Sink) -> Result<bool> {
+        let mut progressed = false;
+        loop {
+            let n = self.conn.recv_nonblocking()?;
+            if n == 0 {
+                return Ok(progressed);
+            }
+            progressed = true;
+            self.parse_available(sink)?;
+            if self.done() {
+                return Ok(true);
+            }
+        }
+    }
+
+    /// The remaining keys of this job, which will get no reply now.
+    fn fail_rest(&self, sink: &mut dyn Sink, e: &Error) {
+        for (i, req) in self.job.reqs.iter().enumerate().skip(self.req) {
+            let keys = &self.job.keys[req.start as usize..(req.start + req.len) as usize];
+            let from = if i == self.req { self.cursor.min(keys.len()) } else { 0 };
+            sink.fail(&keys[from..], e);
+        }
+    }
+}
+
+fn fail_job(job: &Job, sink: &mut dyn Sink, e: &Error) {
+    sink.fail(&job.keys, e);
+}
+
+fn to_timespec(d: Duration) -> rustix::event::Timespec {
+    rustix::event::Timespec {
+        tv_sec: d.as_secs() as _,
+        tv_nsec: d.subsec_nanos() as _,
+    }
+}
+
+impl Client {
+    /// Build a client. Behaviors are applied before the servers are added, as pylibmc does
+    /// (which matters for weighted rings).
+    pub fn new(specs: Vec<ServerSpec>, mut behaviors: Behaviors, namespace: Vec<u8>) -> Result<Client> {
+        if specs.is_empty() {
+            return Err(Error::NoServers);
+        }
+        let ring_servers: Vec<RingServer> = specs.iter().map(ring_server).collect();
+        for s in &ring_servers {
+            behaviors.ring.note_server_added(s.weight);
+        }
+        Ok(Self::assemble(specs, ring_servers, behaviors, namespace))
+    }
+
+    fn assemble(specs: Vec<ServerSpec>, ring_servers: Vec<RingServer>, behaviors: Behaviors, namespace: Vec<u8>) -> Client {
+        let live = vec![true; specs.len()];
+        let state = State::new(behaviors, namespace, &ring_servers, live);
+        Client {
+            servers: specs.into_iter().map(|s| Server::new(s.address, s.weight)).collect(),
+            ring_servers,
+            state: RwLock::new(Arc::new(state)),
+            maybe_ejected: AtomicBool::new(false),
+        }
+    }
+
+    /// A new client with the same servers and behaviors and its own connections, as
+    /// `memcached_clone` makes it (which can drop the weighted-ring flag: distribution.md s.10).
+    pub fn clone_client(&self) -> Client {
+        let st = self.state.read().clone();
+        let mut behaviors = st.behaviors.clone();
+        behaviors.ring = behaviors.ring.after_clone(&self.ring_servers);
+        let specs = self
+            .servers
+            .iter()
+            .map(|s| ServerSpec {
+                address: s.address.clone(),
+                weight: s.weight,
+            })
+            .collect();
+        Self::assemble(specs, self.ring_servers.clone(), behaviors, st.namespace.clone())
+    }
+
+    pub fn addresses(&self) -> Vec<Address> {
+        self.servers.iter().map(|s| s.address.clone()).collect()
+    }
+
+    pub fn behaviors(&self) -> Behaviors {
+        self.state.read().behaviors.clone()
+    }
+
+    pub fn ring_settings(&self) -> RingSettings {
+        self.state.read().behaviors.ring
+    }
+
+    /// Change behaviors. Idle connections are closed so that new socket options apply.
+    pub fn update_behaviors<F>(&self, f: F) -> std::result::Result<(), Rejected>
+    where
+        F: FnOnce(&mut Behaviors) -> std::result::Result<(), Rejected>,
+    {
+        let mut guard = self.state.write();
+        let mut b = guard.behaviors.clone();
+        let r = f(&mut b);
+        // Behaviors before a rejected one stay applied, as in libmemcached.
+        let live = guard.live.clone();
+        *guard = Arc::new(State::new(b, guard.namespace.clone(), &self.ring_servers, live));
+        drop(guard);
+        for s in &self.servers {
+            s.drop_idle();
+        }
+        r
+    }
+
+    pub fn set_namespace(&self, namespace: Vec<u8>) {
+        let mut guard = self.state.write();
+        let st = &**guard;
+        *guard = Arc::new(State::new(st.behaviors.clone(), namespace, &self.ring_servers, st.live.clone()));
+    }
+
+    /// The state for one operation; rebuilds the ring first if a server was ejected or came back.
+    fn snapshot(&self) -> Arc<State> {
+        let st = self.state.read().clone();
+        if !self.maybe_ejected.load(Ordering::Relaxed) {
+            return st;
+        }
+        let now = Instant::now();
+        let live: Vec<bool> = self.servers.iter().map(|s| !s.is_ejected(now)).collect();
+        if live.iter().all(|&l| l) {
+            self.maybe_ejected.store(false, Ordering::Relaxed);
+        }
+        if live == st.live {
+            return st;
+        }
+        let mut guard = self.state.write();
+        let cur = &**guard;
+        let new = Arc::new(State::new(cur.behaviors.clone(), cur.namespace.clone(), &self.ring_servers, live));
+        *guard = new.clone();
+        new
+    }
+
+    /// The index of the server `key` maps to (pylibmc's `hash()`).
+    pub fn server_for(&self, key: &[u8]) -> usize {
+        let st = self.snapshot();
+        let mut wire = st.namespace.clone();
+        wire.extend_from_slice(key);
+        st.route(key, &wire)
+    }
+
+    pub fn server_count(&self) -> usize {
+        self.servers.len()
+    }
+
+    /// Close all idle connections (sending `quit`) and forget server failures.
+    pub fn disconnect_all(&self) {
+        for s in &self.servers {
+            s.disconnect_idle();
+            s.reset_health();
+        }
+    }
+
+    /// Validate keys and group them by server. Returns per-key wire keys (empty on error), the
+    /// jobs, and pre-failed keys.
+    fn plan<F>(&self, st: &State, keys: &[&[u8]], mut encode: F) -> (Vec<Vec<u8>>, Vec<Job>, Vec<(u32, Error)>)
+    where
+        F: FnMut(&mut Job, u32, &[u8]),
+    {
+        let mut wire = Vec::with_capacity(keys.len());
+        let mut bad = Vec::new();
+        let mut by_server: Vec<Option<Job>> = (0..self.servers.len()).map(|_| None).collect();
+        for (i, key) in keys.iter().enumerate() {
+            match st.wire_key(key) {
+                Ok(w) => {
+                    let s = st.route(key, &w).min(self.servers.len() - 1);
+                    let job = by_server[s].get_or_insert_with(|| Job::new(s));
+                    encode(job, i as u32, &w);
+                    wire.push(w);
+                }
+                Err(e) => {
+                    bad.push((i as u32, e));
+                    wire.push(Vec::new());
+                }
+            }
+        }
+        (wire, by_server.into_iter().flatten().collect(), bad)
+    }
+
+    /// Fetch keys (`gets` when `with_cas`). Duplicates should be removed by the caller.
+    pub fn get_multi(&self, keys: &[&[u8]], with_cas: bool) -> Vec<Result<Option<Item>>> {
+        let st = self.snapshot();
+        let with_cas = with_cas || st.behaviors.cas;
+        let mut lines: Vec<(usize, u32)> = Vec::new();
+        let (wire, mut jobs, bad) = self.plan(&st, keys, |job, i, _| {
+            job.keys.push(i);
+            let _ = &mut lines;
+        });
+        // Encode the get lines per job, KEYS_PER_GET keys each.
+        for job in &mut jobs {
+            let n = job.keys.len();
+            let mut start = 0;
+            while start < n {
+                let end = (start + KEYS_PER_GET).min(n);
+                text::encode_get(
+                    &mut job.wbuf,
+                    with_cas,
+                    job.keys[start..end].iter().map(|&k| wire[k as usize].as_slice()),
+                );
+                job.reqs.push(Req {
+                    kind: ReplyKind::Retrieval,
+                    start: start as u32,
+                    len: (end - start) as u32,
+                    marker: false,
+                });
+                start = end;
+            }
+        }
+        lines.clear();
+        let mut sink = GetSink {
+            wire: &wire,
+            out: Outcomes::new(keys.len()),
+        };
+        for (i, e) in bad {
+            sink.out.set(i, Err(e));
+        }
+        self.run(&st, jobs, &mut sink);
+        sink.out.finish()
+    }
+
+    /// Storage commands, pipelined. With `noreply` the server answers nothing per key and one
+    /// `version` round trip closes the batch, so no stray reply can ever be read later.
+    pub fn store_multi(&self, cmd: StoreCmd, items: &[StoreItem<'_>], noreply: bool) -> Vec<Result<StoreStatus>> {
+        let st = self.snapshot();
+        let noreply = noreply || st.behaviors.noreply;
+        let keys: Vec<&[u8]> = items.iter().map(|it| it.key).collect();
+        let (_, mut jobs, bad) = self.plan(&st, &keys, |job, i, w| {
+            let it = &items[i as usize];
+            text::encode_store(&mut job.wbuf, cmd, w, it.flags, it.exptime, it.data, it.cas, noreply);
+            if noreply {
+                job.keys.push(i);
+            } else {
+                job.push_req(ReplyKind::Storage, i);
+            }
+        });
+        if noreply {
+            for job in &mut jobs {
+                job.push_marker(0);
+            }
+        }
+        let mut sink = line_sink(
+            items.len(),
+            |r| match r {
+                Reply::Stored => Ok(StoreStatus::Stored),
+                Reply::NotStored => Ok(StoreStatus::NotStored),
+                Reply::Exists => Ok(StoreStatus::Exists),
+                Reply::NotFound => Ok(StoreStatus::NotFound),
+                _ => Err(unexpected()),
+            },
+            Some(StoreStatus::Stored),
+        );
+        for (i, e) in bad {
+            sink.out.set(i, Err(e));
+        }
+        self.run(&st, jobs, &mut sink);
+        sink.out.finish()
+    }
+
+    /// Deletes, pipelined: `true` if deleted, `false` if not found.
+    pub fn delete_multi(&self, keys: &[&[u8]], noreply: bool) -> Vec<Result<bool>> {
+        let st = self.snapshot();
+        let noreply = noreply || st.behaviors.noreply;
+        let (_, mut jobs, bad) = self.plan(&st, keys, |job, i, w| {
+            text::encode_delete(&mut job.wbuf, w, noreply);
+            if noreply {
+                job.keys.push(i);
+            } else {
+                job.push_req(ReplyKind::Delete, i);
+            }
+        });
+        if noreply {
+            for job in &mut jobs {
+                job.push_marker(0);
+            }
+        }
+        let mut sink = line_sink(
+            keys.len(),
+            |r| match r {
+                Reply::Deleted => Ok(true),
+                Reply::NotFound => Ok(false),
+                _ => Err(unexpected()),
+            },
+            Some(true),
+        );
+        for (i, e) in bad {
+            sink.out.set(i, Err(e));
+        }
+        self.run(&st, jobs, &mut sink);
+        sink.out.finish()
+    }
+
+    /// `incr`/`decr`, pipelined: the new value, or `None` if the key does not exist.
+    pub fn arith_multi(&self, incr: bool, keys: &[&[u8]], delta: u64) -> Vec<Result<Option<u64>>> {
+        let st = self.snapshot();
+        let (_, jobs, bad) = self.plan(&st, keys, |job, i, w| {
+            text::encode_arith(&mut job.wbuf, incr, w, delta, false);
+            job.push_req(ReplyKind::Arith, i);
+        });
+        let mut sink = line_sink(
+            keys.len(),
+            |r| match r {
+                Reply::Number(n) => Ok(Some(n)),
+                Reply::NotFound => Ok(None),
+                _ => Err(unexpected()),
+            },
+            None,
+        );
+        for (i, e) in bad {
+            sink.out.set(i, Err(e));
+        }
+        self.run(&st, jobs, &mut sink);
+        sink.out.finish()
+    }
+
+    /// `touch`, pipelined: `true` if touched, `false` if not found.
+    pub fn touch_multi(&self, keys: &[&[u8]], exptime: u32, noreply: bool) -> Vec<Result<bool>> {
+        let st = self.snapshot();
+        let noreply = noreply || st.behaviors.noreply;
+        let (_, mut jobs, bad) = self.plan(&st, keys, |job, i, w| {
+            text::encode_touch(&mut job.wbuf, w, exptime, noreply);
+            if noreply {
+                job.keys.push(i);
+            } else {
+                job.push_req(ReplyKind::Touch, i);
+            }
+        });
+        if noreply {
+            for job in &mut jobs {
+                job.push_marker(0);
+            }
+        }
+        let mut sink = line_sink(
+            keys.len(),
+            |r| match r {
+                Reply::Touched => Ok(true),
+                Reply::NotFound => Ok(false),
+                _ => Err(unexpected()),
+            },
+            Some(true),
+        );
+        for (i, e) in bad {
+            sink.out.set(i, Err(e));
+        }
+        self.run(&st, jobs, &mut sink);
+        sink.out.finish()
+    }
+
+    /// `flush_all` on every server; one outcome per server.
+    pub fn flush_all(&self, delay: u32) -> Vec<Result<()>> {
+        let st = self.snapshot();
+        let jobs = (0..self.servers.len())
+            .map(|s| {
+                let mut job = Job::new(s);
+                text::encode_flush_all(&mut job.wbuf, delay);
+                job.push_req(ReplyKind::Ok, s as u32);
+                job
+            })
+            .collect();
+        let mut sink = line_sink(
+            self.servers.len(),
+            |r| match r {
+                Reply::Ok => Ok(()),
+                _ => Err(unexpected()),
+            },
+            None,
+        );
+        self.run(&st, jobs, &mut sink);
+        sink.out.finish()
+    }
+
+    /// `stats [args]` on every server; one outcome per server, in server order.
+    pub fn stats(&self, args: &[u8]) -> Vec<Result<Vec<(Vec<u8>, Vec<u8>)>>> {
+        let st = self.snapshot();
+        let n = self.servers.len();
+        if args.iter().any(|&b| b == b'\r' || b == b'\n') {
+            return (0..n).map(|_| Err(Error::BadKey("stats arguments contain a line break".into()))).collect();
+        }
+        let jobs = (0..n)
+            .map(|s| {
+                let mut job = Job::new(s);
+                text::encode_stats(&mut job.wbuf, args);
+                job.push_req(ReplyKind::Stats, s as u32);
+                job
+            })
+            .collect();
+        let mut sink = StatsSink {
+            out: (0..n).map(|_| None).collect(),
+            acc: Vec::new(),
+        };
+        self.run(&st, jobs, &mut sink);
+        sink.out
+            .into_iter()
+            .map(|s| s.unwrap_or_else(|| Err(Error::Protocol("no reply".into()))))
+            .collect()
+    }
+
+    /// Note a server failure; a newly ejected server makes the next operation rebuild the ring.
+    fn server_failed(&self, st: &State, server: usize, e: &Error) {
+        if e.is_server_failure() {
+            if let Some(s) = self.servers.get(server) {
+                if s.record_failure(Instant::now(), &st.policy) {
+                    self.maybe_ejected.store(true, Ordering::Relaxed);
+                }
+            }
+        }
+    }
+
+    /// Check out connections for the jobs and drive them to completion.
+    fn run(&self, st: &State, jobs: Vec<Job>, sink: &mut dyn Sink) {
+        if jobs.is_empty() {
+            return;
+        }
+        let now = Instant::now();
+        let mut actives = Vec::with_capacity(jobs.len());
+        for job in jobs {
+            let server = &self.servers[job.server];
+            if let Err(e) = server.check_health(now) {
+                fail_job(&job, sink, &e);
+                continue;
+            }
+            match server.checkout(&st.opts) {
+                Ok((mut conn, reused)) => {
+                    conn.begin_request();
+                    actives.push(Active {
+                        job,
+                        conn,
+                        reused,
+                        wpos: 0,
+                        req: 0,
+                        cursor: 0,
+                        marker_errors: Vec::new(),
+                        last_progress: now,
+                        failed: None,
+                    });
+                }
+                Err(e) => {
+                    self.server_failed(st, job.server, &e);
+                    fail_job(&job, sink, &e);
+                }
+            }
+        }
+        if actives.len() == 1 {
+            if let Some(a) = actives.pop() {
+                let a = self.drive_one(st, a, sink);
+                self.finish(st, a, sink);
+            }
+            return;
+        }
+        self.drive_many(st, &mut actives, sink);
+        for a in actives {
+            self.finish(st, a, sink);
+        }
+    }
+
+    /// Replace a stale pooled connection that failed before any reply byte with a new one and
+    /// start the job over. Returns false if that is not safe or the reconnect failed.
+    fn retry_fresh(&self, st: &State, a: &mut Active, e: &Error) -> bool {
+        if !(a.reused && !a.conn.received_since_begin() && a.req == 0 && is_stale_connection_error(e)) {
+            return false;
+        }
+        match Connection::connect(&self.servers[a.job.server].address, &st.opts) {
+            Ok(c) => {
+                a.conn = c;
+                a.reused = false;
+                a.wpos = 0;
+                a.cursor = 0;
+                a.marker_errors.clear();
+                a.last_progress = Instant::now();
+                true
+            }
+            Err(_) => false,
+        }
+    }
+
+    /// One server: write, then blocking reads with the socket's timeout (one `send`, one `recv`
+    /// for a small request). Falls back to the poll loop if the request does not fit the socket.
+    fn drive_one(&self, st: &State, mut a: Active, sink: &mut dyn Sink) -> Active {
+        loop {
+            let r = (|| -> Result<bool> {
+                a.write_some()?;
+                if a.writing() {
+                    return Ok(false);
+                }
+                loop {
+                    a.parse_available(sink)?;
+                    if a.done() {
+                        return Ok(true);
+                    }
+                    a.conn.recv_blocking()?;
+                }
+            })();
+            match r {
+                Ok(true) => return a,
+                Ok(false) => {
+                    let mut v = vec![a];
+                    self.drive_many(st, &mut v, sink);
+                    return v.pop().expect("one active");
+                }
+                Err(e) => {
+                    if self.retry_fresh(st, &mut a, &e) {
+                        continue;
+                    }
+                    a.failed = Some(e);
+                    return a;
+                }
+            }
+        }
+    }
+
+    fn drive_many(&self, st: &State, actives: &mut [Active], sink: &mut dyn Sink) {
+        loop {
+            // Make all the progress possible without waiting.
+            for a in actives.iter_mut().filter(|a| !a.done()) {
+                let r = a.write_some().and_then(|w| Ok(w | a.read_some(sink)?));
+                match r {
+                    Ok(true) => a.last_progress = Instant::now(),
+                    Ok(false) => {}
+                    Err(e) => {
+                        if !self.retry_fresh(st, a, &e) {
+                            a.failed = Some(e);
+                        }
+                    }
+                }
+            }
+            if actives.iter().all(|a| a.done()) {
+                return;
+            }
+            // Wait for the first socket to be ready, or the first deadline.
+            let now = Instant::now();
+            let mut wait = Duration::from_secs(3600);
+            for a in actives.iter_mut().filter(|a| !a.done()) {
+                let limit = if a.writing() { st.opts.write_timeout } else { st.opts.read_timeout };
+                let deadline = a.last_progress + limit;
+                if deadline <= now {
+                    a.failed = Some(Error::Timeout);
+                } else {
+                    wait = wait.min(deadline - now);
+                }
+            }
+            let waiting: Vec<usize> = (0..actives.len()).filter(|&i| !actives[i].done()).collect();
+            if waiting.is_empty() {
+                return;
+            }
+            let mut fds: Vec<PollFd<'_>> = waiting
+                .iter()
+                .map(|&i| {
+                    let a = &actives[i];
+                    let mut flags = PollFlags::IN;
+                    if a.writing() {
+                        flags |= PollFlags::OUT;
+                    }
+                    PollFd::from_borrowed_fd(a.conn.fd(), flags)
+                })
+                .collect();
+            let ts = to_timespec(wait.max(Duration::from_millis(1)));
+            let _ = rustix::event::poll(&mut fds, Some(&ts));
+            drop(fds);
+        }
+    }
+
+    /// Return a clean connection to the pool; otherwise drop it, fail what is left and note
+    /// the server's failure.
+    fn finish(&self, st: &State, mut a: Active, sink: &mut dyn Sink) {
+        let server = &self.servers[a.job.server];
+        match a.failed.take() {
+            None if a.conn.is_idle_clean() => {
+                server.record_success();
+                server.checkin(a.conn);
+            }
+            None => {}
+            Some(e) => {
+                a.fail_rest(sink, &e);
+                self.server_failed(st, a.job.server, &e);
+            }
+        }
+    }
+}

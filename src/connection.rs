@@ -1,0 +1,318 @@
+//! One socket to one server (TCP or UNIX), with its read and write buffers.
+//!
+//! Sockets stay in blocking mode with kernel send/receive timeouts, so the common single-server
+//! request costs one `send` and one `recv`; the poll loop in `client` drives many connections at
+//! once with per-call non-blocking flags instead. Depends on `error` only.
+
+use std::io::{self, Read};
+use std::net::{TcpStream, ToSocketAddrs};
+use std::os::fd::{AsFd, BorrowedFd};
+use std::os::unix::net::UnixStream;
+use std::time::Duration;
+
+use rustix::net::{RecvFlags, SendFlags};
+
+use crate::error::{Error, Result};
+
+/// Where a server lives.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Address {
+    Tcp { host: String, port: u16 },
+    Unix(String),
+}
+
+impl Address {
+    /// The name pylibmc reports in `get_stats()`: `host:port`, or `path:0` for a UNIX socket.
+    pub fn display_name(&self) -> String {
+        match self {
+            Address::Tcp { host, port } => format!("{host}:{port}"),
+            Address::Unix(path) => format!("{path}:0"),
+        }
+    }
+}
+
+/// Socket options taken from the client's behaviors.
+#[derive(Clone, Copy, Debug)]
+pub struct SocketOptions {
+    pub connect_timeout: Duration,
+    pub read_timeout: Duration,
+    pub write_timeout: Duration,
+    pub tcp_keepalive: bool,
+    pub send_buffer: Option<usize>,
+    pub recv_buffer: Option<usize>,
+}
+
+enum Stream {
+    Tcp(TcpStream),
+    Unix(UnixStream),
+}
+
+impl Stream {
+    fn fd(&self) -> BorrowedFd<'_> {
+        match self {
+            Stream::Tcp(s) => s.as_fd(),
+            Stream::Unix(s) => s.as_fd(),
+        }
+    }
+}
+
+const READ_CHUNK: usize = 64 * 1024;
+/// A read buffer that grew past this (for a huge value) is given back when the connection idles.
+const KEEP_READ_BUF: usize = 1024 * 1024;
+
+pub struct Connection {
+    stream: Stream,
+    /// Always fully initialised; `rbuf[rpos..rend]` is unread data.
+    rbuf: Vec<u8>,
+    rpos: usize,
+    rend: usize,
+    /// The process that opened the socket: a forked child must never use it.
+    pid: u32,
+    /// Whether any reply byte arrived since `begin_request` (decides if a retry is safe).
+    received_since_begin: bool,
+}
+
+fn io_kind_is_timeout(e: &io::Error) -> bool {
+    matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut)
+}
+
+fn describe(e: &io::Error) -> String {
+    e.to_string()
+}
+
+/// Whether an error on a reused connection means "the server closed it while idle", so that the
+/// request can be replayed on a new connection without any risk of doing it twice.
+pub fn is_stale_connection_error(e: &Error) -> bool {
+    match e {
+        Error::Read(m) | Error::Write(m) => {
+            m == CLOSED || m.contains("reset by peer") || m.contains("Broken pipe")
+        }
+        _ => false,
+    }
+}
+
+const CLOSED: &str = "connection closed by server";
+
+impl Connection {
+    /// Resolve and connect, honouring the connect timeout.
+    pub fn connect(addr: &Address, opts: &SocketOptions) -> Result<Connection> {
+        let stream = match addr {
+            Address::Tcp { host, port } => {
+                let host = if host.is_empty() {
+                    "localhost"
+                } else {
+                    host.as_str()
+                };
+                let addrs: Vec<_> = (host, *port)
+                    .to_socket_addrs()
+                    .map_err(|e| Error::HostLookup(format!("{host}: {e}")))?
+                    .collect();
+                if addrs.is_empty() {
+                    return Err(Error::HostLookup(format!("{host}: no address")));
+                }
+                let mut last = None;
+                let mut found = None;
+                for sa in addrs {
+                    match TcpStream::connect_timeout(&sa, opts.connect_timeout) {
+                        Ok(s) => {
+                            found = Some(s);
+                            break;
+                        }
+                        Err(e) => last = Some(e),
+                    }
+                }
+                let s = match found {
+                    Some(s) => s,
+                    None => {
+                        let msg = last.map_or_else(|| "no address".to_string(), |e| describe(&e));
+                        return Err(Error::Connect(format!("{}: {msg}", addr.display_name())));
+                    }
+                };
+                // Requests are written whole; Nagle would only delay the tail of a pipeline.
+                s.set_nodelay(true)
+                    .map_err(|e| Error::Connect(describe(&e)))?;
+                if opts.tcp_keepalive {
+                    rustix::net::sockopt::set_socket_keepalive(&s, true)
+                        .map_err(|e| Error::Connect(e.to_string()))?;
+                }
+                Stream::Tcp(s)
+            }
+            Address::Unix(path) => {
+                let s = UnixStream::connect(path)
+                    .map_err(|e| Error::Connect(format!("{path}: {}", describe(&e))))?;
+                Stream::Unix(s)
+            }
+        };
+        let fd = stream.fd();
+        if let Some(n) = opts.send_buffer {
+            let _ = rustix::net::sockopt::set_socket_send_buffer_size(fd, n);
+        }
+        if let Some(n) = opts.recv_buffer {
+            let _ = rustix::net::sockopt::set_socket_recv_buffer_size(fd, n);
+        }
+        let set = |r: io::Result<()>| r.map_err(|e| Error::Connect(describe(&e)));
+        match &stream {
+            Stream::Tcp(s) => {
+                set(s.set_read_timeout(Some(opts.read_timeout)))?;
+                set(s.set_write_timeout(Some(opts.write_timeout)))?;
+            }
+            Stream::Unix(s) => {
+                set(s.set_read_timeout(Some(opts.read_timeout)))?;
+                set(s.set_write_timeout(Some(opts.write_timeout)))?;
+            }
+        }
+        Ok(Connection {
+            stream,
+            rbuf: vec![0; READ_CHUNK],
+            rpos: 0,
+            rend: 0,
+            pid: std::process::id(),
+            received_since_begin: false,
+        })
+    }
+
+    pub fn fd(&self) -> BorrowedFd<'_> {
+        self.stream.fd()
+    }
+
+    /// False in a forked child: the socket is shared with the parent and must not be used.
+    pub fn owned_by_this_process(&self) -> bool {
+        self.pid == std::process::id()
+    }
+
+    /// Whether the connection is clean: nothing unread is left over.
+    pub fn is_idle_clean(&self) -> bool {
+        self.rpos == self.rend
+    }
+
+    /// Call before writing a request; tracks whether any reply byte has arrived since.
+    pub fn begin_request(&mut self) {
+        self.received_since_begin = false;
+    }
+
+    pub fn received_since_begin(&self) -> bool {
+        self.received_since_begin
+    }
+
+    /// Write without blocking; returns how many bytes the kernel took (0 when its buffer is full).
+    pub fn send_nonblocking(&mut self, data: &[u8]) -> Result<usize> {
+        match rustix::net::send(self.fd(), data, SendFlags::DONTWAIT | SendFlags::NOSIGNAL) {
+            Ok(n) => Ok(n),
+            Err(rustix::io::Errno::AGAIN) => Ok(0),
+            Err(rustix::io::Errno::INTR) => Ok(0),
+            Err(e) => Err(Error::Write(io::Error::from(e).to_string())),
+        }
+    }
+
+    /// The unread bytes.
+    pub fn unread(&self) -> &[u8] {
+        &self.rbuf[self.rpos..self.rend]
+    }
+
+    /// Mark `n` unread bytes as used.
+    pub fn consume(&mut self, n: usize) {
+        self.rpos = (self.rpos + n).min(self.rend);
+        if self.rpos == self.rend {
+            self.rpos = 0;
+            self.rend = 0;
+        }
+    }
+
+    /// Make room at the end of the read buffer, keeping unread data.
+    fn make_room(&mut self) {
+        if self.rend < self.rbuf.len() {
+            return;
+        }
+        if self.rpos > 0 {
+            self.rbuf.copy_within(self.rpos..self.rend, 0);
+            self.rend -= self.rpos;
+            self.rpos = 0;
+        }
+        if self.rend == self.rbuf.len() {
+            let grow = self.rbuf.len().max(READ_CHUNK);
+            self.rbuf.resize(self.rbuf.len() + grow, 0);
+        }
+    }
+
+    fn after_read(&mut self, r: io::Result<usize>, blocking: bool) -> Result<usize> {
+        match r {
+            Ok(0) => Err(Error::Read(CLOSED.into())),
+            Ok(n) => {
+                self.rend += n;
+                self.received_since_begin = true;
+                Ok(n)
+            }
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => Ok(0),
+            Err(e) if io_kind_is_timeout(&e) => {
+                if blocking {
+                    Err(Error::Timeout)
+                } else {
+                    Ok(0)
+                }
+            }
+            Err(e) => Err(Error::Read(describe(&e))),
+        }
+    }
+
+    /// Read what is available without blocking; Ok(0) means nothing was there.
+    pub fn recv_nonblocking(&mut self) -> Result<usize> {
+        self.make_room();
+        let end = self.rend;
+        let r = rustix::net::recv(self.stream.fd(), &mut self.rbuf[end..], RecvFlags::DONTWAIT)
+            .map(|(n, _)| n)
+            .map_err(io::Error::from);
+        self.after_read(r, false)
+    }
+
+    /// Read, blocking up to the socket's read timeout (then `Error::Timeout`).
+    pub fn recv_blocking(&mut self) -> Result<usize> {
+        self.make_room();
+        let end = self.rend;
+        let buf = &mut self.rbuf[end..];
+        let r = match &mut self.stream {
+            Stream::Tcp(s) => s.read(buf),
+            Stream::Unix(s) => s.read(buf),
+        };
+        self.after_read(r, true)
+    }
+
+    /// Give back an oversized read buffer before the connection goes idle.
+    pub fn shrink(&mut self) {
+        if self.rbuf.len() > KEEP_READ_BUF && self.rpos == self.rend {
+            self.rbuf = vec![0; READ_CHUNK];
+            self.rpos = 0;
+            self.rend = 0;
+        }
+    }
+
+    /// Best-effort `quit` before closing (what pylibmc's `disconnect_all` sends).
+    pub fn quit(self) {
+        if self.owned_by_this_process() {
+            let mut b = Vec::new();
+            crate::protocol::text::encode_quit(&mut b);
+            let _ = self.send_nonblocking_ref(&b);
+        }
+    }
+
+    fn send_nonblocking_ref(&self, data: &[u8]) -> Result<usize> {
+        rustix::net::send(self.fd(), data, SendFlags::DONTWAIT | SendFlags::NOSIGNAL)
+            .map_err(|e| Error::Write(io::Error::from(e).to_string()))
+    }
+}
+
+/// The kernel's socket buffer sizes for a new socket of this address's family, reported as
+/// `_socket_send_size`/`_socket_recv_size` when those were never set (pylibmc asks a live socket).
+pub fn default_socket_buffer_sizes(addr: &Address) -> (usize, usize) {
+    use rustix::net::{socket, AddressFamily, SocketType};
+    let family = match addr {
+        Address::Tcp { .. } => AddressFamily::INET,
+        Address::Unix(_) => AddressFamily::UNIX,
+    };
+    match socket(family, SocketType::STREAM, None) {
+        Ok(fd) => (
+            rustix::net::sockopt::socket_send_buffer_size(&fd).unwrap_or(0),
+            rustix::net::sockopt::socket_recv_buffer_size(&fd).unwrap_or(0),
+        ),
+        Err(_) => (0, 0),
+    }
+}

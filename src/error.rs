@@ -1,0 +1,127 @@
+//! The core error type. Every failure the core can produce is one `Error`; the binding maps each
+//! kind to the pylibmc exception class in one table (`py/errors.rs`). Depends on nothing.
+//!
+//! Two families matter to the rest of the core:
+//! - per-key outcomes that leave the connection in sync (a `CLIENT_ERROR` or `SERVER_ERROR` line
+//!   for one request, a key rejected before sending): `is_resumable()` is true;
+//! - connection failures (I/O errors, timeouts, garbage from the server, a closed socket): the
+//!   connection is dropped and the server's health is updated.
+
+use std::fmt;
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Error {
+    /// The host name could not be resolved.
+    HostLookup(String),
+    /// Connecting failed (refused, unreachable, connect timeout).
+    Connect(String),
+    /// Writing to the socket failed.
+    Write(String),
+    /// Reading from the socket failed, or the peer closed the connection.
+    Read(String),
+    /// No progress within the configured poll/receive/send timeout.
+    Timeout,
+    /// The server sent bytes that are not the protocol.
+    Protocol(String),
+    /// The server is in its retry window after a failure (libmemcached's "temporarily disabled").
+    ServerDown,
+    /// The server was ejected after too many failures.
+    ServerDead,
+    /// `CLIENT_ERROR <msg>` for one request.
+    ClientError(String),
+    /// `SERVER_ERROR <msg>` for one request (other than the too-large / out-of-memory cases).
+    ServerError(String),
+    /// `SERVER_ERROR object too large for cache`.
+    TooBig,
+    /// `SERVER_ERROR out of memory storing object`.
+    OutOfMemory,
+    /// A plain `ERROR` reply: the server did not know the command.
+    UnknownCommand,
+    /// A key the client refused to send (bad characters, too long, empty where not allowed).
+    BadKey(String),
+    /// The operation is not possible with this configuration.
+    NotSupported(String),
+    /// No server is configured.
+    NoServers,
+}
+
+impl Error {
+    /// Whether a connection may go back to the pool after this error: only errors that were a
+    /// complete, well-formed reply (or that happened before anything was sent) qualify.
+    pub fn is_resumable(&self) -> bool {
+        matches!(
+            self,
+            Error::ClientError(_)
+                | Error::ServerError(_)
+                | Error::TooBig
+                | Error::OutOfMemory
+                | Error::UnknownCommand
+                | Error::BadKey(_)
+                | Error::NotSupported(_)
+        )
+    }
+
+    /// Whether this error says the server itself failed (it counts against the server's health).
+    pub fn is_server_failure(&self) -> bool {
+        matches!(
+            self,
+            Error::HostLookup(_)
+                | Error::Connect(_)
+                | Error::Write(_)
+                | Error::Read(_)
+                | Error::Timeout
+                | Error::Protocol(_)
+        )
+    }
+
+    /// libmemcached's return code for this error (pylibmc exposes it as `retcode`).
+    pub fn retcode(&self) -> u32 {
+        match self {
+            Error::HostLookup(_) => 2,
+            Error::Connect(_) => 3,
+            Error::Write(_) => 5,
+            Error::Read(_) => 6,
+            Error::Timeout => 31,
+            Error::Protocol(_) => 8,
+            Error::ServerDown => 47,
+            Error::ServerDead => 35,
+            Error::ClientError(_) => 9,
+            Error::ServerError(_) => 10,
+            Error::TooBig => 37,
+            Error::OutOfMemory => 17,
+            Error::UnknownCommand => 8,
+            Error::BadKey(_) => 33,
+            Error::NotSupported(_) => 28,
+            Error::NoServers => 20,
+        }
+    }
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Error::HostLookup(m) => write!(f, "HOSTNAME LOOKUP FAILURE ({m})"),
+            Error::Connect(m) => write!(f, "CONNECTION FAILURE ({m})"),
+            Error::Write(m) => write!(f, "WRITE FAILURE ({m})"),
+            Error::Read(m) => write!(f, "READ FAILURE ({m})"),
+            Error::Timeout => f.write_str("A TIMEOUT OCCURRED"),
+            Error::Protocol(m) => write!(f, "PROTOCOL ERROR ({m})"),
+            Error::ServerDown => {
+                f.write_str("SERVER HAS FAILED AND IS DISABLED UNTIL TIMED RETRY")
+            }
+            Error::ServerDead => f.write_str("SERVER IS MARKED DEAD"),
+            Error::ClientError(m) => write!(f, "CLIENT ERROR ({m})"),
+            Error::ServerError(m) => write!(f, "SERVER ERROR ({m})"),
+            Error::TooBig => f.write_str("ITEM TOO BIG"),
+            Error::OutOfMemory => f.write_str("SERVER OUT OF MEMORY"),
+            Error::UnknownCommand => f.write_str("UNKNOWN COMMAND (server replied ERROR)"),
+            Error::BadKey(m) => write!(f, "A BAD KEY WAS PROVIDED/CHARACTERS OUT OF RANGE ({m})"),
+            Error::NotSupported(m) => write!(f, "ACTION NOT SUPPORTED ({m})"),
+            Error::NoServers => f.write_str("NO SERVERS DEFINED"),
+        }
+    }
+}
+
+impl std::error::Error for Error {}
+
+pub type Result<T> = std::result::Result<T, Error>;

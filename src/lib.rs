@@ -1,0 +1,14 @@
+//! fastmc: a memcached client with a pure-Rust core and a thin PyO3 binding.
+//!
+//! Core modules (`error`, `protocol`, `ring`, `behaviors`, `connection`, `pool`, `client`) never
+//! touch Python; `py` is the only module that uses pyo3.
+#![forbid(unsafe_code)]
+
+pub mod ring;
+pub mod behaviors;
+pub mod client;
+pub mod connection;
+pub mod error;
+pub mod pool;
+pub mod protocol;
+pub mod py;

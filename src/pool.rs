@@ -1,0 +1,146 @@
+//! One server as the client sees it: its address, a pool of idle connections, and its health
+//! (failure count, retry window, ejection). Depends on `connection` and `error`.
+//!
+//! The locks here are held only to push or pop a connection or to read or update the health
+//! record, never across I/O, so threads sharing a client run their I/O in parallel.
+
+use std::time::{Duration, Instant};
+
+use parking_lot::Mutex;
+
+use crate::connection::{Address, Connection, SocketOptions};
+use crate::error::{Error, Result};
+
+/// How many idle connections a server keeps; more are closed when returned.
+const MAX_IDLE: usize = 64;
+
+/// libmemcached's failure policy, from the behaviors.
+#[derive(Clone, Copy, Debug)]
+pub struct FailurePolicy {
+    /// How long a failed server is skipped (`ServerDown`) before it is tried again.
+    pub retry_timeout: Duration,
+    /// Eject the server after this many failures in a row (`auto_eject` / `remove_failed`).
+    pub auto_eject: bool,
+    pub failure_limit: u32,
+    /// How long an ejected server stays out of the ring before it is retried.
+    pub dead_timeout: Duration,
+}
+
+#[derive(Debug, Default)]
+struct Health {
+    failures: u32,
+    retry_at: Option<Instant>,
+    ejected_until: Option<Instant>,
+}
+
+pub struct Server {
+    pub address: Address,
+    pub weight: u32,
+    idle: Mutex<Vec<Connection>>,
+    health: Mutex<Health>,
+}
+
+impl Server {
+    pub fn new(address: Address, weight: u32) -> Server {
+        Server {
+            address,
+            weight,
+            idle: Mutex::new(Vec::new()),
+            health: Mutex::new(Health::default()),
+        }
+    }
+
+    /// Fail fast while the server is in its retry window or ejected.
+    pub fn check_health(&self, now: Instant) -> Result<()> {
+        let h = self.health.lock();
+        if let Some(t) = h.ejected_until {
+            if now < t {
+                return Err(Error::ServerDead);
+            }
+        }
+        if let Some(t) = h.retry_at {
+            if now < t {
+                return Err(Error::ServerDown);
+            }
+        }
+        Ok(())
+    }
+
+    /// Whether the server is currently out of the ring.
+    pub fn is_ejected(&self, now: Instant) -> bool {
+        self.health.lock().ejected_until.is_some_and(|t| now < t)
+    }
+
+    /// Record a failed connect or I/O. Returns true when this failure ejected the server.
+    pub fn record_failure(&self, now: Instant, policy: &FailurePolicy) -> bool {
+        let mut h = self.health.lock();
+        h.failures = h.failures.saturating_add(1);
+        h.retry_at = Some(now + policy.retry_timeout);
+        if policy.auto_eject && h.failures >= policy.failure_limit.max(1) {
+            let wait = if policy.dead_timeout.is_zero() {
+                policy.retry_timeout
+            } else {
+                policy.dead_timeout
+            };
+            h.ejected_until = Some(now + wait);
+            h.failures = policy.failure_limit.saturating_sub(1);
+            drop(h);
+            self.idle.lock().clear();
+            return true;
+        }
+        false
+    }
+
+    /// A successful exchange clears the failure record.
+    pub fn record_success(&self) {
+        let mut h = self.health.lock();
+        if h.failures != 0 || h.retry_at.is_some() || h.ejected_until.is_some() {
+            *h = Health::default();
+        }
+    }
+
+    /// Forget failures (pylibmc's `disconnect_all` resets libmemcached's failure state).
+    pub fn reset_health(&self) {
+        *self.health.lock() = Health::default();
+    }
+
+    /// An idle connection if there is a usable one, else a new one. The flag says whether the
+    /// connection was reused (only those get a transparent retry when found closed).
+    pub fn checkout(&self, opts: &SocketOptions) -> Result<(Connection, bool)> {
+        loop {
+            let c = self.idle.lock().pop();
+            match c {
+                Some(c) if c.owned_by_this_process() => return Ok((c, true)),
+                // Inherited across fork(): drop our handle, never touch the shared socket.
+                Some(_) => continue,
+                None => break,
+            }
+        }
+        Connection::connect(&self.address, opts).map(|c| (c, false))
+    }
+
+    /// Return a connection that owes no reply.
+    pub fn checkin(&self, mut conn: Connection) {
+        if !conn.is_idle_clean() || !conn.owned_by_this_process() {
+            return;
+        }
+        conn.shrink();
+        let mut idle = self.idle.lock();
+        if idle.len() < MAX_IDLE {
+            idle.push(conn);
+        }
+    }
+
+    /// Close every idle connection (sending `quit`).
+    pub fn disconnect_idle(&self) {
+        let conns: Vec<Connection> = std::mem::take(&mut *self.idle.lock());
+        for c in conns {
+            c.quit();
+        }
+    }
+
+    /// Close idle connections without a word (their options are stale).
+    pub fn drop_idle(&self) {
+        self.idle.lock().clear();
+    }
+}

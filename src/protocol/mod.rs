@@ -1,0 +1,117 @@
+//! Protocol-independent pieces: key validation and the reply vocabulary shared by the encoders
+//! and parsers. Pure: depends only on `error`.
+
+pub mod text;
+
+use crate::error::{Error, Result};
+
+/// memcached's key length limit, in bytes, after any prefix.
+pub const MAX_KEY_LEN: usize = 250;
+
+/// Check a key (prefix included) before it is written into a text-protocol command line.
+///
+/// Space, control characters and DEL would split or end the command line, so they are always
+/// rejected; `ascii_only` (pylibmc's `verify_keys`) also rejects bytes >= 0x80.
+pub fn validate_text_key(key: &[u8], ascii_only: bool) -> Result<()> {
+    if key.is_empty() {
+        return Err(Error::BadKey("empty key".into()));
+    }
+    if key.len() > MAX_KEY_LEN {
+        return Err(Error::BadKey(format!(
+            "key length {} too long, max is {MAX_KEY_LEN}",
+            key.len()
+        )));
+    }
+    let bad = key
+        .iter()
+        .position(|&b| b <= b' ' || b == 0x7f || (ascii_only && b >= 0x80));
+    match bad {
+        None => Ok(()),
+        Some(i) => Err(Error::BadKey(format!(
+            "byte 0x{:02x} at offset {i} is not allowed in a text-protocol key",
+            key[i]
+        ))),
+    }
+}
+
+/// The storage commands of the classic protocol.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum StoreCmd {
+    Set,
+    Add,
+    Replace,
+    Append,
+    Prepend,
+    Cas,
+}
+
+impl StoreCmd {
+    pub fn name(self) -> &'static str {
+        match self {
+            StoreCmd::Set => "set",
+            StoreCmd::Add => "add",
+            StoreCmd::Replace => "replace",
+            StoreCmd::Append => "append",
+            StoreCmd::Prepend => "prepend",
+            StoreCmd::Cas => "cas",
+        }
+    }
+}
+
+/// Which replies a request may legally receive; anything else is a protocol error.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ReplyKind {
+    /// `VALUE ...` blocks then `END`.
+    Retrieval,
+    /// `STORED`, `NOT_STORED`, `EXISTS`, `NOT_FOUND`.
+    Storage,
+    /// `DELETED`, `NOT_FOUND`.
+    Delete,
+    /// a decimal number or `NOT_FOUND`.
+    Arith,
+    /// `TOUCHED`, `NOT_FOUND`.
+    Touch,
+    /// `OK`.
+    Ok,
+    /// `STAT name value` lines then `END`.
+    Stats,
+    /// `VERSION x`.
+    Version,
+}
+
+/// One unit of a reply, borrowing from the read buffer.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Reply<'a> {
+    Value {
+        key: &'a [u8],
+        flags: u32,
+        cas: Option<u64>,
+        data: &'a [u8],
+    },
+    End,
+    Stored,
+    NotStored,
+    Exists,
+    NotFound,
+    Deleted,
+    Touched,
+    Ok,
+    Number(u64),
+    Stat {
+        name: &'a [u8],
+        value: &'a [u8],
+    },
+    Version(&'a [u8]),
+    /// `ERROR`, `CLIENT_ERROR ...` or `SERVER_ERROR ...`: this request failed, the stream is in
+    /// sync after it.
+    Failed(Error),
+}
+
+/// The outcome of feeding bytes to a parser.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Parsed<T> {
+    /// A complete unit, and how many bytes of the input it took.
+    Done(T, usize),
+    /// The input ends inside a unit: read more and call again with the longer input.
+    NeedMore,
+}

@@ -1,0 +1,49 @@
+//! The PyO3 binding: the only part of the crate that touches Python. Registration only here.
+
+pub mod client;
+pub mod errors;
+pub mod serde;
+
+use pyo3::prelude::*;
+use pyo3::types::PyList;
+
+use crate::behaviors::ALL_BEHAVIORS;
+use crate::ring::{Distribution, HashKind};
+
+#[pymodule(gil_used = false)]
+fn _fastmc(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    let py = m.py();
+    m.add_class::<client::Native>()?;
+    errors::init_retcodes(py)?;
+    let excs = PyList::empty(py);
+    for (name, cls, _) in errors::all_exceptions(py) {
+        m.add(name, &cls)?;
+        excs.append((name, cls))?;
+    }
+    m.add("MemcachedError", errors::all_exceptions(py)[0].1.clone())?;
+    m.add("exceptions", excs)?;
+    m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    // fastmc emulates libmemcached 1.0.16, the library inside the pylibmc 1.6.3 wheel.
+    m.add("libmemcached_version", "1.0.16")?;
+    m.add("libmemcached_version_hex", 0x0100_0016)?;
+    m.add("support_compression", true)?;
+    m.add("support_sasl", false)?;
+    m.add("server_type_tcp", 1)?;
+    m.add("server_type_udp", 2)?;
+    m.add("server_type_unix", 4)?;
+    for code in 0..10 {
+        if let Some(h) = HashKind::from_code(code) {
+            m.add(format!("hash_{}", h.name()), code)?;
+        }
+    }
+    for code in 0..8 {
+        if let Some(d) = Distribution::from_code(code) {
+            m.add(format!("distribution_{}", d.name().replace(' ', "_")), code)?;
+        }
+    }
+    m.add("all_behaviors", ALL_BEHAVIORS.to_vec())?;
+    m.add("fastmc_behaviors", crate::behaviors::FASTMC_BEHAVIORS.to_vec())?;
+    m.add("callback_namespace", 0)?;
+    m.add("all_callbacks", vec!["namespace"])?;
+    Ok(())
+}

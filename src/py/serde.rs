@@ -1,0 +1,150 @@
+//! Python values <-> (bytes, flags), bit-compatible with pylibmc 1.6.3: bytes 0, str 16 (UTF-8),
+//! bool 2 (`b"1"`/`b"0"`), other ints 4 (decimal text), everything else pickled (1); zlib (8)
+//! through CPython's own `zlib`, so compressed bytes are identical to pylibmc's.
+
+use pyo3::exceptions::{PyOverflowError, PyTypeError, PyValueError};
+use pyo3::prelude::*;
+use pyo3::sync::PyOnceLock;
+use pyo3::types::{PyBool, PyBytes, PyInt, PyString, PyTuple};
+use pyo3::IntoPyObjectExt;
+
+use super::errors::plain_error;
+
+pub const FLAG_PICKLE: u32 = 1;
+pub const FLAG_INTEGER: u32 = 2;
+pub const FLAG_LONG: u32 = 4;
+pub const FLAG_ZLIB: u32 = 8;
+pub const FLAG_TEXT: u32 = 16;
+const TYPE_MASK: u32 = FLAG_PICKLE | FLAG_INTEGER | FLAG_LONG | FLAG_TEXT;
+
+static PICKLE_DUMPS: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
+static PICKLE_LOADS: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
+static ZLIB_COMPRESS: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
+static ZLIB_DECOMPRESS: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
+
+/// pylibmc's native serialization (no compression).
+pub fn serialize(py: Python<'_>, v: &Bound<'_, PyAny>, pickle_protocol: i64) -> PyResult<(Vec<u8>, u32)> {
+    if let Ok(b) = v.cast::<PyBytes>() {
+        return Ok((b.as_bytes().to_vec(), 0));
+    }
+    if let Ok(s) = v.cast::<PyString>() {
+        return Ok((s.to_str()?.as_bytes().to_vec(), FLAG_TEXT));
+    }
+    if v.is_instance_of::<PyBool>() {
+        let t = v.is_truthy()?;
+        return Ok((if t { b"1".to_vec() } else { b"0".to_vec() }, FLAG_INTEGER));
+    }
+    if v.is_instance_of::<PyInt>() {
+        if let Ok(n) = v.extract::<i64>() {
+            return Ok((n.to_string().into_bytes(), FLAG_LONG));
+        }
+        let s = v.str()?;
+        return Ok((s.to_str()?.as_bytes().to_vec(), FLAG_LONG));
+    }
+    let dumps = PICKLE_DUMPS.import(py, "pickle", "dumps")?;
+    let out = dumps.call1((v, pickle_protocol))?;
+    let b = out.cast::<PyBytes>().map_err(|_| PyTypeError::new_err("pickle.dumps did not return bytes"))?;
+    Ok((b.as_bytes().to_vec(), FLAG_PICKLE))
+}
+
+/// Check and convert what a user `serialize()` override returned.
+pub fn check_user_serialized(out: &Bound<'_, PyAny>) -> PyResult<(Vec<u8>, u32)> {
+    let bad = || PyValueError::new_err("serialize() must return (bytes, flags)");
+    let t = out.cast::<PyTuple>().map_err(|_| bad())?;
+    if t.len() < 2 {
+        return Err(bad());
+    }
+    let data = t.get_item(0)?;
+    let flags = t.get_item(1)?;
+    if !flags.is_instance_of::<PyInt>() {
+        return Err(bad());
+    }
+    let data = match data.cast::<PyBytes>() {
+        Ok(b) => b.as_bytes().to_vec(),
+        Err(_) if data.is_instance_of::<PyString>() => {
+            return Err(PyTypeError::new_err("expected bytes, str found"))
+        }
+        Err(_) => {
+            let tn = data.get_type().name()?.to_string();
+            return Err(PyTypeError::new_err(format!("expected bytes, {tn} found")));
+        }
+    };
+    // PyLong_AsLong, then truncated to 32 bits.
+    let f: i64 = flags
+        .extract()
+        .map_err(|_| PyOverflowError::new_err("Python int too large to convert to C long"))?;
+    Ok((data, f as u32))
+}
+
+/// Compress when pylibmc would: a non-zero `min_compress_len` the data reaches, a non-zero
+/// level, and only if the result is strictly shorter.
+pub fn maybe_compress(py: Python<'_>, data: Vec<u8>, flags: u32, min_len: u32, level: i32) -> PyResult<(Vec<u8>, u32)> {
+    if min_len == 0 || level == 0 || (data.len() as u64) < min_len as u64 {
+        return Ok((data, flags));
+    }
+    let compress = ZLIB_COMPRESS.import(py, "zlib", "compress")?;
+    let out = compress.call1((PyBytes::new(py, &data), level))?;
+    let z = out.cast::<PyBytes>().map_err(|_| PyTypeError::new_err("zlib.compress did not return bytes"))?;
+    let z = z.as_bytes();
+    if z.len() < data.len() {
+        Ok((z.to_vec(), flags | FLAG_ZLIB))
+    } else {
+        Ok((data, flags))
+    }
+}
+
+/// Inflate a zlib-container value.
+pub fn inflate(py: Python<'_>, data: &[u8]) -> PyResult<Vec<u8>> {
+    let decompress = ZLIB_DECOMPRESS.import(py, "zlib", "decompress")?;
+    match decompress.call1((PyBytes::new(py, data),)) {
+        Ok(out) => match out.cast::<PyBytes>() {
+            Ok(b) => Ok(b.as_bytes().to_vec()),
+            Err(_) => Err(plain_error("Failed to decompress value: inflate")),
+        },
+        Err(_) => Err(plain_error("Failed to decompress value: inflate")),
+    }
+}
+
+fn parse_small_int(data: &[u8]) -> Option<i64> {
+    let (neg, digits) = match data.first() {
+        Some(b'-') => (true, &data[1..]),
+        _ => (false, data),
+    };
+    if digits.is_empty() || digits.len() > 18 || !digits.iter().all(u8::is_ascii_digit) {
+        return None;
+    }
+    let mut n: i64 = 0;
+    for &d in digits {
+        n = n * 10 + (d - b'0') as i64;
+    }
+    Some(if neg { -n } else { n })
+}
+
+/// pylibmc's native deserialization of already-inflated data; the ZLIB bit is ignored.
+pub fn deserialize(py: Python<'_>, data: &[u8], flags: u32) -> PyResult<Py<PyAny>> {
+    match flags & TYPE_MASK {
+        0 => PyBytes::new(py, data).into_py_any(py),
+        FLAG_TEXT => match std::str::from_utf8(data) {
+            Ok(s) => PyString::new(py, s).into_py_any(py),
+            // Let CPython build the exact UnicodeDecodeError.
+            Err(_) => PyBytes::new(py, data)
+                .call_method1("decode", ("utf-8",))
+                .map(Bound::unbind),
+        },
+        FLAG_INTEGER | FLAG_LONG => {
+            if let Some(n) = parse_small_int(data) {
+                return n.into_py_any(py);
+            }
+            // PyLong_FromString stops at a NUL; int() accepts the same spaces and underscores.
+            let cut = memchr::memchr(0, data).unwrap_or(data.len());
+            let s = PyBytes::new(py, &data[..cut]);
+            let int = py.get_type::<PyInt>();
+            int.call1((s,)).map(Bound::unbind)
+        }
+        FLAG_PICKLE => {
+            let loads = PICKLE_LOADS.import(py, "pickle", "loads")?;
+            loads.call1((PyBytes::new(py, data),)).map(Bound::unbind)
+        }
+        other => Err(plain_error(format!("unknown memcached key flags {other}"))),
+    }
+}
