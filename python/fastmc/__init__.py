@@ -5,7 +5,7 @@ imports ``pylibmc`` so that such code gets fastmc unchanged.
 """
 
 from . import _fastmc
-from ._fastmc import *  # noqa: F401,F403  (exceptions and constants, as pylibmc re-exports them)
+from ._fastmc import *  # noqa: F403 (exceptions and constants, re-exported as pylibmc does)
 from ._fastmc import __version__, exceptions  # noqa: F401
 from .client import Client
 from .consts import distributions, hashers

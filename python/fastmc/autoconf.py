@@ -36,4 +36,4 @@ def elasticache(address="127.0.0.1:11211", config_key=b"cluster", mc_key="Amazon
     return Client(servers, binary=False)
 
 
-__all__ = ["elasticache", "NoAutoconfFound", "UnsupportedAutoconfMethod", "_fastmc"]
+__all__ = ["NoAutoconfFound", "UnsupportedAutoconfMethod", "_fastmc", "elasticache"]

@@ -6,7 +6,7 @@ import socket
 from . import _fastmc
 from .client import Client
 
-__all__ = ["make_test_client", "NotAliveError", "is_alive"]
+__all__ = ["NotAliveError", "is_alive", "make_test_client"]
 
 
 class NotAliveError(Exception):

@@ -1,0 +1,138 @@
+from collections.abc import Iterable, Mapping
+from typing import Any, Final
+
+from typing_extensions import TypeAlias
+
+__version__: Final[str]
+libmemcached_version: Final[str]
+libmemcached_version_hex: Final[int]
+support_compression: Final[bool]
+support_sasl: Final[bool]
+server_type_tcp: Final[int]
+server_type_udp: Final[int]
+server_type_unix: Final[int]
+hash_default: Final[int]
+hash_md5: Final[int]
+hash_crc: Final[int]
+hash_fnv1_64: Final[int]
+hash_fnv1a_64: Final[int]
+hash_fnv1_32: Final[int]
+hash_fnv1a_32: Final[int]
+hash_hsieh: Final[int]
+hash_murmur: Final[int]
+hash_jenkins: Final[int]
+distribution_modula: Final[int]
+distribution_consistent: Final[int]
+distribution_consistent_ketama: Final[int]
+distribution_random: Final[int]
+distribution_consistent_ketama_spy: Final[int]
+distribution_consistent_weighted: Final[int]
+distribution_virtual_bucket: Final[int]
+distribution_consistent_max: Final[int]
+all_behaviors: list[str]
+fastmc_behaviors: list[str]
+callback_namespace: Final[int]
+all_callbacks: list[str]
+exceptions: list[tuple[str, type[Error]]]
+
+class Error(Exception): ...
+
+MemcachedError = Error
+
+class CacheMiss(Error): ...
+class Failure(Error):
+    retcode: int
+class HostLookupError(Error):
+    retcode: int
+class ConnectionError(Error):
+    retcode: int
+class ConnectionBindError(Error):
+    retcode: int
+class WriteError(Error):
+    retcode: int
+class ReadError(Error):
+    retcode: int
+class UnknownReadFailure(Error):
+    retcode: int
+class ProtocolError(Error):
+    retcode: int
+class ClientError(Error):
+    retcode: int
+class ServerError(Error):
+    retcode: int
+class SocketCreateError(Error):
+    retcode: int
+class DataExists(Error):
+    retcode: int
+class DataDoesNotExist(Error):
+    retcode: int
+class NotFound(Error):
+    retcode: int
+class AllocationError(Error):
+    retcode: int
+class SomeErrors(Error):
+    retcode: int
+class NoServers(Error):
+    retcode: int
+class UnixSocketError(Error):
+    retcode: int
+class NotSupportedError(Error):
+    retcode: int
+class FetchNotFinished(Error):
+    retcode: int
+class BadKeyProvided(Error):
+    retcode: int
+class InvalidHostProtocolError(Error):
+    retcode: int
+class ServerDead(Error):
+    retcode: int
+class ServerDown(Error):
+    retcode: int
+class TooBig(Error):
+    retcode: int
+class UnknownStatKey(Error):
+    retcode: int
+
+_Key: TypeAlias = str | bytes
+
+class client:
+    def __new__(cls, *_args: Any, **_kwargs: Any) -> client: ...
+    def __init__(
+        self,
+        servers: Iterable[Any],
+        binary: Any = None,
+        username: str | None = None,
+        password: str | None = None,
+        behaviors: Mapping[str, Any] | None = None,
+    ) -> None: ...
+    @property
+    def binary_protocol(self) -> bool: ...
+    def get(self, key: _Key, default: Any = None, /) -> Any: ...
+    def gets(self, key: _Key, /) -> tuple[Any, int | None]: ...
+    def set(self, key: _Key, val: Any, time: int | None = None, min_compress_len: int | None = None, compress_level: int = ..., *, noreply: bool = False) -> bool: ...
+    def add(self, key: _Key, val: Any, time: int | None = None, min_compress_len: int | None = None, compress_level: int = ..., *, noreply: bool = False) -> bool: ...
+    def replace(self, key: _Key, val: Any, time: int | None = None, min_compress_len: int | None = None, compress_level: int = ..., *, noreply: bool = False) -> bool: ...
+    def append(self, key: _Key, val: Any, time: int | None = None, min_compress_len: int | None = None, compress_level: int = ..., *, noreply: bool = False) -> bool: ...
+    def prepend(self, key: _Key, val: Any, time: int | None = None, min_compress_len: int | None = None, compress_level: int = ..., *, noreply: bool = False) -> bool: ...
+    def cas(self, key: _Key, val: Any, cas: int, time: int | None = None) -> bool: ...
+    def delete(self, *args: _Key, noreply: bool = False) -> bool: ...
+    def touch(self, key: _Key, time: int, /, *, noreply: bool = False) -> bool: ...
+    def incr(self, key: _Key, delta: int | None = None, /) -> int: ...
+    def decr(self, key: _Key, delta: int | None = None, /) -> int: ...
+    def get_multi(self, keys: Iterable[_Key], key_prefix: _Key | None = None) -> dict[Any, Any]: ...
+    def gets_multi(self, keys: Iterable[_Key], key_prefix: _Key | None = None) -> dict[Any, tuple[Any, int]]: ...
+    def set_multi(self, keys: Mapping[Any, Any], time: int | None = None, key_prefix: _Key | None = None, min_compress_len: int | None = None, compress_level: int = ..., *, noreply: bool = False) -> list[Any]: ...
+    def add_multi(self, keys: Mapping[Any, Any], time: int | None = None, key_prefix: _Key | None = None, min_compress_len: int | None = None, compress_level: int = ..., *, noreply: bool = False) -> list[Any]: ...
+    def replace_multi(self, keys: Mapping[Any, Any], time: int | None = None, key_prefix: _Key | None = None, min_compress_len: int | None = None, compress_level: int = ..., *, noreply: bool = False) -> list[Any]: ...
+    def delete_multi(self, keys: Iterable[_Key], key_prefix: _Key | None = None, *, noreply: bool = False) -> bool: ...
+    def incr_multi(self, keys: Iterable[_Key], key_prefix: _Key | None = None, delta: int | None = None) -> None: ...
+    def touch_multi(self, keys: Iterable[_Key], time: int | None = None, key_prefix: _Key | None = None, *, noreply: bool = False) -> list[Any]: ...
+    def flush_all(self, time: int | None = None) -> bool: ...
+    def get_stats(self, stat_args: str | None = None, /) -> list[tuple[bytes, dict[str, bytes]]]: ...
+    def disconnect_all(self) -> None: ...
+    def clone(self) -> Any: ...
+    def hash(self, key: _Key, /) -> int: ...
+    def serialize(self, value: Any, /) -> tuple[bytes, int]: ...
+    def deserialize(self, data: Any, flags: int, /) -> Any: ...
+    def get_behaviors(self) -> Any: ...
+    def set_behaviors(self, behaviors: Any) -> None: ...

@@ -1,0 +1,314 @@
+"""Core properties of fastmc's client against real memcached servers (and an in-process fake
+server for faults a real one cannot produce): thread safety, timeouts that drop the connection,
+key validation before anything is sent, fork safety, placement vectors."""
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+import fastmc
+
+HERE = Path(__file__).parent
+
+
+def _free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class _Proc:
+    """A throwaway memcached on a free port."""
+
+    def __init__(self, *extra):
+        self.port = _free_port()
+        self.proc = subprocess.Popen(
+            ["memcached", "-u", "root", "-l", "127.0.0.1", "-p", str(self.port), "-U", "0", "-m", "64", *extra],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        deadline = time.time() + 10
+        while time.time() < deadline:
+            try:
+                socket.create_connection(("127.0.0.1", self.port), timeout=0.2).close()
+                break
+            except OSError:
+                time.sleep(0.02)
+        self.address = "127.0.0.1:%d" % self.port
+
+    def stop(self):
+        if self.proc.poll() is None:
+            os.kill(self.proc.pid, signal.SIGCONT)
+            self.proc.kill()
+            self.proc.wait()
+
+
+@pytest.fixture
+def core_server():
+    p = _Proc()
+    yield p
+    p.stop()
+
+
+class FakeServer:
+    """Accepts connections; answers per a script: 'hang' (read, never answer), 'half'
+    (answer half a VALUE, then nothing). Records every byte received."""
+
+    def __init__(self, mode):
+        self.mode = mode
+        self.received = bytearray()
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(16)
+        self.port = self.sock.getsockname()[1]
+        self.address = "127.0.0.1:%d" % self.port
+        self.conns = []
+        self.stopping = False
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self):
+        while not self.stopping:
+            try:
+                c, _ = self.sock.accept()
+            except OSError:
+                return
+            self.conns.append(c)
+            threading.Thread(target=self._serve, args=(c,), daemon=True).start()
+
+    def _serve(self, c):
+        while not self.stopping:
+            try:
+                data = c.recv(65536)
+            except OSError:
+                return
+            if not data:
+                return
+            self.received += data
+            if self.mode == "half":
+                c.sendall(b"VALUE k 0 10\r\nhalf")
+
+    def close(self):
+        self.stopping = True
+        self.sock.close()
+        for c in self.conns:
+            c.close()
+
+
+def test_sixteen_threads_share_one_client(core_server):
+    mc = fastmc.Client([core_server.address])
+    errors = []
+
+    def work(t):
+        try:
+            for i in range(300):
+                k = "t%d-%d" % (t, i)
+                v = {"t": t, "i": i, "s": "x" * (i % 50)}
+                assert mc.set(k, v)
+                assert mc.get(k) == v
+                assert mc.add(k, 0) is False
+                if i % 3 == 0:
+                    assert mc.delete(k)
+                    assert mc.get(k) is None
+                if i % 10 == 0:
+                    got = mc.get_multi(["t%d-%d" % (t, j) for j in range(i + 1)])
+                    for kk, vv in got.items():
+                        assert vv["t"] == t and kk == "t%d-%d" % (t, vv["i"])
+            assert mc.set("ctr%d" % t, 0)
+            for _ in range(50):
+                mc.incr("ctr%d" % t)
+            assert mc.get("ctr%d" % t) == 50
+        except Exception as e:  # report in the main thread
+            errors.append((t, repr(e)))
+
+    threads = [threading.Thread(target=work, args=(t,)) for t in range(16)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    assert errors == []
+
+
+def test_stopped_server_times_out_and_next_call_gets_its_own_value(core_server):
+    mc = fastmc.Client(
+        [core_server.address],
+        behaviors={"_poll_timeout": 300, "retry_timeout": 1},
+    )
+    assert mc.set("a", "value-a")
+    assert mc.set("b", "value-b")
+    os.kill(core_server.proc.pid, signal.SIGSTOP)
+    try:
+        t0 = time.monotonic()
+        with pytest.raises(fastmc.Error) as ei:
+            mc.get("a")
+        elapsed = time.monotonic() - t0
+        assert "TIMEOUT" in str(ei.value)
+        assert 0.25 <= elapsed < 1.5
+        # within the retry window the server is skipped, never reported as a miss
+        with pytest.raises(fastmc.ServerDown):
+            mc.get("b")
+    finally:
+        os.kill(core_server.proc.pid, signal.SIGCONT)
+    time.sleep(1.1)
+    # The late reply to get("a") went to a dropped connection: b gets b.
+    assert mc.get("b") == "value-b"
+    assert mc.get("a") == "value-a"
+    assert mc.get_multi(["b", "a"]) == {"a": "value-a", "b": "value-b"}
+
+
+def test_half_reply_is_a_timeout_and_never_a_value():
+    fake = FakeServer("half")
+    try:
+        mc = fastmc.Client([fake.address], behaviors={"_poll_timeout": 200})
+        with pytest.raises(fastmc.Error):
+            mc.get("k")
+        with pytest.raises(fastmc.Error):
+            mc.get_multi(["k", "j"], key_prefix="p")
+    finally:
+        fake.close()
+
+
+def test_garbage_reply_is_a_protocol_error():
+    class Garbage(FakeServer):
+        def _serve(self, c):
+            c.recv(65536)
+            c.sendall(b"HELLO THERE\r\n")
+
+    fake = Garbage("x")
+    try:
+        mc = fastmc.Client([fake.address])
+        with pytest.raises(fastmc.ProtocolError):
+            mc.get("k")
+    finally:
+        fake.close()
+
+
+@pytest.mark.parametrize(
+    "key",
+    ["with space", "crlf\r\nset x 0 0 1\r\n1", "nl\n", "nul\x00", "tab\t", "ctl\x01", "del\x7f"],
+)
+def test_bad_keys_are_rejected_before_anything_is_sent(key):
+    fake = FakeServer("hang")
+    try:
+        mc = fastmc.Client([fake.address], behaviors={"_poll_timeout": 200})
+        for call in (
+            lambda: mc.get(key),
+            lambda: mc.set(key, "v"),
+            lambda: mc.delete(key),
+            lambda: mc.incr(key),
+            lambda: mc.touch(key, 1),
+            lambda: mc.get_multi([key]),
+            lambda: mc.set_multi({key: 1}),
+        ):
+            with pytest.raises(fastmc.BadKeyProvided):
+                call()
+        time.sleep(0.05)
+        assert bytes(fake.received) == b""
+    finally:
+        fake.close()
+
+
+def test_overlong_keys(core_server):
+    mc = fastmc.Client([core_server.address])
+    assert mc.set("k" * 250, 1)
+    with pytest.raises(ValueError, match="key length 251 too long, max is 250"):
+        mc.get("k" * 251)
+    with pytest.raises(ValueError, match="key length 252 too long"):
+        mc.set("é" * 126, 1)
+    # the prefix makes it too long
+    with pytest.raises(ValueError):
+        mc.set_multi({"k" * 250: 1}, key_prefix="p")
+    assert mc.get("k" * 250) == 1
+
+
+def test_fork_child_never_reuses_parent_socket(core_server):
+    mc = fastmc.Client([core_server.address])
+    assert mc.set("f", "parent")
+    stats = lambda: int(mc.get_stats()[0][1]["total_connections"])  # noqa: E731
+    before = stats()
+    pid = os.fork()
+    if pid == 0:
+        code = 0
+        try:
+            if mc.get("f") != "parent" or not mc.set("f", "child"):
+                code = 2
+        except BaseException:
+            code = 3
+        os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    assert os.WEXITSTATUS(status) == 0
+    # the child opened its own connection(s); the parent's pooled one still works and is in sync
+    assert stats() > before
+    assert mc.get("f") == "child"
+    assert mc.get("nope") is None
+
+
+def test_unix_socket(tmp_path):
+    path = str(tmp_path / "mc.sock")
+    proc = subprocess.Popen(["memcached", "-u", "root", "-s", path, "-m", "16"])
+    try:
+        for _ in range(200):
+            if os.path.exists(path):
+                break
+            time.sleep(0.02)
+        mc = fastmc.Client([path])
+        assert mc.set("u", b"x")
+        assert mc.get("u") == b"x"
+        name = mc.get_stats()[0][0]
+        assert name == (path + ":0 (0)").encode()
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+def test_dead_server_fails_fast_then_retries():
+    port = _free_port()
+    mc = fastmc.Client(["127.0.0.1:%d" % port], behaviors={"retry_timeout": 1})
+    with pytest.raises(fastmc.ConnectionError):
+        mc.get("a")
+    with pytest.raises(fastmc.ServerDown):
+        mc.set("a", 1)
+    time.sleep(1.05)
+    with pytest.raises(fastmc.ConnectionError):
+        mc.delete("a")
+
+
+def test_binary_is_not_yet_supported_and_says_so():
+    with pytest.raises(fastmc.NotSupportedError, match="binary"):
+        fastmc.Client(["127.0.0.1"], binary=True)
+
+
+def _vectors():
+    return json.loads((HERE / "data" / "distribution_vectors.json").read_text())
+
+
+def test_all_distribution_vectors_match_pylibmc():
+    """Every configuration of the shared vectors (generated from real pylibmc), through the
+    public API: Client(servers, behaviors).hash(key), clone() for the pool cases."""
+    data = _vectors()
+    keys = [bytes.fromhex(k["hex"]) for k in data["keys"]]
+    mismatches = {}
+    for cfg in data["configs"]:
+        if cfg["ejected_index"] is not None:
+            continue  # needs a dead server: covered by the failure suite
+        behaviors = dict(cfg["pylibmc_behaviors"])
+        if "namespace" in behaviors:
+            behaviors["namespace"] = behaviors["namespace"].encode()
+        mc = fastmc.Client(cfg["servers"], behaviors=behaviors)
+        if "clone" in cfg["via"] or "Pool" in cfg["via"]:
+            mc = mc.clone()
+        bad = 0
+        for key, want in zip(keys, cfg["expected"]):
+            if want is None:
+                continue
+            if mc.hash(key) != want:
+                bad += 1
+        if bad:
+            mismatches[cfg["name"]] = bad
+    assert mismatches == {}
