@@ -137,11 +137,8 @@ impl Behaviors {
                 _ => return reject,
             },
             // Sets a hashkit field that nothing reads (distribution.md section 3).
-            "ketama_hash" => {
-                if HashKind::from_code(value).is_none() {
-                    return reject;
-                }
-            }
+            "ketama_hash" if HashKind::from_code(value).is_none() => return reject,
+            "ketama_hash" => {}
             "ketama" => self.ring.set_ketama(on),
             "ketama_weighted" => self.ring.set_ketama_weighted(on),
             "distribution" => match Distribution::from_code(value) {

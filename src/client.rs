@@ -47,6 +47,12 @@ pub enum StoreStatus {
     NotFound,
 }
 
+/// One server's `stats` reply: (name, value) pairs.
+pub type Stats = Vec<(Vec<u8>, Vec<u8>)>;
+
+/// What `plan` makes of an operation's keys: wire keys, per-server jobs, keys failed up front.
+type Plan = (Vec<Vec<u8>>, Vec<Job>, Vec<(u32, Error)>);
+
 /// One storage request of a batch.
 #[derive(Clone, Copy, Debug)]
 pub struct StoreItem<'a> {
@@ -89,15 +95,24 @@ fn ring_server(spec: &ServerSpec) -> RingServer {
 }
 
 impl State {
-    fn new(behaviors: Behaviors, namespace: Vec<u8>, servers: &[RingServer], live: Vec<bool>) -> Self {
+    fn new(
+        behaviors: Behaviors,
+        namespace: Vec<u8>,
+        servers: &[RingServer],
+        live: Vec<bool>,
+    ) -> Self {
         let ring = Ring::build(&behaviors.ring, servers, &live);
         let opts = SocketOptions {
             connect_timeout: behaviors.connect_timeout(),
             read_timeout: behaviors.read_timeout(),
             write_timeout: behaviors.write_timeout(),
             tcp_keepalive: behaviors.tcp_keepalive,
-            send_buffer: behaviors.socket_send_size.and_then(|v| usize::try_from(v).ok()),
-            recv_buffer: behaviors.socket_recv_size.and_then(|v| usize::try_from(v).ok()),
+            send_buffer: behaviors
+                .socket_send_size
+                .and_then(|v| usize::try_from(v).ok()),
+            recv_buffer: behaviors
+                .socket_recv_size
+                .and_then(|v| usize::try_from(v).ok()),
         };
         let policy = FailurePolicy {
             retry_timeout: behaviors.retry_timeout(),
@@ -192,7 +207,13 @@ impl Job {
 trait Sink {
     /// One reply unit for the current request. `Ok(true)`: the request is complete.
     /// A resumable `Err` fails the request's remaining keys and the stream goes on.
-    fn reply(&mut self, kind: ReplyKind, keys: &[u32], cursor: &mut usize, r: Reply<'_>) -> Result<bool>;
+    fn reply(
+        &mut self,
+        kind: ReplyKind,
+        keys: &[u32],
+        cursor: &mut usize,
+        r: Reply<'_>,
+    ) -> Result<bool>;
     /// These keys will get no reply: fail them.
     fn fail(&mut self, keys: &[u32], e: &Error);
     /// A `noreply` batch ended: `errors` is what the server reported for it (unattributable).
@@ -252,7 +273,13 @@ struct GetSink<'a> {
 }
 
 impl Sink for GetSink<'_> {
-    fn reply(&mut self, _: ReplyKind, keys: &[u32], cursor: &mut usize, r: Reply<'_>) -> Result<bool> {
+    fn reply(
+        &mut self,
+        _: ReplyKind,
+        keys: &[u32],
+        cursor: &mut usize,
+        r: Reply<'_>,
+    ) -> Result<bool> {
         match r {
             Reply::Value {
                 key,
@@ -277,7 +304,9 @@ impl Sink for GetSink<'_> {
                     }
                     self.out.set(k, Ok(None));
                 }
-                Err(Error::Protocol("value for a key that was not requested".into()))
+                Err(Error::Protocol(
+                    "value for a key that was not requested".into(),
+                ))
             }
             Reply::End => {
                 for &k in &keys[(*cursor).min(keys.len())..] {
@@ -287,7 +316,9 @@ impl Sink for GetSink<'_> {
                 Ok(true)
             }
             Reply::Failed(e) if *cursor == 0 => Err(e),
-            Reply::Failed(e) => Err(Error::Protocol(format!("error in the middle of a get reply: {e}"))),
+            Reply::Failed(e) => Err(Error::Protocol(format!(
+                "error in the middle of a get reply: {e}"
+            ))),
             _ => Err(Error::Protocol("unexpected reply to get".into())),
         }
     }
@@ -332,7 +363,11 @@ impl<T: Clone, F: FnMut(Reply<'_>) -> Result<T>> Sink for LineSink<T, F> {
     }
 }
 
-fn line_sink<T, F: FnMut(Reply<'_>) -> Result<T>>(n: usize, map: F, noreply_value: Option<T>) -> LineSink<T, F> {
+fn line_sink<T, F: FnMut(Reply<'_>) -> Result<T>>(
+    n: usize,
+    map: F,
+    noreply_value: Option<T>,
+) -> LineSink<T, F> {
     LineSink {
         out: Outcomes::new(n),
         map,
@@ -346,8 +381,8 @@ fn unexpected() -> Error {
 
 /// `stats` replies: many lines per server.
 struct StatsSink {
-    out: Vec<Option<Result<Vec<(Vec<u8>, Vec<u8>)>>>>,
-    acc: Vec<(Vec<u8>, Vec<u8>)>,
+    out: Vec<Option<Result<Stats>>>,
+    acc: Stats,
 }
 
 impl Sink for StatsSink {
@@ -440,7 +475,9 @@ impl Active {
             }
         }
         if !self.conn.is_idle_clean() {
-            return Err(Error::Protocol("the server sent more than was asked".into()));
+            return Err(Error::Protocol(
+                "the server sent more than was asked".into(),
+            ));
         }
         Ok(())
     }
@@ -479,7 +516,11 @@ impl Active {
     fn fail_rest(&self, sink: &mut dyn Sink, e: &Error) {
         for (i, req) in self.job.reqs.iter().enumerate().skip(self.req) {
             let keys = &self.job.keys[req.start as usize..(req.start + req.len) as usize];
-            let from = if i == self.req { self.cursor.min(keys.len()) } else { 0 };
+            let from = if i == self.req {
+                self.cursor.min(keys.len())
+            } else {
+                0
+            };
             sink.fail(&keys[from..], e);
         }
     }
@@ -499,7 +540,11 @@ fn to_timespec(d: Duration) -> rustix::event::Timespec {
 impl Client {
     /// Build a client. Behaviors are applied before the servers are added, as pylibmc does
     /// (which matters for weighted rings).
-    pub fn new(specs: Vec<ServerSpec>, mut behaviors: Behaviors, namespace: Vec<u8>) -> Result<Client> {
+    pub fn new(
+        specs: Vec<ServerSpec>,
+        mut behaviors: Behaviors,
+        namespace: Vec<u8>,
+    ) -> Result<Client> {
         if specs.is_empty() {
             return Err(Error::NoServers);
         }
@@ -510,11 +555,19 @@ impl Client {
         Ok(Self::assemble(specs, ring_servers, behaviors, namespace))
     }
 
-    fn assemble(specs: Vec<ServerSpec>, ring_servers: Vec<RingServer>, behaviors: Behaviors, namespace: Vec<u8>) -> Client {
+    fn assemble(
+        specs: Vec<ServerSpec>,
+        ring_servers: Vec<RingServer>,
+        behaviors: Behaviors,
+        namespace: Vec<u8>,
+    ) -> Client {
         let live = vec![true; specs.len()];
         let state = State::new(behaviors, namespace, &ring_servers, live);
         Client {
-            servers: specs.into_iter().map(|s| Server::new(s.address, s.weight)).collect(),
+            servers: specs
+                .into_iter()
+                .map(|s| Server::new(s.address, s.weight))
+                .collect(),
             ring_servers,
             state: RwLock::new(Arc::new(state)),
             maybe_ejected: AtomicBool::new(false),
@@ -535,7 +588,12 @@ impl Client {
                 weight: s.weight,
             })
             .collect();
-        Self::assemble(specs, self.ring_servers.clone(), behaviors, st.namespace.clone())
+        Self::assemble(
+            specs,
+            self.ring_servers.clone(),
+            behaviors,
+            st.namespace.clone(),
+        )
     }
 
     pub fn addresses(&self) -> Vec<Address> {
@@ -560,7 +618,12 @@ impl Client {
         let r = f(&mut b);
         // Behaviors before a rejected one stay applied, as in libmemcached.
         let live = guard.live.clone();
-        *guard = Arc::new(State::new(b, guard.namespace.clone(), &self.ring_servers, live));
+        *guard = Arc::new(State::new(
+            b,
+            guard.namespace.clone(),
+            &self.ring_servers,
+            live,
+        ));
         drop(guard);
         for s in &self.servers {
             s.drop_idle();
@@ -571,7 +634,12 @@ impl Client {
     pub fn set_namespace(&self, namespace: Vec<u8>) {
         let mut guard = self.state.write();
         let st = &**guard;
-        *guard = Arc::new(State::new(st.behaviors.clone(), namespace, &self.ring_servers, st.live.clone()));
+        *guard = Arc::new(State::new(
+            st.behaviors.clone(),
+            namespace,
+            &self.ring_servers,
+            st.live.clone(),
+        ));
     }
 
     /// The state for one operation; rebuilds the ring first if a server was ejected or came back.
@@ -590,7 +658,12 @@ impl Client {
         }
         let mut guard = self.state.write();
         let cur = &**guard;
-        let new = Arc::new(State::new(cur.behaviors.clone(), cur.namespace.clone(), &self.ring_servers, live));
+        let new = Arc::new(State::new(
+            cur.behaviors.clone(),
+            cur.namespace.clone(),
+            &self.ring_servers,
+            live,
+        ));
         *guard = new.clone();
         new
     }
@@ -617,7 +690,7 @@ impl Client {
 
     /// Validate keys and group them by server. Returns per-key wire keys (empty on error), the
     /// jobs, and pre-failed keys.
-    fn plan<F>(&self, st: &State, keys: &[&[u8]], mut encode: F) -> (Vec<Vec<u8>>, Vec<Job>, Vec<(u32, Error)>)
+    fn plan<F>(&self, st: &State, keys: &[&[u8]], mut encode: F) -> Plan
     where
         F: FnMut(&mut Job, u32, &[u8]),
     {
@@ -659,7 +732,9 @@ impl Client {
                 text::encode_get(
                     &mut job.wbuf,
                     with_cas,
-                    job.keys[start..end].iter().map(|&k| wire[k as usize].as_slice()),
+                    job.keys[start..end]
+                        .iter()
+                        .map(|&k| wire[k as usize].as_slice()),
                 );
                 job.reqs.push(Req {
                     kind: ReplyKind::Retrieval,
@@ -684,13 +759,27 @@ impl Client {
 
     /// Storage commands, pipelined. With `noreply` the server answers nothing per key and one
     /// `version` round trip closes the batch, so no stray reply can ever be read later.
-    pub fn store_multi(&self, cmd: StoreCmd, items: &[StoreItem<'_>], noreply: bool) -> Vec<Result<StoreStatus>> {
+    pub fn store_multi(
+        &self,
+        cmd: StoreCmd,
+        items: &[StoreItem<'_>],
+        noreply: bool,
+    ) -> Vec<Result<StoreStatus>> {
         let st = self.snapshot();
         let noreply = noreply || st.behaviors.noreply;
         let keys: Vec<&[u8]> = items.iter().map(|it| it.key).collect();
         let (_, mut jobs, bad) = self.plan(&st, &keys, |job, i, w| {
             let it = &items[i as usize];
-            text::encode_store(&mut job.wbuf, cmd, w, it.flags, it.exptime, it.data, it.cas, noreply);
+            text::encode_store(
+                &mut job.wbuf,
+                cmd,
+                w,
+                it.flags,
+                it.exptime,
+                it.data,
+                it.cas,
+                noreply,
+            );
             if noreply {
                 job.keys.push(i);
             } else {
@@ -833,11 +922,13 @@ impl Client {
     }
 
     /// `stats [args]` on every server; one outcome per server, in server order.
-    pub fn stats(&self, args: &[u8]) -> Vec<Result<Vec<(Vec<u8>, Vec<u8>)>>> {
+    pub fn stats(&self, args: &[u8]) -> Vec<Result<Stats>> {
         let st = self.snapshot();
         let n = self.servers.len();
         if args.iter().any(|&b| b == b'\r' || b == b'\n') {
-            return (0..n).map(|_| Err(Error::BadKey("stats arguments contain a line break".into()))).collect();
+            return (0..n)
+                .map(|_| Err(Error::BadKey("stats arguments contain a line break".into())))
+                .collect();
         }
         let jobs = (0..n)
             .map(|s| {
@@ -919,7 +1010,11 @@ impl Client {
     /// Replace a stale pooled connection that failed before any reply byte with a new one and
     /// start the job over. Returns false if that is not safe or the reconnect failed.
     fn retry_fresh(&self, st: &State, a: &mut Active, e: &Error) -> bool {
-        if !(a.reused && !a.conn.received_since_begin() && a.req == 0 && is_stale_connection_error(e)) {
+        if !(a.reused
+            && !a.conn.received_since_begin()
+            && a.req == 0
+            && is_stale_connection_error(e))
+        {
             return false;
         }
         match Connection::connect(&self.servers[a.job.server].address, &st.opts) {
@@ -993,7 +1088,11 @@ impl Client {
             let now = Instant::now();
             let mut wait = Duration::from_secs(3600);
             for a in actives.iter_mut().filter(|a| !a.done()) {
-                let limit = if a.writing() { st.opts.write_timeout } else { st.opts.read_timeout };
+                let limit = if a.writing() {
+                    st.opts.write_timeout
+                } else {
+                    st.opts.read_timeout
+                };
                 let deadline = a.last_progress + limit;
                 if deadline <= now {
                     a.failed = Some(Error::Timeout);

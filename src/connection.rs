@@ -73,7 +73,10 @@ pub struct Connection {
 }
 
 fn io_kind_is_timeout(e: &io::Error) -> bool {
-    matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut)
+    matches!(
+        e.kind(),
+        io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
+    )
 }
 
 fn describe(e: &io::Error) -> String {

@@ -106,9 +106,7 @@ impl fmt::Display for Error {
             Error::Read(m) => write!(f, "READ FAILURE ({m})"),
             Error::Timeout => f.write_str("A TIMEOUT OCCURRED"),
             Error::Protocol(m) => write!(f, "PROTOCOL ERROR ({m})"),
-            Error::ServerDown => {
-                f.write_str("SERVER HAS FAILED AND IS DISABLED UNTIL TIMED RETRY")
-            }
+            Error::ServerDown => f.write_str("SERVER HAS FAILED AND IS DISABLED UNTIL TIMED RETRY"),
             Error::ServerDead => f.write_str("SERVER IS MARKED DEAD"),
             Error::ClientError(m) => write!(f, "CLIENT ERROR ({m})"),
             Error::ServerError(m) => write!(f, "SERVER ERROR ({m})"),

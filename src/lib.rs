@@ -4,7 +4,6 @@
 //! touch Python; `py` is the only module that uses pyo3.
 #![forbid(unsafe_code)]
 
-pub mod ring;
 pub mod behaviors;
 pub mod client;
 pub mod connection;
@@ -12,3 +11,4 @@ pub mod error;
 pub mod pool;
 pub mod protocol;
 pub mod py;
+pub mod ring;

@@ -180,7 +180,9 @@ fn error_line(line: &[u8]) -> Option<Error> {
         if msg.starts_with(b"out of memory") {
             return Some(Error::OutOfMemory);
         }
-        return Some(Error::ServerError(String::from_utf8_lossy(msg).into_owned()));
+        return Some(Error::ServerError(
+            String::from_utf8_lossy(msg).into_owned(),
+        ));
     }
     None
 }
@@ -410,8 +412,16 @@ mod tests {
                 "End",
             ],
         );
-        check_every_split(ReplyKind::Version, b"VERSION 1.6.18\r\n", &["Version([49, 46, 54, 46, 49, 56])"]);
-        check_every_split(ReplyKind::Ok, b"OK\r\nERROR\r\n", &["Ok", "Failed(UnknownCommand)"]);
+        check_every_split(
+            ReplyKind::Version,
+            b"VERSION 1.6.18\r\n",
+            &["Version([49, 46, 54, 46, 49, 56])"],
+        );
+        check_every_split(
+            ReplyKind::Ok,
+            b"OK\r\nERROR\r\n",
+            &["Ok", "Failed(UnknownCommand)"],
+        );
     }
 
     #[test]
@@ -423,7 +433,10 @@ mod tests {
             (ReplyKind::Retrieval, b"VALUE k 0 1 2 3\r\na\r\n"),
             (ReplyKind::Retrieval, b"VALUE k 4294967296 1\r\na\r\n"),
             (ReplyKind::Retrieval, b"VALUE k 0 1\r\nab\r\n"),
-            (ReplyKind::Retrieval, b"VALUE k 0 99999999999999999999999\r\n"),
+            (
+                ReplyKind::Retrieval,
+                b"VALUE k 0 99999999999999999999999\r\n",
+            ),
             (ReplyKind::Storage, b"DELETED\r\n"),
             (ReplyKind::Arith, b"-1\r\n"),
             (ReplyKind::Arith, b"18446744073709551616\r\n"),

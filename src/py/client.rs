@@ -27,10 +27,28 @@ const SERVER_TYPE_UNIX: i64 = 4;
 
 /// The 22 stats libmemcached parses (and so pylibmc returns), in its order.
 const STAT_KEYS: [&str; 22] = [
-    "pid", "uptime", "time", "version", "pointer_size", "rusage_user", "rusage_system", "curr_items",
-    "total_items", "bytes", "curr_connections", "total_connections", "connection_structures",
-    "cmd_get", "cmd_set", "get_hits", "get_misses", "evictions", "bytes_read", "bytes_written",
-    "limit_maxbytes", "threads",
+    "pid",
+    "uptime",
+    "time",
+    "version",
+    "pointer_size",
+    "rusage_user",
+    "rusage_system",
+    "curr_items",
+    "total_items",
+    "bytes",
+    "curr_connections",
+    "total_connections",
+    "connection_structures",
+    "cmd_get",
+    "cmd_set",
+    "get_hits",
+    "get_misses",
+    "evictions",
+    "bytes_read",
+    "bytes_written",
+    "limit_maxbytes",
+    "threads",
 ];
 
 #[pyclass(name = "client", module = "_pylibmc", subclass, frozen, dict, weakref)]
@@ -61,7 +79,11 @@ fn key_bytes<'a>(obj: &'a Bound<'_, PyAny>, style: KeyType) -> PyResult<&'a [u8]
     Err(match style {
         KeyType::MustBeBytes => PyTypeError::new_err("key must be bytes"),
         KeyType::BytesLike => {
-            let tn = obj.get_type().name().map(|n| n.to_string()).unwrap_or_default();
+            let tn = obj
+                .get_type()
+                .name()
+                .map(|n| n.to_string())
+                .unwrap_or_default();
             PyTypeError::new_err(format!("a bytes-like object is required, not '{tn}'"))
         }
     })
@@ -78,7 +100,10 @@ fn check_key_len(k: &[u8]) -> PyResult<()> {
 }
 
 fn type_name(obj: &Bound<'_, PyAny>) -> String {
-    obj.get_type().name().map(|n| n.to_string()).unwrap_or_default()
+    obj.get_type()
+        .name()
+        .map(|n| n.to_string())
+        .unwrap_or_default()
 }
 
 /// An int argument that C parses as `unsigned int` without overflow checking: wraps mod 2**32.
@@ -137,12 +162,18 @@ fn with_failed_keys(py: Python<'_>, err: PyErr, failed: &Bound<'_, PyList>) -> P
 fn parse_server(item: &Bound<'_, PyAny>) -> PyResult<(i64, ServerSpec)> {
     if let Ok(t) = item.cast::<PyTuple>() {
         if t.len() != 3 && t.len() != 4 {
-            return Err(PyTypeError::new_err("server tuples must be (type, host, port[, weight])"));
+            return Err(PyTypeError::new_err(
+                "server tuples must be (type, host, port[, weight])",
+            ));
         }
         let kind: i64 = t.get_item(0)?.extract()?;
         let host: String = t.get_item(1)?.extract()?;
         let port: i64 = t.get_item(2)?.extract()?;
-        let weight: i64 = if t.len() == 4 { t.get_item(3)?.extract()? } else { 1 };
+        let weight: i64 = if t.len() == 4 {
+            t.get_item(3)?.extract()?
+        } else {
+            1
+        };
         let weight = (weight as u16).max(1) as u32;
         let address = match kind {
             SERVER_TYPE_UNIX => {
@@ -174,7 +205,13 @@ fn parse_server(item: &Bound<'_, PyAny>) -> PyResult<(i64, ServerSpec)> {
 fn parse_spec_string(spec: &str) -> PyResult<(i64, ServerSpec)> {
     let bad = || PyValueError::new_err(format!("bad server spec: {spec:?}"));
     if spec.starts_with('/') {
-        return Ok((SERVER_TYPE_UNIX, ServerSpec { address: Address::Unix(spec.to_string()), weight: 1 }));
+        return Ok((
+            SERVER_TYPE_UNIX,
+            ServerSpec {
+                address: Address::Unix(spec.to_string()),
+                weight: 1,
+            },
+        ));
     }
     let (host, rest) = if let Some(r) = spec.strip_prefix('[') {
         let end = r.find(']').ok_or_else(bad)?;
@@ -194,8 +231,17 @@ fn parse_spec_string(spec: &str) -> PyResult<(i64, ServerSpec)> {
         Some(w) => w.parse::<u16>().map_err(|_| bad())? as u32,
         None => 1,
     };
-    Ok((SERVER_TYPE_TCP, ServerSpec { address: Address::Tcp { host, port }, weight: weight.max(1) }))
+    Ok((
+        SERVER_TYPE_TCP,
+        ServerSpec {
+            address: Address::Tcp { host, port },
+            weight: weight.max(1),
+        },
+    ))
 }
+
+/// Keys of a multi operation: original objects, full (prefixed) keys, keys that were empty.
+type MultiKeys<'py> = (Vec<Bound<'py, PyAny>>, Vec<Vec<u8>>, Vec<Bound<'py, PyAny>>);
 
 impl Native {
     fn core(&self) -> PyResult<Arc<Client>> {
@@ -237,7 +283,10 @@ impl Native {
             &item.data
         };
         if self.user_deserialize.load(Ordering::Relaxed) {
-            match slf.call_method1(intern!(py, "deserialize"), (PyBytes::new(py, data), item.flags)) {
+            match slf.call_method1(
+                intern!(py, "deserialize"),
+                (PyBytes::new(py, data), item.flags),
+            ) {
                 Ok(v) => Ok(Some(v.unbind())),
                 Err(e) if e.is_instance_of::<errors::CacheMiss>(py) => Ok(None),
                 Err(e) => Err(e),
@@ -279,12 +328,20 @@ impl Native {
         };
         if key.is_empty() {
             if cmd == StoreCmd::Cas {
-                return Err(errors::BadKeyProvided::new_err("error 33 from memcached_cas: key is empty"));
+                return Err(errors::BadKeyProvided::new_err(
+                    "error 33 from memcached_cas: key is empty",
+                ));
             }
             return Ok(false);
         }
         let core = self.core()?;
-        let item = StoreItem { key, flags, exptime, data: &data, cas };
+        let item = StoreItem {
+            key,
+            flags,
+            exptime,
+            data: &data,
+            cas,
+        };
         let r = py.detach(|| core.store_multi(cmd, &[item], noreply)).pop();
         let what = match cmd {
             StoreCmd::Set => "memcached_set",
@@ -297,12 +354,21 @@ impl Native {
         match r {
             Some(Ok(StoreStatus::Stored)) => Ok(true),
             Some(Ok(StoreStatus::NotFound)) if cmd == StoreCmd::Cas => {
-                Err(errors::NotFound::new_err(format!("error 16 from memcached_cas({}): NOT FOUND", String::from_utf8_lossy(key))))
+                Err(errors::NotFound::new_err(format!(
+                    "error 16 from memcached_cas({}): NOT FOUND",
+                    String::from_utf8_lossy(key)
+                )))
             }
             Some(Ok(_)) => Ok(false),
-            Some(Err(CoreError::BadKey(_))) if Self::verify_keys(&core) && cmd != StoreCmd::Cas => Ok(false),
+            Some(Err(CoreError::BadKey(_))) if Self::verify_keys(&core) && cmd != StoreCmd::Cas => {
+                Ok(false)
+            }
             Some(Err(e)) => {
-                let k = if cmd == StoreCmd::Cas { Some(key) } else { None };
+                let k = if cmd == StoreCmd::Cas {
+                    Some(key)
+                } else {
+                    None
+                };
                 Err(op_error(py, what, k, &e))
             }
             None => Err(plain_error("no result")),
@@ -315,7 +381,7 @@ impl Native {
         keys_iter: Vec<Bound<'py, PyAny>>,
         prefix: &[u8],
         check_prefixed: bool,
-    ) -> PyResult<(Vec<Bound<'py, PyAny>>, Vec<Vec<u8>>, Vec<Bound<'py, PyAny>>)> {
+    ) -> PyResult<MultiKeys<'py>> {
         let mut objs = Vec::with_capacity(keys_iter.len());
         let mut full = Vec::with_capacity(keys_iter.len());
         let mut empty = Vec::new();
@@ -340,7 +406,9 @@ impl Native {
 
 fn check_compress_level(level: i64) -> PyResult<i32> {
     if !(-1..=9).contains(&level) {
-        return Err(PyValueError::new_err("compress_level must be between 0 and 9 inclusive"));
+        return Err(PyValueError::new_err(
+            "compress_level must be between 0 and 9 inclusive",
+        ));
     }
     Ok(level as i32)
 }
@@ -398,15 +466,21 @@ impl Native {
         let password = password.filter(|p| !p.is_none());
         for a in [username, password].into_iter().flatten() {
             if !a.is_instance_of::<PyString>() {
-                return Err(PyTypeError::new_err("SASL username and password must be str"));
+                return Err(PyTypeError::new_err(
+                    "SASL username and password must be str",
+                ));
             }
         }
         match (username, password) {
             (Some(_), None) | (None, Some(_)) => {
-                return Err(PyTypeError::new_err("SASL requires both username and password"))
+                return Err(PyTypeError::new_err(
+                    "SASL requires both username and password",
+                ))
             }
             (Some(_), Some(_)) if !binary => {
-                return Err(PyTypeError::new_err("SASL requires the memcached binary protocol"))
+                return Err(PyTypeError::new_err(
+                    "SASL requires the memcached binary protocol",
+                ))
             }
             _ => {}
         }
@@ -438,26 +512,34 @@ impl Native {
         let mut b = Behaviors::default();
         let mut namespace = Vec::new();
         if let Some(d) = behaviors.filter(|d| !d.is_none()) {
-            let d = d.cast::<PyDict>().map_err(|_| PyTypeError::new_err("behaviors must be a dict"))?;
+            let d = d
+                .cast::<PyDict>()
+                .map_err(|_| PyTypeError::new_err("behaviors must be a dict"))?;
             namespace = apply_behaviors(this, &mut b, d, binary)?;
         }
-        let core = Client::new(specs, b, namespace).map_err(|e| op_error(py, "memcached_server_add", None, &e))?;
+        let core = Client::new(specs, b, namespace)
+            .map_err(|e| op_error(py, "memcached_server_add", None, &e))?;
         *this.core.write() = Some(Arc::new(core));
         this.binary.store(binary, Ordering::Relaxed);
         // Serializer overrides count at class level only, detected here as pylibmc does.
         let base = py.get_type::<Native>();
         let cls = slf.get_type();
-        let overridden = |name: &str| -> PyResult<bool> {
-            Ok(!cls.getattr(name)?.is(&base.getattr(name)?))
-        };
-        this.user_serialize.store(overridden("serialize")?, Ordering::Relaxed);
-        this.user_deserialize.store(overridden("deserialize")?, Ordering::Relaxed);
+        let overridden =
+            |name: &str| -> PyResult<bool> { Ok(!cls.getattr(name)?.is(&base.getattr(name)?)) };
+        this.user_serialize
+            .store(overridden("serialize")?, Ordering::Relaxed);
+        this.user_deserialize
+            .store(overridden("deserialize")?, Ordering::Relaxed);
         Ok(())
     }
 
     /// Retrieve a key from a memcached.
     #[pyo3(signature = (key, default=None, /))]
-    fn get(slf: &Bound<'_, Self>, key: &Bound<'_, PyAny>, default: Option<Py<PyAny>>) -> PyResult<Py<PyAny>> {
+    fn get(
+        slf: &Bound<'_, Self>,
+        key: &Bound<'_, PyAny>,
+        default: Option<Py<PyAny>>,
+    ) -> PyResult<Py<PyAny>> {
         let py = slf.py();
         let this = slf.get();
         let default = default.unwrap_or_else(|| py.None());
@@ -504,52 +586,161 @@ impl Native {
     /// Set a key unconditionally.
     #[pyo3(signature = (key, val, time=None, min_compress_len=None, compress_level=-1, *, noreply=false))]
     #[allow(clippy::too_many_arguments)]
-    fn set(slf: &Bound<'_, Self>, key: &Bound<'_, PyAny>, val: &Bound<'_, PyAny>, time: Option<&Bound<'_, PyAny>>, min_compress_len: Option<&Bound<'_, PyAny>>, compress_level: i64, noreply: bool) -> PyResult<bool> {
-        slf.get().store_one(slf, StoreCmd::Set, key, val, time, min_compress_len, compress_level, 0, noreply)
+    fn set(
+        slf: &Bound<'_, Self>,
+        key: &Bound<'_, PyAny>,
+        val: &Bound<'_, PyAny>,
+        time: Option<&Bound<'_, PyAny>>,
+        min_compress_len: Option<&Bound<'_, PyAny>>,
+        compress_level: i64,
+        noreply: bool,
+    ) -> PyResult<bool> {
+        slf.get().store_one(
+            slf,
+            StoreCmd::Set,
+            key,
+            val,
+            time,
+            min_compress_len,
+            compress_level,
+            0,
+            noreply,
+        )
     }
 
     /// Add a key if it does not exist.
     #[pyo3(signature = (key, val, time=None, min_compress_len=None, compress_level=-1, *, noreply=false))]
     #[allow(clippy::too_many_arguments)]
-    fn add(slf: &Bound<'_, Self>, key: &Bound<'_, PyAny>, val: &Bound<'_, PyAny>, time: Option<&Bound<'_, PyAny>>, min_compress_len: Option<&Bound<'_, PyAny>>, compress_level: i64, noreply: bool) -> PyResult<bool> {
-        slf.get().store_one(slf, StoreCmd::Add, key, val, time, min_compress_len, compress_level, 0, noreply)
+    fn add(
+        slf: &Bound<'_, Self>,
+        key: &Bound<'_, PyAny>,
+        val: &Bound<'_, PyAny>,
+        time: Option<&Bound<'_, PyAny>>,
+        min_compress_len: Option<&Bound<'_, PyAny>>,
+        compress_level: i64,
+        noreply: bool,
+    ) -> PyResult<bool> {
+        slf.get().store_one(
+            slf,
+            StoreCmd::Add,
+            key,
+            val,
+            time,
+            min_compress_len,
+            compress_level,
+            0,
+            noreply,
+        )
     }
 
     /// Replace a key if it exists.
     #[pyo3(signature = (key, val, time=None, min_compress_len=None, compress_level=-1, *, noreply=false))]
     #[allow(clippy::too_many_arguments)]
-    fn replace(slf: &Bound<'_, Self>, key: &Bound<'_, PyAny>, val: &Bound<'_, PyAny>, time: Option<&Bound<'_, PyAny>>, min_compress_len: Option<&Bound<'_, PyAny>>, compress_level: i64, noreply: bool) -> PyResult<bool> {
-        slf.get().store_one(slf, StoreCmd::Replace, key, val, time, min_compress_len, compress_level, 0, noreply)
+    fn replace(
+        slf: &Bound<'_, Self>,
+        key: &Bound<'_, PyAny>,
+        val: &Bound<'_, PyAny>,
+        time: Option<&Bound<'_, PyAny>>,
+        min_compress_len: Option<&Bound<'_, PyAny>>,
+        compress_level: i64,
+        noreply: bool,
+    ) -> PyResult<bool> {
+        slf.get().store_one(
+            slf,
+            StoreCmd::Replace,
+            key,
+            val,
+            time,
+            min_compress_len,
+            compress_level,
+            0,
+            noreply,
+        )
     }
 
     /// Append data to a key.
     #[pyo3(signature = (key, val, time=None, min_compress_len=None, compress_level=-1, *, noreply=false))]
     #[allow(clippy::too_many_arguments)]
-    fn append(slf: &Bound<'_, Self>, key: &Bound<'_, PyAny>, val: &Bound<'_, PyAny>, time: Option<&Bound<'_, PyAny>>, min_compress_len: Option<&Bound<'_, PyAny>>, compress_level: i64, noreply: bool) -> PyResult<bool> {
-        slf.get().store_one(slf, StoreCmd::Append, key, val, time, min_compress_len, compress_level, 0, noreply)
+    fn append(
+        slf: &Bound<'_, Self>,
+        key: &Bound<'_, PyAny>,
+        val: &Bound<'_, PyAny>,
+        time: Option<&Bound<'_, PyAny>>,
+        min_compress_len: Option<&Bound<'_, PyAny>>,
+        compress_level: i64,
+        noreply: bool,
+    ) -> PyResult<bool> {
+        slf.get().store_one(
+            slf,
+            StoreCmd::Append,
+            key,
+            val,
+            time,
+            min_compress_len,
+            compress_level,
+            0,
+            noreply,
+        )
     }
 
     /// Prepend data to a key.
     #[pyo3(signature = (key, val, time=None, min_compress_len=None, compress_level=-1, *, noreply=false))]
     #[allow(clippy::too_many_arguments)]
-    fn prepend(slf: &Bound<'_, Self>, key: &Bound<'_, PyAny>, val: &Bound<'_, PyAny>, time: Option<&Bound<'_, PyAny>>, min_compress_len: Option<&Bound<'_, PyAny>>, compress_level: i64, noreply: bool) -> PyResult<bool> {
-        slf.get().store_one(slf, StoreCmd::Prepend, key, val, time, min_compress_len, compress_level, 0, noreply)
+    fn prepend(
+        slf: &Bound<'_, Self>,
+        key: &Bound<'_, PyAny>,
+        val: &Bound<'_, PyAny>,
+        time: Option<&Bound<'_, PyAny>>,
+        min_compress_len: Option<&Bound<'_, PyAny>>,
+        compress_level: i64,
+        noreply: bool,
+    ) -> PyResult<bool> {
+        slf.get().store_one(
+            slf,
+            StoreCmd::Prepend,
+            key,
+            val,
+            time,
+            min_compress_len,
+            compress_level,
+            0,
+            noreply,
+        )
     }
 
     /// Attempt to compare-and-store a key by CAS ID.
     #[pyo3(signature = (key, val, cas, time=None))]
-    fn cas(slf: &Bound<'_, Self>, key: &Bound<'_, PyAny>, val: &Bound<'_, PyAny>, cas: &Bound<'_, PyAny>, time: Option<&Bound<'_, PyAny>>) -> PyResult<bool> {
+    fn cas(
+        slf: &Bound<'_, Self>,
+        key: &Bound<'_, PyAny>,
+        val: &Bound<'_, PyAny>,
+        cas: &Bound<'_, PyAny>,
+        time: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<bool> {
         let this = slf.get();
         let token: i64 = if cas.is_instance_of::<PyInt>() {
             cas.extract()?
         } else {
-            return Err(PyTypeError::new_err(format!("'{}' object cannot be interpreted as an integer", type_name(cas))));
+            return Err(PyTypeError::new_err(format!(
+                "'{}' object cannot be interpreted as an integer",
+                type_name(cas)
+            )));
         };
         let k = key_bytes(key, KeyType::BytesLike)?;
         if !k.is_empty() && !this.core()?.behaviors().cas {
             return Err(PyValueError::new_err("cas without cas behavior"));
         }
-        this.store_one(slf, StoreCmd::Cas, key, val, time, None, -1, token as u64, false)
+        this.store_one(
+            slf,
+            StoreCmd::Cas,
+            key,
+            val,
+            time,
+            None,
+            -1,
+            token as u64,
+            false,
+        )
     }
 
     /// Delete a key.
@@ -558,7 +749,10 @@ impl Native {
         let py = slf.py();
         let this = slf.get();
         if args.len() != 1 {
-            return Err(PyTypeError::new_err(format!("delete() takes exactly 1 argument ({} given)", args.len())));
+            return Err(PyTypeError::new_err(format!(
+                "delete() takes exactly 1 argument ({} given)",
+                args.len()
+            )));
         }
         let key = args.get_item(0)?;
         let k = key_bytes(&key, KeyType::BytesLike)?;
@@ -578,7 +772,12 @@ impl Native {
 
     /// Change the expiry time of a key.
     #[pyo3(signature = (key, time, /, *, noreply=false))]
-    fn touch(slf: &Bound<'_, Self>, key: &Bound<'_, PyAny>, time: &Bound<'_, PyAny>, noreply: bool) -> PyResult<bool> {
+    fn touch(
+        slf: &Bound<'_, Self>,
+        key: &Bound<'_, PyAny>,
+        time: &Bound<'_, PyAny>,
+        noreply: bool,
+    ) -> PyResult<bool> {
         let py = slf.py();
         let this = slf.get();
         let k = key_bytes(key, KeyType::BytesLike)?;
@@ -598,56 +797,133 @@ impl Native {
 
     /// Increment a key by a delta.
     #[pyo3(signature = (key, delta=None, /))]
-    fn incr(slf: &Bound<'_, Self>, key: &Bound<'_, PyAny>, delta: Option<&Bound<'_, PyAny>>) -> PyResult<u64> {
+    fn incr(
+        slf: &Bound<'_, Self>,
+        key: &Bound<'_, PyAny>,
+        delta: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<u64> {
         arith_one(slf, true, key, delta)
     }
 
     /// Decrement a key by a delta.
     #[pyo3(signature = (key, delta=None, /))]
-    fn decr(slf: &Bound<'_, Self>, key: &Bound<'_, PyAny>, delta: Option<&Bound<'_, PyAny>>) -> PyResult<u64> {
+    fn decr(
+        slf: &Bound<'_, Self>,
+        key: &Bound<'_, PyAny>,
+        delta: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<u64> {
         arith_one(slf, false, key, delta)
     }
 
     /// Get multiple keys at once; misses are absent from the result.
     #[pyo3(signature = (keys, key_prefix=None))]
-    fn get_multi(slf: &Bound<'_, Self>, keys: &Bound<'_, PyAny>, key_prefix: Option<&Bound<'_, PyAny>>) -> PyResult<Py<PyDict>> {
+    fn get_multi(
+        slf: &Bound<'_, Self>,
+        keys: &Bound<'_, PyAny>,
+        key_prefix: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<Py<PyDict>> {
         fetch_multi(slf, keys, key_prefix, false)
     }
 
     /// fastmc extension: `get_multi` with CAS tokens: `{key: (value, cas)}`.
     #[pyo3(signature = (keys, key_prefix=None))]
-    fn gets_multi(slf: &Bound<'_, Self>, keys: &Bound<'_, PyAny>, key_prefix: Option<&Bound<'_, PyAny>>) -> PyResult<Py<PyDict>> {
+    fn gets_multi(
+        slf: &Bound<'_, Self>,
+        keys: &Bound<'_, PyAny>,
+        key_prefix: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<Py<PyDict>> {
         fetch_multi(slf, keys, key_prefix, true)
     }
 
     /// Set multiple keys at once; returns the keys that were not stored.
     #[pyo3(signature = (keys, time=None, key_prefix=None, min_compress_len=None, compress_level=-1, *, noreply=false))]
     #[allow(clippy::too_many_arguments)]
-    fn set_multi(slf: &Bound<'_, Self>, keys: &Bound<'_, PyAny>, time: Option<&Bound<'_, PyAny>>, key_prefix: Option<&Bound<'_, PyAny>>, min_compress_len: Option<&Bound<'_, PyAny>>, compress_level: i64, noreply: bool) -> PyResult<Py<PyList>> {
-        store_multi(slf, StoreCmd::Set, "memcached_set_multi", keys, time, key_prefix, min_compress_len, compress_level, noreply)
+    fn set_multi(
+        slf: &Bound<'_, Self>,
+        keys: &Bound<'_, PyAny>,
+        time: Option<&Bound<'_, PyAny>>,
+        key_prefix: Option<&Bound<'_, PyAny>>,
+        min_compress_len: Option<&Bound<'_, PyAny>>,
+        compress_level: i64,
+        noreply: bool,
+    ) -> PyResult<Py<PyList>> {
+        store_multi(
+            slf,
+            StoreCmd::Set,
+            "memcached_set_multi",
+            keys,
+            time,
+            key_prefix,
+            min_compress_len,
+            compress_level,
+            noreply,
+        )
     }
 
     /// Add multiple keys at once; returns the keys that were not stored.
     #[pyo3(signature = (keys, time=None, key_prefix=None, min_compress_len=None, compress_level=-1, *, noreply=false))]
     #[allow(clippy::too_many_arguments)]
-    fn add_multi(slf: &Bound<'_, Self>, keys: &Bound<'_, PyAny>, time: Option<&Bound<'_, PyAny>>, key_prefix: Option<&Bound<'_, PyAny>>, min_compress_len: Option<&Bound<'_, PyAny>>, compress_level: i64, noreply: bool) -> PyResult<Py<PyList>> {
-        store_multi(slf, StoreCmd::Add, "memcached_add_multi", keys, time, key_prefix, min_compress_len, compress_level, noreply)
+    fn add_multi(
+        slf: &Bound<'_, Self>,
+        keys: &Bound<'_, PyAny>,
+        time: Option<&Bound<'_, PyAny>>,
+        key_prefix: Option<&Bound<'_, PyAny>>,
+        min_compress_len: Option<&Bound<'_, PyAny>>,
+        compress_level: i64,
+        noreply: bool,
+    ) -> PyResult<Py<PyList>> {
+        store_multi(
+            slf,
+            StoreCmd::Add,
+            "memcached_add_multi",
+            keys,
+            time,
+            key_prefix,
+            min_compress_len,
+            compress_level,
+            noreply,
+        )
     }
 
     /// fastmc extension: replace multiple keys at once; returns the keys that were not stored.
     #[pyo3(signature = (keys, time=None, key_prefix=None, min_compress_len=None, compress_level=-1, *, noreply=false))]
     #[allow(clippy::too_many_arguments)]
-    fn replace_multi(slf: &Bound<'_, Self>, keys: &Bound<'_, PyAny>, time: Option<&Bound<'_, PyAny>>, key_prefix: Option<&Bound<'_, PyAny>>, min_compress_len: Option<&Bound<'_, PyAny>>, compress_level: i64, noreply: bool) -> PyResult<Py<PyList>> {
-        store_multi(slf, StoreCmd::Replace, "memcached_replace_multi", keys, time, key_prefix, min_compress_len, compress_level, noreply)
+    fn replace_multi(
+        slf: &Bound<'_, Self>,
+        keys: &Bound<'_, PyAny>,
+        time: Option<&Bound<'_, PyAny>>,
+        key_prefix: Option<&Bound<'_, PyAny>>,
+        min_compress_len: Option<&Bound<'_, PyAny>>,
+        compress_level: i64,
+        noreply: bool,
+    ) -> PyResult<Py<PyList>> {
+        store_multi(
+            slf,
+            StoreCmd::Replace,
+            "memcached_replace_multi",
+            keys,
+            time,
+            key_prefix,
+            min_compress_len,
+            compress_level,
+            noreply,
+        )
     }
 
     /// Delete multiple keys at once; True only if every key was deleted.
     #[pyo3(signature = (keys, key_prefix=None, *, noreply=false))]
-    fn delete_multi(slf: &Bound<'_, Self>, keys: &Bound<'_, PyAny>, key_prefix: Option<&Bound<'_, PyAny>>, noreply: bool) -> PyResult<bool> {
+    fn delete_multi(
+        slf: &Bound<'_, Self>,
+        keys: &Bound<'_, PyAny>,
+        key_prefix: Option<&Bound<'_, PyAny>>,
+        noreply: bool,
+    ) -> PyResult<bool> {
         let py = slf.py();
         let this = slf.get();
         if keys.is_instance_of::<PyDict>() {
-            return Err(PyTypeError::new_err("keys must be a sequence, not a mapping"));
+            return Err(PyTypeError::new_err(
+                "keys must be a sequence, not a mapping",
+            ));
         }
         let prefix = prefix_bytes(key_prefix)?;
         let mut items = Vec::new();
@@ -683,14 +959,24 @@ impl Native {
             }
         }
         if let Some((i, e)) = first_err {
-            return Err(op_error(py, "memcached_delete", Some(&refs[i][prefix.len()..]), &e));
+            return Err(op_error(
+                py,
+                "memcached_delete",
+                Some(&refs[i][prefix.len()..]),
+                &e,
+            ));
         }
         Ok(all)
     }
 
     /// Increment multiple keys by a delta; returns None.
     #[pyo3(signature = (keys, key_prefix=None, delta=None))]
-    fn incr_multi(slf: &Bound<'_, Self>, keys: &Bound<'_, PyAny>, key_prefix: Option<&Bound<'_, PyAny>>, delta: Option<&Bound<'_, PyAny>>) -> PyResult<()> {
+    fn incr_multi(
+        slf: &Bound<'_, Self>,
+        keys: &Bound<'_, PyAny>,
+        key_prefix: Option<&Bound<'_, PyAny>>,
+        delta: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<()> {
         let py = slf.py();
         let this = slf.get();
         let delta = match delta {
@@ -712,7 +998,13 @@ impl Native {
 
     /// fastmc extension: touch multiple keys; returns the keys that were not found.
     #[pyo3(signature = (keys, time=None, key_prefix=None, *, noreply=false))]
-    fn touch_multi(slf: &Bound<'_, Self>, keys: &Bound<'_, PyAny>, time: Option<&Bound<'_, PyAny>>, key_prefix: Option<&Bound<'_, PyAny>>, noreply: bool) -> PyResult<Py<PyList>> {
+    fn touch_multi(
+        slf: &Bound<'_, Self>,
+        keys: &Bound<'_, PyAny>,
+        time: Option<&Bound<'_, PyAny>>,
+        key_prefix: Option<&Bound<'_, PyAny>>,
+        noreply: bool,
+    ) -> PyResult<Py<PyList>> {
         let py = slf.py();
         let this = slf.get();
         let exptime = wrap_u32(time)?;
@@ -738,7 +1030,11 @@ impl Native {
             }
         }
         if let Some(e) = first_err {
-            return Err(with_failed_keys(py, op_error(py, "memcached_touch_multi", None, &e), &failed));
+            return Err(with_failed_keys(
+                py,
+                op_error(py, "memcached_touch_multi", None, &e),
+                &failed,
+            ));
         }
         Ok(failed.unbind())
     }
@@ -750,26 +1046,41 @@ impl Native {
         let delay: i64 = match time {
             None => 0,
             Some(t) if t.is_instance_of::<PyInt>() => t.extract::<i64>().unwrap_or(i64::MAX),
-            Some(t) => return Err(PyTypeError::new_err(format!("'{}' object cannot be interpreted as an integer", type_name(t)))),
+            Some(t) => {
+                return Err(PyTypeError::new_err(format!(
+                    "'{}' object cannot be interpreted as an integer",
+                    type_name(t)
+                )))
+            }
         };
         let delay = delay.clamp(0, u32::MAX as i64) as u32;
         let core = slf.get().core()?;
         let results = py.detach(|| core.flush_all(delay));
         if let Some(e) = results.into_iter().find_map(|r| r.err()) {
-            return Err(errors::SomeErrors::new_err(format!("error 19 from flush_all: SOME ERRORS WERE REPORTED ({e})")));
+            return Err(errors::SomeErrors::new_err(format!(
+                "error 19 from flush_all: SOME ERRORS WERE REPORTED ({e})"
+            )));
         }
         Ok(true)
     }
 
     /// Retrieve statistics from all memcached servers.
     #[pyo3(signature = (stat_args=None, /))]
-    fn get_stats(slf: &Bound<'_, Self>, stat_args: Option<&Bound<'_, PyAny>>) -> PyResult<Py<PyList>> {
+    fn get_stats(
+        slf: &Bound<'_, Self>,
+        stat_args: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<Py<PyList>> {
         let py = slf.py();
         let args: Vec<u8> = match stat_args {
             None => Vec::new(),
             Some(a) => match a.cast::<PyString>() {
                 Ok(s) => s.to_str()?.as_bytes().to_vec(),
-                Err(_) => return Err(PyTypeError::new_err(format!("argument 1 must be str, not {}", type_name(a)))),
+                Err(_) => {
+                    return Err(PyTypeError::new_err(format!(
+                        "argument 1 must be str, not {}",
+                        type_name(a)
+                    )))
+                }
             },
         };
         let core = slf.get().core()?;
@@ -783,7 +1094,9 @@ impl Native {
                     return Err(plain_error("error 38 from get_stats"))
                 }
                 Err(e) => {
-                    return Err(errors::SomeErrors::new_err(format!("error 19 from get_stats: SOME ERRORS WERE REPORTED ({e})")))
+                    return Err(errors::SomeErrors::new_err(format!(
+                        "error 19 from get_stats: SOME ERRORS WERE REPORTED ({e})"
+                    )))
                 }
             };
             let d = PyDict::new(py);
@@ -814,10 +1127,21 @@ impl Native {
         let new = cls.call_method1(intern!(slf.py(), "__new__"), (&cls,))?;
         let other = new.cast::<Native>()?.get();
         *other.core.write() = Some(Arc::new(this.core()?.clone_client()));
-        other.binary.store(this.binary.load(Ordering::Relaxed), Ordering::Relaxed);
-        other.pickle_protocol.store(this.pickle_protocol.load(Ordering::Relaxed), Ordering::Relaxed);
-        other.user_serialize.store(this.user_serialize.load(Ordering::Relaxed), Ordering::Relaxed);
-        other.user_deserialize.store(this.user_deserialize.load(Ordering::Relaxed), Ordering::Relaxed);
+        other
+            .binary
+            .store(this.binary.load(Ordering::Relaxed), Ordering::Relaxed);
+        other.pickle_protocol.store(
+            this.pickle_protocol.load(Ordering::Relaxed),
+            Ordering::Relaxed,
+        );
+        other.user_serialize.store(
+            this.user_serialize.load(Ordering::Relaxed),
+            Ordering::Relaxed,
+        );
+        other.user_deserialize.store(
+            this.user_deserialize.load(Ordering::Relaxed),
+            Ordering::Relaxed,
+        );
         Ok(new.unbind())
     }
 
@@ -832,21 +1156,29 @@ impl Native {
     #[pyo3(signature = (value, /))]
     fn serialize(slf: &Bound<'_, Self>, value: &Bound<'_, PyAny>) -> PyResult<(Py<PyBytes>, u32)> {
         let py = slf.py();
-        let (data, flags) = serde::serialize(py, value, slf.get().pickle_protocol.load(Ordering::Relaxed))?;
+        let (data, flags) =
+            serde::serialize(py, value, slf.get().pickle_protocol.load(Ordering::Relaxed))?;
         Ok((PyBytes::new(py, &data).unbind(), flags))
     }
 
     /// Deserialize (bytes, flags) the way pylibmc does (no decompression).
     #[pyo3(signature = (data, flags, /))]
-    fn deserialize(slf: &Bound<'_, Self>, data: &Bound<'_, PyAny>, flags: &Bound<'_, PyAny>) -> PyResult<Py<PyAny>> {
+    fn deserialize(
+        slf: &Bound<'_, Self>,
+        data: &Bound<'_, PyAny>,
+        flags: &Bound<'_, PyAny>,
+    ) -> PyResult<Py<PyAny>> {
         let py = slf.py();
         let flags = wrap_u32(Some(flags))?;
         if flags & 0x17 == 0 {
             return Ok(data.clone().unbind());
         }
-        let bytes = data
-            .cast::<PyBytes>()
-            .map_err(|_| PyTypeError::new_err(format!("a bytes-like object is required, not '{}'", type_name(data))))?;
+        let bytes = data.cast::<PyBytes>().map_err(|_| {
+            PyTypeError::new_err(format!(
+                "a bytes-like object is required, not '{}'",
+                type_name(data)
+            ))
+        })?;
         serde::deserialize(py, bytes.as_bytes(), flags)
     }
 
@@ -865,7 +1197,11 @@ impl Native {
                     Some(v) => v,
                     None => {
                         let (snd, rcv) = crate::connection::default_socket_buffer_sizes(&addrs[0]);
-                        (if *name == "_socket_send_size" { snd } else { rcv }) as i64
+                        (if *name == "_socket_send_size" {
+                            snd
+                        } else {
+                            rcv
+                        }) as i64
                     }
                 },
                 n => b.get(n).unwrap_or(0),
@@ -881,7 +1217,9 @@ impl Native {
         if behaviors.is_none() {
             return Ok(());
         }
-        let d = behaviors.cast::<PyDict>().map_err(|_| PyTypeError::new_err("behaviors must be a dict"))?;
+        let d = behaviors
+            .cast::<PyDict>()
+            .map_err(|_| PyTypeError::new_err("behaviors must be a dict"))?;
         let core = this.core()?;
         let binary = this.binary.load(Ordering::Relaxed);
         let mut result = Ok(());
@@ -906,16 +1244,31 @@ impl Native {
 }
 
 /// Apply a behaviors dict at construction; returns the namespace.
-fn apply_behaviors(this: &Native, b: &mut Behaviors, d: &Bound<'_, PyDict>, binary: bool) -> PyResult<Vec<u8>> {
+fn apply_behaviors(
+    this: &Native,
+    b: &mut Behaviors,
+    d: &Bound<'_, PyDict>,
+    binary: bool,
+) -> PyResult<Vec<u8>> {
     Ok(apply_behaviors_inner(this, b, d, binary)?.unwrap_or_default())
 }
 
 /// Walk the behaviors in pylibmc's fixed order, whatever the dict's order; then `namespace`.
-fn apply_behaviors_inner(this: &Native, b: &mut Behaviors, d: &Bound<'_, PyDict>, binary: bool) -> PyResult<Option<Vec<u8>>> {
+fn apply_behaviors_inner(
+    this: &Native,
+    b: &mut Behaviors,
+    d: &Bound<'_, PyDict>,
+    binary: bool,
+) -> PyResult<Option<Vec<u8>>> {
     for name in ALL_BEHAVIORS.iter().chain(FASTMC_BEHAVIORS.iter()) {
-        let Some(v) = d.get_item(*name)? else { continue };
+        let Some(v) = d.get_item(*name)? else {
+            continue;
+        };
         if !v.is_instance_of::<PyInt>() {
-            return Err(PyTypeError::new_err(format!("behavior {name} must be int, not {}", type_name(&v))));
+            return Err(PyTypeError::new_err(format!(
+                "behavior {name} must be int, not {}",
+                type_name(&v)
+            )));
         }
         let n = wrap_i64(&v)?;
         if *name == "pickle_protocol" {
@@ -923,7 +1276,9 @@ fn apply_behaviors_inner(this: &Native, b: &mut Behaviors, d: &Bound<'_, PyDict>
             continue;
         }
         if b.set(name, n, binary).is_err() {
-            return Err(plain_error(format!("memcached_behavior_set returned 38 for behavior '{name}' = {n}")));
+            return Err(plain_error(format!(
+                "memcached_behavior_set returned 38 for behavior '{name}' = {n}"
+            )));
         }
     }
     match d.get_item("namespace")? {
@@ -931,25 +1286,39 @@ fn apply_behaviors_inner(this: &Native, b: &mut Behaviors, d: &Bound<'_, PyDict>
         Some(ns) if ns.is_none() => Ok(Some(Vec::new())),
         Some(ns) => match ns.cast::<PyBytes>() {
             Ok(bts) if !bts.as_bytes().is_empty() => Ok(Some(bts.as_bytes().to_vec())),
-            Ok(_) => Err(plain_error("error 38 from memcached_callback_set: namespace must not be empty")),
+            Ok(_) => Err(plain_error(
+                "error 38 from memcached_callback_set: namespace must not be empty",
+            )),
             Err(_) => Err(PyTypeError::new_err("namespace must be bytes")),
         },
     }
 }
 
-fn arith_one(slf: &Bound<'_, Native>, incr: bool, key: &Bound<'_, PyAny>, delta: Option<&Bound<'_, PyAny>>) -> PyResult<u64> {
+fn arith_one(
+    slf: &Bound<'_, Native>,
+    incr: bool,
+    key: &Bound<'_, PyAny>,
+    delta: Option<&Bound<'_, PyAny>>,
+) -> PyResult<u64> {
     let py = slf.py();
     let one = 1i64.into_pyobject(py)?.into_any();
     let delta = delta.unwrap_or(&one);
     if !delta.is_instance_of::<PyInt>() {
-        return Err(PyTypeError::new_err(format!("'{}' object cannot be interpreted as an integer", type_name(delta))));
+        return Err(PyTypeError::new_err(format!(
+            "'{}' object cannot be interpreted as an integer",
+            type_name(delta)
+        )));
     }
-    let d: i64 = delta.extract().map_err(|_| PyOverflowError::new_err("signed integer is greater than maximum"))?;
+    let d: i64 = delta
+        .extract()
+        .map_err(|_| PyOverflowError::new_err("signed integer is greater than maximum"))?;
     if d < 0 {
         return Err(PyValueError::new_err("delta must be positive"));
     }
     if d > i32::MAX as i64 {
-        return Err(PyOverflowError::new_err("signed integer is greater than maximum"));
+        return Err(PyOverflowError::new_err(
+            "signed integer is greater than maximum",
+        ));
     }
     let k = key_bytes(key, KeyType::BytesLike)?;
     check_key_len(k)?;
@@ -982,19 +1351,30 @@ fn report_arith(py: Python<'_>, results: Vec<crate::error::Result<Option<u64>>>)
     match hard.as_slice() {
         [] if n == 0 => Ok(()),
         [] => Err(errors::NotFound::new_err(format!("{n} keys not found"))),
-        [e] => Err(errors::error_with_message(py, e, format!("{n} keys failed"))),
+        [e] => Err(errors::error_with_message(
+            py,
+            e,
+            format!("{n} keys failed"),
+        )),
         _ => Err(plain_error(format!("{n} keys failed"))),
     }
 }
 
-fn fetch_multi(slf: &Bound<'_, Native>, keys: &Bound<'_, PyAny>, key_prefix: Option<&Bound<'_, PyAny>>, with_cas: bool) -> PyResult<Py<PyDict>> {
+fn fetch_multi(
+    slf: &Bound<'_, Native>,
+    keys: &Bound<'_, PyAny>,
+    key_prefix: Option<&Bound<'_, PyAny>>,
+    with_cas: bool,
+) -> PyResult<Py<PyDict>> {
     let py = slf.py();
     let this = slf.get();
     let items = sized_items(keys, "dict is not a sequence")?;
     let prefix = prefix_bytes(key_prefix)?;
     let (mut objs, mut full, _) = Native::multi_keys(items, &prefix, false)?;
     if full.iter().any(|k| k.len() > MAX_KEY_LEN) {
-        return Err(errors::BadKeyProvided::new_err("error 33 from memcached_mget: A BAD KEY WAS PROVIDED/CHARACTERS OUT OF RANGE"));
+        return Err(errors::BadKeyProvided::new_err(
+            "error 33 from memcached_mget: A BAD KEY WAS PROVIDED/CHARACTERS OUT OF RANGE",
+        ));
     }
     // A str and a bytes spelling of one key give one entry, under the str form.
     let has_str = objs.iter().any(|o| o.is_instance_of::<PyString>());
@@ -1041,7 +1421,9 @@ fn fetch_multi(slf: &Bound<'_, Native>, keys: &Bound<'_, PyAny>, key_prefix: Opt
             }
             Ok(None) => any_ok = true,
             Err(CoreError::BadKey(m)) => {
-                return Err(errors::BadKeyProvided::new_err(format!("error 33 from memcached_mget: {m}")))
+                return Err(errors::BadKeyProvided::new_err(format!(
+                    "error 33 from memcached_mget: {m}"
+                )))
             }
             Err(e) => {
                 first_err.get_or_insert(e);
@@ -1051,7 +1433,16 @@ fn fetch_multi(slf: &Bound<'_, Native>, keys: &Bound<'_, PyAny>, key_prefix: Opt
     if let Some(e) = first_err {
         // pylibmc leaves a failed server's keys out unless every server failed.
         if raise_on_error || !any_ok {
-            return Err(op_error(py, if with_cas { "memcached_gets_multi" } else { "memcached_mget" }, None, &e));
+            return Err(op_error(
+                py,
+                if with_cas {
+                    "memcached_gets_multi"
+                } else {
+                    "memcached_mget"
+                },
+                None,
+                &e,
+            ));
         }
     }
     Ok(out.unbind())
@@ -1071,9 +1462,9 @@ fn store_multi(
 ) -> PyResult<Py<PyList>> {
     let py = slf.py();
     let this = slf.get();
-    let mapping = keys
-        .cast::<PyDict>()
-        .map_err(|_| PyTypeError::new_err(format!("argument 1 must be dict, not {}", type_name(keys))))?;
+    let mapping = keys.cast::<PyDict>().map_err(|_| {
+        PyTypeError::new_err(format!("argument 1 must be dict, not {}", type_name(keys)))
+    })?;
     let exptime = wrap_u32(time)?;
     let prefix = prefix_bytes(key_prefix)?;
     let mcl = wrap_u32(min_compress_len)?;
@@ -1100,7 +1491,13 @@ fn store_multi(
     let items: Vec<StoreItem<'_>> = full
         .iter()
         .zip(&values)
-        .map(|(k, (data, flags))| StoreItem { key: k, flags: *flags, exptime, data, cas: 0 })
+        .map(|(k, (data, flags))| StoreItem {
+            key: k,
+            flags: *flags,
+            exptime,
+            data,
+            cas: 0,
+        })
         .collect();
     let results = py.detach(|| core.store_multi(cmd, &items, noreply));
     let verify = Native::verify_keys(&core);

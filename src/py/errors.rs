@@ -8,7 +8,12 @@ use pyo3::{create_exception, PyTypeInfo};
 
 use crate::error::Error as CoreError;
 
-create_exception!(pylibmc, Error, PyException, "Base class for all pylibmc (and fastmc) errors.");
+create_exception!(
+    pylibmc,
+    Error,
+    PyException,
+    "Base class for all pylibmc (and fastmc) errors."
+);
 
 macro_rules! subclasses {
     ($($name:ident = $rc:expr),* $(,)?) => {

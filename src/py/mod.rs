@@ -42,7 +42,10 @@ fn _fastmc(m: &Bound<'_, PyModule>) -> PyResult<()> {
         }
     }
     m.add("all_behaviors", ALL_BEHAVIORS.to_vec())?;
-    m.add("fastmc_behaviors", crate::behaviors::FASTMC_BEHAVIORS.to_vec())?;
+    m.add(
+        "fastmc_behaviors",
+        crate::behaviors::FASTMC_BEHAVIORS.to_vec(),
+    )?;
     m.add("callback_namespace", 0)?;
     m.add("all_callbacks", vec!["namespace"])?;
     Ok(())

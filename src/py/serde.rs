@@ -23,7 +23,11 @@ static ZLIB_COMPRESS: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
 static ZLIB_DECOMPRESS: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
 
 /// pylibmc's native serialization (no compression).
-pub fn serialize(py: Python<'_>, v: &Bound<'_, PyAny>, pickle_protocol: i64) -> PyResult<(Vec<u8>, u32)> {
+pub fn serialize(
+    py: Python<'_>,
+    v: &Bound<'_, PyAny>,
+    pickle_protocol: i64,
+) -> PyResult<(Vec<u8>, u32)> {
     if let Ok(b) = v.cast::<PyBytes>() {
         return Ok((b.as_bytes().to_vec(), 0));
     }
@@ -43,7 +47,9 @@ pub fn serialize(py: Python<'_>, v: &Bound<'_, PyAny>, pickle_protocol: i64) -> 
     }
     let dumps = PICKLE_DUMPS.import(py, "pickle", "dumps")?;
     let out = dumps.call1((v, pickle_protocol))?;
-    let b = out.cast::<PyBytes>().map_err(|_| PyTypeError::new_err("pickle.dumps did not return bytes"))?;
+    let b = out
+        .cast::<PyBytes>()
+        .map_err(|_| PyTypeError::new_err("pickle.dumps did not return bytes"))?;
     Ok((b.as_bytes().to_vec(), FLAG_PICKLE))
 }
 
@@ -78,13 +84,21 @@ pub fn check_user_serialized(out: &Bound<'_, PyAny>) -> PyResult<(Vec<u8>, u32)>
 
 /// Compress when pylibmc would: a non-zero `min_compress_len` the data reaches, a non-zero
 /// level, and only if the result is strictly shorter.
-pub fn maybe_compress(py: Python<'_>, data: Vec<u8>, flags: u32, min_len: u32, level: i32) -> PyResult<(Vec<u8>, u32)> {
+pub fn maybe_compress(
+    py: Python<'_>,
+    data: Vec<u8>,
+    flags: u32,
+    min_len: u32,
+    level: i32,
+) -> PyResult<(Vec<u8>, u32)> {
     if min_len == 0 || level == 0 || (data.len() as u64) < min_len as u64 {
         return Ok((data, flags));
     }
     let compress = ZLIB_COMPRESS.import(py, "zlib", "compress")?;
     let out = compress.call1((PyBytes::new(py, &data), level))?;
-    let z = out.cast::<PyBytes>().map_err(|_| PyTypeError::new_err("zlib.compress did not return bytes"))?;
+    let z = out
+        .cast::<PyBytes>()
+        .map_err(|_| PyTypeError::new_err("zlib.compress did not return bytes"))?;
     let z = z.as_bytes();
     if z.len() < data.len() {
         Ok((z.to_vec(), flags | FLAG_ZLIB))
