@@ -312,3 +312,60 @@ def test_all_distribution_vectors_match_pylibmc():
         if bad:
             mismatches[cfg["name"]] = bad
     assert mismatches == {}
+
+
+def test_huge_batches_never_deadlock():
+    """Requests and replies both far larger than the socket buffers, on three servers at once:
+    the poll loop interleaves writes and reads."""
+    procs = [_Proc("-m", "512") for _ in range(3)]
+    try:
+        mc = fastmc.Client([p.address for p in procs])
+        n = 300_000
+        data = {"bulk%d" % i: "v%d" % i for i in range(n)}
+        assert mc.set_multi(data) == []
+        got = mc.get_multi(list(data))
+        assert got == data
+        # a million keys in one get_multi (misses: nothing to store, 10+ MB of request)
+        keys = ["miss%d" % i for i in range(1_000_000)]
+        assert mc.get_multi(keys) == {}
+        assert mc.delete_multi(list(data)[:100_000]) is True
+        assert mc.get("bulk5") is None and mc.get("bulk200000") == "v200000"
+    finally:
+        for p in procs:
+            p.stop()
+
+
+def test_multi_failures_are_attributed_to_their_keys(core_server):
+    """A too-large value fails only its key; the batch goes on and the connection stays usable."""
+    mc = fastmc.Client([core_server.address])
+    batch = {"ok1": 1, "big": b"x" * (2 * 1024 * 1024), "ok2": 2}
+    with pytest.raises(fastmc.TooBig) as ei:
+        mc.set_multi(batch)
+    assert ei.value.failed_keys == ["big"]
+    assert mc.get_multi(["ok1", "ok2", "big"]) == {"ok1": 1, "ok2": 2}
+
+
+def test_dead_server_fails_exactly_its_keys(core_server):
+    dead = "127.0.0.1:%d" % _free_port()
+    mc = fastmc.Client([core_server.address, dead])
+    keys = ["k%d" % i for i in range(200)]
+    on_dead = {k for k in keys if mc.hash(k) == 1}
+    assert on_dead and len(on_dead) < len(keys)
+    with pytest.raises(fastmc.ConnectionError) as ei:
+        mc.set_multi({k: k for k in keys})
+    assert set(ei.value.failed_keys) == on_dead
+    # pylibmc's default: a failed server's keys are missing from get_multi
+    assert mc.get_multi(keys) == {k: k for k in keys if k not in on_dead}
+    strict = fastmc.Client([core_server.address, dead], behaviors={"get_multi_raise_on_error": 1})
+    with pytest.raises(fastmc.Error):
+        strict.get_multi(keys)
+
+
+def test_noreply_writes_then_reads_stay_in_sync(core_server):
+    mc = fastmc.Client([core_server.address])
+    assert mc.set_multi({"n%d" % i: i for i in range(5000)}, noreply=True) == []
+    assert mc.set("one", 1, noreply=True)
+    assert mc.get("one") == 1
+    assert mc.get_multi(["n1", "n4999"]) == {"n1": 1, "n4999": 4999}
+    assert mc.delete("one", noreply=True)
+    assert mc.get("one") is None

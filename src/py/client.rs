@@ -1206,6 +1206,10 @@ impl Native {
                 },
                 n => b.get(n).unwrap_or(0),
             };
+            // fastmc's own behaviors appear only once set, so the read-back stays pylibmc's.
+            if FASTMC_BEHAVIORS.contains(name) && v == 0 {
+                continue;
+            }
             d.set_item(*name, v)?;
         }
         Ok(d.unbind())
@@ -1500,6 +1504,31 @@ fn store_multi(
         })
         .collect();
     let results = py.detach(|| core.store_multi(cmd, &items, noreply));
+    // When a key is given both as str and as bytes, pylibmc reports the str form.
+    let has_str = mapping
+        .keys()
+        .iter()
+        .any(|k| k.is_instance_of::<PyString>());
+    let has_bytes = mapping.keys().iter().any(|k| k.is_instance_of::<PyBytes>());
+    if has_str && has_bytes {
+        let mut str_form = std::collections::HashMap::new();
+        for k in mapping.keys() {
+            if k.is_instance_of::<PyString>() {
+                str_form.insert(key_bytes(&k, KeyType::MustBeBytes)?.to_vec(), k);
+            }
+        }
+        for i in 0..failed.len() {
+            let k = failed.get_item(i)?;
+            if let Some(s) = str_form.get(key_bytes(&k, KeyType::MustBeBytes)?) {
+                failed.set_item(i, s)?;
+            }
+        }
+        for o in objs.iter_mut() {
+            if let Some(s) = str_form.get(key_bytes(o, KeyType::MustBeBytes)?) {
+                *o = s.clone();
+            }
+        }
+    }
     let verify = Native::verify_keys(&core);
     let mut first_err = None;
     for (obj, r) in objs.iter().zip(results) {

@@ -1,0 +1,303 @@
+"""Differential tests: each case runs through real pylibmc (the oracle) and through fastmc
+against the same freshly flushed memcached, and the outcomes (return value, or exception class
+name) must be equal."""
+
+import pickle
+import socket
+import subprocess
+import sys
+import time
+
+import pylibmc
+import pytest
+
+import fastmc
+
+
+def _free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def servers():
+    procs, addrs = [], []
+    for _ in range(3):
+        port = _free_port()
+        procs.append(
+            subprocess.Popen(
+                ["memcached", "-u", "root", "-l", "127.0.0.1", "-p", str(port), "-U", "0", "-m", "64"],
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+            )
+        )
+        addrs.append("127.0.0.1:%d" % port)
+        for _ in range(200):
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+                break
+            except OSError:
+                time.sleep(0.02)
+    yield addrs
+    for p in procs:
+        p.kill()
+        p.wait()
+
+
+def outcome(fn):
+    try:
+        v = fn()
+    except Exception as e:  # compare by class name: the modules have their own classes
+        return ("raise", type(e).__name__)
+    return ("ok", v)
+
+
+def run_both(addrs, case, behaviors=None):
+    results = []
+    for mod in (pylibmc, fastmc):
+        mc = mod.Client(addrs, behaviors=behaviors)
+        mc.flush_all()
+        results.append(outcome(lambda mc=mc, mod=mod: case(mod, mc)))
+    return results
+
+
+class Custom:
+    def __init__(self, x):
+        self.x = x
+
+    def __eq__(self, other):
+        return isinstance(other, Custom) and other.x == self.x
+
+
+VALUES = [b"bytes", b"", "text", "", "åäö", 0, 42, -1, 2**63, -(2**70), True, False, 1.5, None,
+          [1, 2], (1, "a"), {"a": 1}, {1, 2}, Custom(3), b"x" * 5000]
+
+CASES = {
+    "get_missing": lambda m, c: c.get("nope"),
+    "get_default": lambda m, c: c.get("nope", "D"),
+    "get_stored_none_not_default": lambda m, c: (c.set("n", None), c.get("n", "D")),
+    "get_empty_key": lambda m, c: c.get("", "D"),
+    "set_get_roundtrip": lambda m, c: [(c.set("v%d" % i, v), c.get("v%d" % i)) for i, v in enumerate(VALUES)],
+    "bool_reads_back_int": lambda m, c: (c.set("b", True), type(c.get("b")).__name__, c.get("b")),
+    "str_bytes_share_storage": lambda m, c: (c.set("k", 1), c.get(b"k"), c.set(b"k2", 2), c.get("k2")),
+    "utf8_keys": lambda m, c: (c.set("ключ😀", "v"), c.get("ключ😀".encode())),
+    "add_existing": lambda m, c: (c.add("a", 1), c.add("a", 2), c.get("a")),
+    "replace_missing": lambda m, c: (c.replace("r", 1), c.set("r", 0), c.replace("r", 2), c.get("r")),
+    "append_prepend": lambda m, c: (c.append("ap", "x"), c.set("ap", 12), c.append("ap", 3),
+                                    c.prepend("ap", 9), c.get("ap"), c.set("bx", b"x"), c.append("bx", "y"), c.get("bx")),
+    "append_empty_has": lambda m, c: (c.append("h", ""), c.set("h", "v"), c.append("h", "")),
+    "set_empty_key": lambda m, c: c.set("", "hi"),
+    "delete": lambda m, c: (c.delete("d"), c.set("d", 1), c.delete("d"), c.delete(""), c.get("d")),
+    "delete_two_args": lambda m, c: c.delete("foo", 123),
+    "incr_decr": lambda m, c: (c.set("i", 41), c.incr("i"), c.incr("i", 10), c.decr("i", 100), c.incr("i", 0)),
+    "incr_missing": lambda m, c: c.incr("missing"),
+    "incr_non_numeric": lambda m, c: (c.set("nn", "abc"), c.incr("nn")),
+    "incr_pickled_none": lambda m, c: (c.set("pn", None), c.incr("pn")),
+    "incr_keeps_str_flags": lambda m, c: (c.set("s", "41"), c.incr("s"), c.get("s")),
+    "incr_wraps": lambda m, c: (c.set("w", 2**64 - 1), c.incr("w")),
+    "incr_negative_delta": lambda m, c: c.incr("x", -1),
+    "incr_big_delta": lambda m, c: c.incr("x", 2**31),
+    "incr_empty_key": lambda m, c: c.incr(""),
+    "touch": lambda m, c: (c.touch("t", 10), c.set("t", 1), c.touch("t", 10), c.touch("", 1)),
+    "negative_time_expires": lambda m, c: (c.set("e", 1, -1), c.get("e")),
+    "time_wraps": lambda m, c: (c.set("tw", 1, 2**32), c.get("tw")),
+    "float_time": lambda m, c: c.set("f", 1, 1.5),
+    "key_int": lambda m, c: c.get(1),
+    "set_key_int": lambda m, c: c.set(1, 1),
+    "key_251": lambda m, c: c.get("x" * 251),
+    "key_250": lambda m, c: (c.set("x" * 250, 1), c.get("x" * 250)),
+    "gets_without_cas": lambda m, c: c.gets("k"),
+    "gets_empty": lambda m, c: c.gets(""),
+    "cas_without_cas": lambda m, c: c.cas("k", 1, 1),
+    "compress": lambda m, c: (c.set("z", "a" * 1000, min_compress_len=1), c.get("z"),
+                              c.set("big", b"a" * (1024 * 1024 + 1), min_compress_len=1), len(c.get("big"))),
+    "compress_level_bad": lambda m, c: c.set("z", "a", compress_level=10),
+    "too_big": lambda m, c: c.set("huge", b"x" * (2 * 1024 * 1024)),
+    "serialize": lambda m, c: [c.serialize(v) for v in (b"b", "s", 1, True, 2**64)],
+    "deserialize": lambda m, c: (c.deserialize(b"5", 4), c.deserialize(b"5", 2), c.deserialize(b"x", 0),
+                                 c.deserialize(pickle.dumps([1]), 1)),
+    "deserialize_unknown_flags": lambda m, c: c.deserialize(b"x", 3),
+    "mapping": lambda m, c: (c.__setitem__("m", 1), c["m"], "m" in c, "zz" in c, c.__delitem__("m"), "m" in c),
+    "mapping_missing": lambda m, c: c["missing"],
+    "mapping_del_missing": lambda m, c: c.__delitem__("missing"),
+    "flush_all": lambda m, c: (c.set("fa", 1), c.flush_all(), c.get("fa")),
+    "stats_shape": lambda m, c: [(type(n).__name__, sorted(s), {type(v).__name__ for v in s.values()})
+                                 for n, s in c.get_stats()],
+    "hash_index": lambda m, c: [c.hash("key%d" % i) for i in range(40)],
+    "behaviors_defaults": lambda m, c: {k: v for k, v in c.behaviors.items() if not k.startswith("_socket")},
+    "behaviors_unknown": lambda m, c: c.set_behaviors({"foo": 1}),
+    "behaviors_bad_type": lambda m, c: c.set_behaviors({"tcp_nodelay": 1.5}),
+    "behaviors_hash_int": lambda m, c: c.set_behaviors({"hash": 2}),
+    "behaviors_retry_zero": lambda m, c: c.set_behaviors({"retry_timeout": 0}),
+    "behaviors_set_read": lambda m, c: (c.set_behaviors({"ketama": True, "tcp_nodelay": 5, "remove_failed": 3}),
+                                        {k: v for k, v in c.behaviors.items() if not k.startswith("_socket")}),
+    "get_multi": lambda m, c: (c.set_multi({"a": 1, "b": "2", b"c": b"3"}),
+                               c.get_multi(["a", b"b", "c", "missing", "a"])),
+    "get_multi_prefix": lambda m, c: (c.set_multi({"a": 1, "b": 2}, key_prefix="p:"),
+                                      c.get_multi(["a", "b", ""], key_prefix="p:"), c.get("p:a")),
+    "get_multi_mixed_types": lambda m, c: (c.set("k", 1), c.get_multi(["k", b"k"])),
+    "get_multi_str": lambda m, c: (c.set_multi({"a": 1, "c": 3}), c.get_multi("abc")),
+    "get_multi_dict": lambda m, c: c.get_multi({"a": 1}),
+    "get_multi_empty": lambda m, c: (c.get_multi([]), c.get_multi([""])),
+    "get_multi_1000": lambda m, c: (c.set_multi({"k%d" % i: i for i in range(1000)}),
+                                    c.get_multi(["k%d" % i for i in range(1000)]) == {"k%d" % i: i for i in range(1000)}),
+    "set_multi_failed_list": lambda m, c: (c.add_multi({"a": 1}), c.add_multi({"a": 2, "b": 3}), c.get_multi(["a", "b"])),
+    "set_multi_empty_keys": lambda m, c: c.set_multi({"": 1, b"": 2}),
+    "set_multi_not_dict": lambda m, c: c.set_multi([("a", 1)]),
+    "set_multi_prefixed_too_long": lambda m, c: c.set_multi({"k" * 248: 1}, key_prefix="abc"),
+    "delete_multi": lambda m, c: (c.set_multi({"a": 1, "b": 2}), c.delete_multi(["a", "b"]),
+                                  c.delete_multi(["a"]), c.delete_multi([]), c.delete_multi(iter(["x"]))),
+    "delete_multi_dict": lambda m, c: c.delete_multi({"a": "b"}),
+    "delete_multi_prefix": lambda m, c: (c.set("p:a", 1), c.delete_multi(["a"], key_prefix="p:"), c.get("p:a")),
+    "incr_multi": lambda m, c: (c.set_multi({"a": 1, "b": 2}), c.incr_multi(["a", "b"], delta=5),
+                                c.get_multi(["a", "b"])),
+    "incr_multi_prefix": lambda m, c: (c.set_multi({"a": 1}, key_prefix="p"), c.incr_multi(["a"], key_prefix="p"),
+                                       c.get("pa")),
+    "incr_multi_missing": lambda m, c: (c.set("a", 1), c.incr_multi(["a", "x", "y"])),
+    "incr_multi_generator": lambda m, c: c.incr_multi(k for k in ["a"]),
+    "clone_same_class": lambda m, c: (type(c.clone()).__name__, c.clone().addresses == c.addresses),
+    "pool": lambda m, c: _pool(m, c),
+}
+
+
+def _pool(m, c):
+    pool = m.ClientPool(c, 2)
+    out = []
+    with pool.reserve() as a:
+        with pool.reserve() as b:
+            out.append(a is not b)
+            try:
+                with pool.reserve():
+                    out.append("third")
+            except Exception as e:
+                out.append(type(e).__name__)
+    tp = m.ThreadMappedPool(c)
+    with tp.reserve() as x:
+        x.set("tp", 1)
+        out.append(len(tp))
+    with tp.reserve() as y:
+        out.append(y is x)
+    return out
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_same_outcome_as_pylibmc(servers, name):
+    ours, theirs = None, None
+    theirs, ours = run_both(servers[:1], CASES[name])
+    assert ours == theirs
+
+
+@pytest.mark.parametrize("name", ["hash_index", "get_multi", "get_multi_1000", "set_multi_failed_list",
+                                  "delete_multi", "incr_multi", "incr_multi_missing"])
+@pytest.mark.parametrize("behaviors", [None, {"ketama": True}, {"ketama_weighted": True}, {"hash": "crc"}])
+def test_same_outcome_on_three_servers(servers, name, behaviors):
+    theirs, ours = run_both(servers, CASES[name], behaviors)
+    assert ours == theirs
+
+
+def test_values_written_by_one_read_identically_by_the_other(servers):
+    a = pylibmc.Client(servers)
+    b = fastmc.Client(servers)
+    for i, v in enumerate(VALUES):
+        for w, r in ((a, b), (b, a)):
+            for mcl in (0, 1):
+                k = "x%d-%d" % (i, mcl)
+                assert w.set(k, v, min_compress_len=mcl)
+                got = r.get(k)
+                assert got == v and type(got) is (int if type(v) is bool else type(v))
+
+
+def test_raw_bytes_on_the_server_are_identical(servers):
+    def raw(key):
+        host, port = servers[0].split(":")
+        with socket.create_connection((host, int(port))) as s:
+            s.sendall(b"get " + key + b"\r\n")
+            buf = b""
+            while not buf.endswith(b"END\r\n"):
+                buf += s.recv(65536)
+            return buf
+
+    a = pylibmc.Client(servers[:1])
+    b = fastmc.Client(servers[:1])
+    for v in VALUES:
+        for mcl in (0, 1):
+            a.set("raw", v, min_compress_len=mcl)
+            want = raw(b"raw")
+            b.set("raw", v, min_compress_len=mcl)
+            assert raw(b"raw") == want, (v, mcl)
+
+
+def test_exception_hierarchy_matches():
+    names = [n for n, _ in pylibmc.exceptions]
+    assert [n for n, _ in fastmc.exceptions] == names
+    for n, cls in pylibmc.exceptions:
+        ours = getattr(fastmc, n)
+        assert ours.__module__ == "pylibmc"
+        assert [b.__name__ for b in ours.__bases__] == [b.__name__ for b in cls.__bases__]
+        assert getattr(ours, "retcode", None) == getattr(cls, "retcode", None)
+
+
+def test_exceptions_pickle_once_installed_as_pylibmc():
+    code = (
+        "import fastmc, pickle; fastmc.install_as_pylibmc(); import pylibmc; "
+        "assert pylibmc is fastmc; "
+        "e = pickle.loads(pickle.dumps(pylibmc.NotFound('m'))); "
+        "assert type(e) is fastmc.NotFound and e.args == ('m',)"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_module_constants_match():
+    for name in ["all_behaviors", "hashers", "distributions", "server_type_tcp", "server_type_udp",
+                 "server_type_unix", "callback_namespace", "all_callbacks", "support_compression"]:
+        assert getattr(fastmc, name) == getattr(pylibmc, name), name
+    for name in dir(pylibmc):
+        if name.startswith(("hash_", "distribution_")):
+            assert getattr(fastmc, name) == getattr(pylibmc, name), name
+    assert fastmc.consts.hashers_rvs == pylibmc.consts.hashers_rvs
+
+
+def test_constructor_errors_match():
+    def errs(mod):
+        out = []
+        for args, kw in [((["127.0.0.1"],), {"username": "u"}), ((["127.0.0.1"],), {"username": "u", "password": "p"}),
+                         (([],), {}), ((["127.0.0.1", "/tmp/x.sock"],), {}), ((["::1"],), {}), ((["[::1"],), {}),
+                         ((["host:abc"],), {})]:
+            out.append(outcome(lambda args=args, kw=kw: mod.Client(*args, **kw)))
+        return [o if o[0] == "raise" else "ok" for o in out]
+
+    assert errs(fastmc) == errs(pylibmc)
+
+
+def test_translate_server_spec_matches():
+    for spec in ["127.0.0.1", "127.0.0.1:22122", "127.0.0.1:1234:2", "localhost", "/var/run/mc.sock",
+                 "udp:127.0.0.1", "udp:127.0.0.1:5555", "udp:[abcd::1]:5555:2", "[::1]", "[::1]:22122",
+                 "[::1]:22122:3", "", " 127.0.0.1 "]:
+        assert fastmc.client.translate_server_spec(spec) == pylibmc.client.translate_server_spec(spec), spec
+
+
+def test_subclass_with_serializer_hooks(servers):
+    def make(mod):
+        class JSONClient(mod.Client):
+            def serialize(self, value):
+                return repr(value).encode(), 7
+
+            def deserialize(self, data, flags):
+                if data == b"'miss'":
+                    raise mod.CacheMiss()
+                return (data, flags)
+
+        c = JSONClient(servers[:1])
+        c.flush_all()
+        return (c.set("a", [1]), c.get("a"), c.set("m", "miss"), c.get("m", "D"), "m" in c,
+                c.set_multi({"b": 2}), c.get_multi(["a", "b", "m"]))
+
+    assert outcome(lambda: make(fastmc)) == outcome(lambda: make(pylibmc))
+
+
+def test_repr_and_str_match(servers):
+    for mod in (fastmc, pylibmc):
+        mc = mod.Client(servers[:1])
+        assert repr(mc) == "Client(%r, binary=False)" % (servers[:1],)
+        assert str(mc) == "<Client for %s, binary=False>" % servers[0]
