@@ -496,22 +496,6 @@ impl Active {
         Ok(progressed)
     }
 
-    /// Read what has arrived without blocking; true if anything was read.
-    fn read_some(&mut self, sink: &mut dyn Sink) -> Result<bool> {
-        let mut progressed = false;
-        loop {
-            let n = self.conn.recv_nonblocking()?;
-            if n == 0 {
-                return Ok(progressed);
-            }
-            progressed = true;
-            self.parse_available(sink)?;
-            if self.done() {
-                return Ok(true);
-            }
-        }
-    }
-
     /// The remaining keys of this job, which will get no reply now.
     fn fail_rest(&self, sink: &mut dyn Sink, e: &Error) {
         for (i, req) in self.job.reqs.iter().enumerate().skip(self.req) {
@@ -1067,24 +1051,18 @@ impl Client {
     }
 
     fn drive_many(&self, st: &State, actives: &mut [Active], sink: &mut dyn Sink) {
-        loop {
-            // Make all the progress possible without waiting.
-            for a in actives.iter_mut().filter(|a| !a.done()) {
-                let r = a.write_some().and_then(|w| Ok(w | a.read_some(sink)?));
-                match r {
-                    Ok(true) => a.last_progress = Instant::now(),
-                    Ok(false) => {}
-                    Err(e) => {
-                        if !self.retry_fresh(st, a, &e) {
-                            a.failed = Some(e);
-                        }
-                    }
+        // Start every write without waiting; afterwards touch a socket only when poll says so.
+        for a in actives.iter_mut().filter(|a| !a.done()) {
+            if let Err(e) = a.write_some().and_then(|_| a.parse_available(sink)) {
+                if !self.retry_fresh(st, a, &e) {
+                    a.failed = Some(e);
                 }
             }
-            if actives.iter().all(|a| a.done()) {
-                return;
-            }
-            // Wait for the first socket to be ready, or the first deadline.
+        }
+        let mut waiting: Vec<usize> = Vec::with_capacity(actives.len());
+        let mut ready: Vec<PollFlags> = Vec::with_capacity(actives.len());
+        loop {
+            // Deadlines: no progress for the read (or write) timeout fails that server only.
             let now = Instant::now();
             let mut wait = Duration::from_secs(3600);
             for a in actives.iter_mut().filter(|a| !a.done()) {
@@ -1100,24 +1078,57 @@ impl Client {
                     wait = wait.min(deadline - now);
                 }
             }
-            let waiting: Vec<usize> = (0..actives.len()).filter(|&i| !actives[i].done()).collect();
+            waiting.clear();
+            waiting.extend((0..actives.len()).filter(|&i| !actives[i].done()));
             if waiting.is_empty() {
                 return;
             }
-            let mut fds: Vec<PollFd<'_>> = waiting
-                .iter()
-                .map(|&i| {
-                    let a = &actives[i];
-                    let mut flags = PollFlags::IN;
-                    if a.writing() {
-                        flags |= PollFlags::OUT;
+            ready.clear();
+            {
+                let mut fds: Vec<PollFd<'_>> = waiting
+                    .iter()
+                    .map(|&i| {
+                        let a = &actives[i];
+                        let mut flags = PollFlags::IN;
+                        if a.writing() {
+                            flags |= PollFlags::OUT;
+                        }
+                        PollFd::from_borrowed_fd(a.conn.fd(), flags)
+                    })
+                    .collect();
+                let ts = to_timespec(wait.max(Duration::from_millis(1)));
+                let _ = rustix::event::poll(&mut fds, Some(&ts));
+                ready.extend(fds.iter().map(|f| f.revents()));
+            }
+            for (&i, &re) in waiting.iter().zip(&ready) {
+                if re.is_empty() {
+                    continue;
+                }
+                let a = &mut actives[i];
+                let broken = re.intersects(PollFlags::ERR | PollFlags::HUP);
+                let r = (|| -> Result<bool> {
+                    let mut progressed = false;
+                    if a.writing() && (re.contains(PollFlags::OUT) || broken) {
+                        progressed |= a.write_some()?;
                     }
-                    PollFd::from_borrowed_fd(a.conn.fd(), flags)
-                })
-                .collect();
-            let ts = to_timespec(wait.max(Duration::from_millis(1)));
-            let _ = rustix::event::poll(&mut fds, Some(&ts));
-            drop(fds);
+                    if re.contains(PollFlags::IN) || broken {
+                        if a.conn.recv_nonblocking()? > 0 {
+                            progressed = true;
+                            a.parse_available(sink)?;
+                        }
+                    }
+                    Ok(progressed)
+                })();
+                match r {
+                    Ok(true) => a.last_progress = Instant::now(),
+                    Ok(false) => {}
+                    Err(e) => {
+                        if !self.retry_fresh(st, a, &e) {
+                            a.failed = Some(e);
+                        }
+                    }
+                }
+            }
         }
     }
 
