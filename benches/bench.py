@@ -43,7 +43,6 @@ import subprocess
 import sys
 import threading
 import time
-import zlib
 from dataclasses import dataclass, field
 from typing import Any, Callable, Optional
 
@@ -88,9 +87,9 @@ class Settings:
     def make(cls, quick: bool) -> "Settings":
         if quick:
             return cls(True, 1_000, 3, {100: 15, 1_000: 5, 10_000: 3}, 10_000, 1, 2,
-                       1_000, 2, 200_000, 1_000, 1.5, 8, 500, 3, 8, 2_000)
+                       1_000, 2, 200_000, 1_000, 1.5, 8, 500, 3, 20, 2_000)
         return cls(False, 3_000, 7, {100: 41, 1_000: 15, 10_000: 7}, 10_000, 3, 5,
-                   1_000, 5, 2_000_000, 1_000, 6.0, 8, 2_000, 5, 25, 2_000)
+                   1_000, 5, 2_000_000, 1_000, 6.0, 8, 2_000, 5, 40, 2_000)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -208,12 +207,13 @@ def _tasks(pid: str) -> list:
 
 @contextlib.contextmanager
 def pinned(ctx: "Ctx"):
-    """Run this process and the one-server memcached on one CPU for the latency-bound loops.
+    """Run this process (all its threads) and the servers bench.py started on one CPU.
 
     On a small VM a loopback round trip costs ~7 µs when client and server share a CPU and
     ~80 µs when the server must be woken on another (idle) vCPU; the scheduler flips between the
-    two every few milliseconds, so unpinned loops of single calls measure placement luck, in wall
-    and in client CPU alike. Pinning both to one CPU makes single-call costs comparable."""
+    two every few milliseconds, so unpinned measurements record placement luck, in wall time and
+    in client CPU alike (the wake-up is charged to the client). On one CPU every client pays for
+    the server's work the same way and the medians repeat from run to run."""
     pids = ctx.pin_pids
     if not pids or not hasattr(os, "sched_setaffinity"):
         yield False
@@ -1357,7 +1357,7 @@ def draw_speedup(ctx: Ctx, curves: dict, cols: list) -> None:
         return
     names = ["floor"] + [c.name for c in cols if c.kind != "floor"]
     styles = {"floor": dict(color="black", linestyle="--", linewidth=1.5)}
-    palette = ["#d62728", "#1f77b4", "#17becf", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b"]
+    palette = ["#d62728", "#1f77b4", "#8c564b", "#2ca02c", "#ff7f0e", "#9467bd", "#17becf"]
     fig, axes = plt.subplots(1, 3, figsize=(16, 5.5), sharey=True)
     titles = {"get": "reads: get_multi vs loop of get",
               "set": "writes: set_multi vs loop of set",
@@ -1710,57 +1710,102 @@ def scenario_threads(ctx: Ctx) -> None:
                       [p.name for p in peers(cols)], rows))
 
 
+def memory_workload(c: Column, rounds: int, n: int) -> list:
+    """Repeated rounds of mixed operations; RSS after each (garbage collected) round."""
+    rss = []
+    for r in range(rounds):
+        keys = c.keys("r", n)
+        mapping = dict(zip(keys, values_for(keys, f"|r{r}")))
+        check("memory", c, c.stored_ok(c.set_multi(mapping), n), "set_multi failed")
+        got = c.get_multi(keys)
+        check("memory", c, got == mapping, _diff(got, mapping))
+        misses = c.get_multi(c.keys("x", 100))
+        check("memory", c, not misses, f"{len(misses)} unexpected hits")
+        items = list(mapping.items())[:500]
+        check("memory", c, c.loop_get(items) == 0, "wrong single get")
+        check("memory", c, c.loop_set(items) == 0, "single set failed")
+        check("memory", c, c.get(c.keys("x", 1)[0]) is None, "hit on a missing key")
+        c.set_counter(f"{c.tag}:rc")
+        c.loop_incr(f"{c.tag}:rc", 500)
+        check("memory", c, c.read_counter(f"{c.tag}:rc") == 500, "wrong counter")
+        check("memory", c, c.deleted_ok(c.delete_multi(keys), n), "delete_multi failed")
+        del got, misses, items, mapping, keys
+        gc.collect()
+        rss.append(read_rss())
+    return rss
+
+
+def memory_child(name: str, server: str, rounds: int, n: int, tag: str) -> int:
+    """Entry point of the fresh process that measures one client (see scenario_memory)."""
+    out: dict = {"rss": None}
+    try:
+        if name == "fastmc":
+            mod, modname, err = load_fastmc()
+            if mod is None:
+                raise RuntimeError(f"import failed: {err}")
+            c = make_fastmc(mod, modname, [server], tag)
+        else:
+            c = PEER_MAKERS[name]([server], tag)
+        out["rss"] = memory_workload(c, rounds, n)
+    except Exception as e:  # noqa: BLE001 - reported to the parent
+        FAILURES.items.append(f"memory: {name}: raised {e!r}")
+    out["failures"] = FAILURES.items
+    print("MEMORY-RESULT " + json.dumps(out), flush=True)
+    return 0
+
+
 def scenario_memory(ctx: Ctx) -> None:
-    """Resident memory across repeated rounds of mixed operations, one client at a time."""
-    cols = [c for c in ctx.columns(ctx.servers1) if c.kind != "floor"]
+    """Resident memory across repeated rounds of mixed operations: a fresh process per client,
+    so the RSS is the client's own and not what earlier scenarios left in the heap."""
     R, n = ctx.s.memory_rounds, ctx.s.memory_keys
+    names = (["fastmc"] if ctx.has_fastmc else []) + list(PEERS)
     rows, res = [], {}
     warm = min(2, R - 1)
-    for c in cols:
-        rss = []
+    for i, name in enumerate(names):
+        cmd = [sys.executable, os.path.abspath(__file__), "--memory-child", name,
+               "--servers", ctx.servers1[0], "--memory-rounds", str(R),
+               "--memory-keys", str(n), "--memory-tag", f"{ctx.run_id}m{i}"]
+        label = name
+        if name == "fastmc" and ctx.standin:
+            label = f"fastmc [stand-in: {ctx.fastmc_name}]"
         try:
-            for r in range(R):
-                keys = c.keys("r", n)
-                mapping = dict(zip(keys, values_for(keys, f"|r{r}")))
-                check("memory", c, c.stored_ok(c.set_multi(mapping), n), "set_multi failed")
-                got = c.get_multi(keys)
-                check("memory", c, got == mapping, _diff(got, mapping))
-                misses = c.get_multi(c.keys("x", 100))
-                check("memory", c, not misses, f"{len(misses)} unexpected hits")
-                items = list(mapping.items())[:500]
-                check("memory", c, c.loop_get(items) == 0, "wrong single get")
-                check("memory", c, c.loop_set(items) == 0, "single set failed")
-                c.set_counter(f"{c.tag}:rc")
-                c.loop_incr(f"{c.tag}:rc", 500)
-                check("memory", c, c.deleted_ok(c.delete_multi(keys), n), "delete_multi failed")
-                del got, misses, items, mapping, keys
-                gc.collect()
-                rss.append(read_rss())
+            proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+            line = next((ln for ln in proc.stdout.splitlines()
+                         if ln.startswith("MEMORY-RESULT ")), None)
+            if line is None:
+                raise RuntimeError(f"child exited {proc.returncode}: {proc.stderr[-500:]}")
+            out = json.loads(line.split(" ", 1)[1])
         except Exception as e:  # noqa: BLE001
-            FAILURES.add("memory", c.name, f"raised {e!r}")
-            rows.append([c.name, "failed", "", "", ""])
+            FAILURES.add("memory", label, f"child process failed: {e!r}")
+            rows.append([label, "failed", "", "", ""])
+            continue
+        for msg in out["failures"]:
+            FAILURES.add("memory (child)", label, msg)
+        rss = out["rss"]
+        if not rss:
+            rows.append([label, "failed", "", "", ""])
             continue
         growth = rss[-1] - rss[warm]
-        res[c.name] = {"rss": rss, "growth_bytes": growth}
-        rows.append([c.name, f"{rss[0] / 2**20:.1f}", f"{rss[warm] / 2**20:.1f}",
+        res[label] = {"rss": rss, "growth_bytes": growth}
+        rows.append([label, f"{rss[0] / 2**20:.1f}", f"{rss[warm] / 2**20:.1f}",
                      f"{rss[-1] / 2**20:.1f}", f"{growth / 2**10:+,.0f}"])
-        if c.kind == "fastmc":
+        if name == "fastmc":
             ctx.target("memory", f"resident memory does not grow over {R} rounds (≤ 1 MiB after "
-                       "warm-up)", f"{growth / 2**10:+,.0f} KiB", growth <= 2**20)
-    if not any(c.kind == "fastmc" for c in cols):
+                       f"round {warm + 1})", f"{growth / 2**10:+,.0f} KiB",
+                       growth <= 2**20 and not out["failures"])
+    if not ctx.has_fastmc:
         ctx.target("memory", "resident memory does not grow", "fastmc missing", False)
     ctx.data["memory"] = res
     ctx.emit("Resident memory across repeated rounds",
-             f"{R} rounds per client, one client after another: set_multi/get_multi/"
-             f"delete_multi of {n:,} keys, 100 misses, 500 single get/set/incr; "
-             f"gc.collect() then RSS after each round. Growth = last round − round {warm + 1} "
-             "(the RSS is the whole benchmark process, so the first client also pays for "
-             "imports and warm-up).\n\n" +
+             f"A fresh Python process per client, {R} rounds each: set_multi/get_multi/"
+             f"delete_multi of {n:,} keys, get_multi of 100 missing keys, 500 single get and "
+             f"set, a miss, 500 incr (all checked); gc.collect() then the process's RSS after "
+             f"each round. Growth = RSS after the last round − after round {warm + 1}.\n\n" +
              md_table(["client", "RSS after round 1 (MiB)", f"after round {warm + 1} (MiB)",
                        f"after round {R} (MiB)", "growth (KiB)"], rows))
 
 
-UNPINNED = ("threads", "memory")  # threads need every CPU; memory does not time anything
+UNPINNED = ("threads", "memory")  # threads need every CPU; memory times nothing
 SCENARIO_FUNCS = {
     "single": scenario_single,
     "multi": scenario_multi,
@@ -1800,7 +1845,8 @@ def environment(ctx: Ctx, args: argparse.Namespace, spawned: bool, infos: list) 
     if ctx.has_fastmc:
         fastmc_v = getattr(ctx.fastmc_mod, "__version__", None) or pkg_version(ctx.fastmc_name)
         if ctx.standin:
-            fastmc_v = f"STAND-IN {ctx.fastmc_name} {fastmc_v}"
+            fastmc_v = (f"STAND-IN {ctx.fastmc_name} "
+                        f"({getattr(ctx.fastmc_mod, '__file__', '?')})")
     return {
         "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         "mode": "quick" if ctx.s.quick else "full",
@@ -1851,11 +1897,18 @@ def main(argv: Optional[list] = None) -> int:
     ap.add_argument("--scenarios", help="comma-separated subset (default: all)")
     ap.add_argument("--out", default="results", help="folder for the Markdown and the chart")
     ap.add_argument("--strict", action="store_true", help="exit 3 when a target fails")
+    ap.add_argument("--memory-child", help=argparse.SUPPRESS)  # internal: scenario memory
+    ap.add_argument("--memory-rounds", type=int, default=0, help=argparse.SUPPRESS)
+    ap.add_argument("--memory-keys", type=int, default=0, help=argparse.SUPPRESS)
+    ap.add_argument("--memory-tag", default="m", help=argparse.SUPPRESS)
     ap.add_argument("--pin", choices=("auto", "off"), default="auto",
                     help="auto (default): when bench.py started the servers, pin this process "
                     "and the servers to one CPU for every scenario but threads and memory; off: "
                     "let the scheduler place them")
     args = ap.parse_args(argv)
+    if args.memory_child:
+        return memory_child(args.memory_child, args.servers, args.memory_rounds,
+                            args.memory_keys, args.memory_tag)
     signal.signal(signal.SIGTERM, _sigterm)
     started = perf_counter()
 

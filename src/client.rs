@@ -1111,11 +1111,9 @@ impl Client {
                     if a.writing() && (re.contains(PollFlags::OUT) || broken) {
                         progressed |= a.write_some()?;
                     }
-                    if re.contains(PollFlags::IN) || broken {
-                        if a.conn.recv_nonblocking()? > 0 {
-                            progressed = true;
-                            a.parse_available(sink)?;
-                        }
+                    if (re.contains(PollFlags::IN) || broken) && a.conn.recv_nonblocking()? > 0 {
+                        progressed = true;
+                        a.parse_available(sink)?;
                     }
                     Ok(progressed)
                 })();
