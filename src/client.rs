@@ -5,6 +5,7 @@
 //!
 //! Depends on `pool`, `connection`, `protocol`, `ring`, `behaviors`, `error`. Never on Python.
 
+use std::borrow::Cow;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -51,7 +52,7 @@ pub enum StoreStatus {
 pub type Stats = Vec<(Vec<u8>, Vec<u8>)>;
 
 /// What `plan` makes of an operation's keys: wire keys, per-server jobs, keys failed up front.
-type Plan = (Vec<Vec<u8>>, Vec<Job>, Vec<(u32, Error)>);
+type Plan<'k> = (Vec<Cow<'k, [u8]>>, Vec<Job>, Vec<(u32, Error)>);
 
 /// One storage request of a batch.
 #[derive(Clone, Copy, Debug)]
@@ -131,10 +132,15 @@ impl State {
     }
 
     /// The key as it goes on the wire, validated.
-    fn wire_key(&self, key: &[u8]) -> Result<Vec<u8>> {
-        let mut k = Vec::with_capacity(self.namespace.len() + key.len());
-        k.extend_from_slice(&self.namespace);
-        k.extend_from_slice(key);
+    fn wire_key<'k>(&self, key: &'k [u8]) -> Result<Cow<'k, [u8]>> {
+        let k = if self.namespace.is_empty() {
+            Cow::Borrowed(key)
+        } else {
+            let mut k = Vec::with_capacity(self.namespace.len() + key.len());
+            k.extend_from_slice(&self.namespace);
+            k.extend_from_slice(key);
+            Cow::Owned(k)
+        };
         validate_text_key(&k, self.behaviors.verify_keys)?;
         Ok(k)
     }
@@ -268,7 +274,7 @@ impl<T> Outcomes<T> {
 }
 
 struct GetSink<'a> {
-    wire: &'a [Vec<u8>],
+    wire: &'a [Cow<'a, [u8]>],
     out: Outcomes<Option<Item>>,
 }
 
@@ -291,7 +297,7 @@ impl Sink for GetSink<'_> {
                 while *cursor < keys.len() {
                     let k = keys[*cursor];
                     *cursor += 1;
-                    if self.wire[k as usize] == key {
+                    if *self.wire[k as usize] == *key {
                         self.out.set(
                             k,
                             Ok(Some(Item {
@@ -674,7 +680,7 @@ impl Client {
 
     /// Validate keys and group them by server. Returns per-key wire keys (empty on error), the
     /// jobs, and pre-failed keys.
-    fn plan<F>(&self, st: &State, keys: &[&[u8]], mut encode: F) -> Plan
+    fn plan<'k, F>(&self, st: &State, keys: &[&'k [u8]], mut encode: F) -> Plan<'k>
     where
         F: FnMut(&mut Job, u32, &[u8]),
     {
@@ -691,7 +697,7 @@ impl Client {
                 }
                 Err(e) => {
                     bad.push((i as u32, e));
-                    wire.push(Vec::new());
+                    wire.push(Cow::Borrowed(&[]));
                 }
             }
         }
@@ -716,9 +722,7 @@ impl Client {
                 text::encode_get(
                     &mut job.wbuf,
                     with_cas,
-                    job.keys[start..end]
-                        .iter()
-                        .map(|&k| wire[k as usize].as_slice()),
+                    job.keys[start..end].iter().map(|&k| &*wire[k as usize]),
                 );
                 job.reqs.push(Req {
                     kind: ReplyKind::Retrieval,
