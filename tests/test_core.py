@@ -369,3 +369,26 @@ def test_noreply_writes_then_reads_stay_in_sync(core_server):
     assert mc.get_multi(["n1", "n4999"]) == {"n1": 1, "n4999": 4999}
     assert mc.delete("one", noreply=True)
     assert mc.get("one") is None
+
+
+@pytest.mark.parametrize(
+    "behaviors, expect",
+    [({"receive_timeout": 200_000}, 0.2), ({"_poll_timeout": 300}, 0.3), ({"_poll_timeout": 300, "receive_timeout": 100_000}, 0.1)],
+)
+def test_read_timeouts_are_honoured(behaviors, expect):
+    fake = FakeServer("hang")
+    try:
+        mc = fastmc.Client([fake.address], behaviors=behaviors)
+        t0 = time.monotonic()
+        with pytest.raises(fastmc.Error, match="TIMEOUT"):
+            mc.get("k")
+        elapsed = time.monotonic() - t0
+        assert expect * 0.9 <= elapsed <= expect * 1.5 + 0.05
+        # on three "servers" at once (same hanging fake): a batch times out as a whole, once
+        mc3 = fastmc.Client([fake.address, fake.address + ":1"], behaviors=behaviors)
+        t0 = time.monotonic()
+        with pytest.raises(fastmc.Error):
+            mc3.get_multi(["a", "b", "c", "d"], key_prefix="x")
+        assert time.monotonic() - t0 <= expect * 1.5 + 0.1
+    finally:
+        fake.close()
