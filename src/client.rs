@@ -708,11 +708,7 @@ impl Client {
     pub fn get_multi(&self, keys: &[&[u8]], with_cas: bool) -> Vec<Result<Option<Item>>> {
         let st = self.snapshot();
         let with_cas = with_cas || st.behaviors.cas;
-        let mut lines: Vec<(usize, u32)> = Vec::new();
-        let (wire, mut jobs, bad) = self.plan(&st, keys, |job, i, _| {
-            job.keys.push(i);
-            let _ = &mut lines;
-        });
+        let (wire, mut jobs, bad) = self.plan(&st, keys, |job, i, _| job.keys.push(i));
         // Encode the get lines per job, KEYS_PER_GET keys each.
         for job in &mut jobs {
             let n = job.keys.len();
@@ -733,7 +729,6 @@ impl Client {
                 start = end;
             }
         }
-        lines.clear();
         let mut sink = GetSink {
             wire: &wire,
             out: Outcomes::new(keys.len()),

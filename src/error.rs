@@ -88,7 +88,7 @@ impl Error {
             Error::ClientError(_) => 9,
             Error::ServerError(_) => 10,
             Error::TooBig => 37,
-            Error::OutOfMemory => 17,
+            Error::OutOfMemory => 48,
             Error::UnknownCommand => 8,
             Error::BadKey(_) => 33,
             Error::NotSupported(_) => 28,

@@ -70,30 +70,31 @@ pub fn init_retcodes(py: Python<'_>) -> PyResult<()> {
     Ok(())
 }
 
-/// The pylibmc class for a core error, with the libmemcached code it reports.
-fn class_of<'py>(py: Python<'py>, e: &CoreError) -> (Bound<'py, PyType>, u32) {
+/// The pylibmc class for a core error (the libmemcached code is `CoreError::retcode`).
+fn class_of<'py>(py: Python<'py>, e: &CoreError) -> Bound<'py, PyType> {
     match e {
-        CoreError::HostLookup(_) => (HostLookupError::type_object(py), 2),
-        CoreError::Connect(_) => (ConnectionError::type_object(py), 3),
-        CoreError::Write(_) => (WriteError::type_object(py), 5),
-        CoreError::Read(_) => (ReadError::type_object(py), 6),
+        CoreError::HostLookup(_) => HostLookupError::type_object(py),
+        CoreError::Connect(_) => ConnectionError::type_object(py),
+        CoreError::Write(_) => WriteError::type_object(py),
+        CoreError::Read(_) => ReadError::type_object(py),
         // libmemcached's MEMCACHED_TIMEOUT has no class of its own in pylibmc.
-        CoreError::Timeout => (Error::type_object(py), 31),
-        CoreError::Protocol(_) | CoreError::UnknownCommand => (ProtocolError::type_object(py), 8),
-        CoreError::ServerDown => (ServerDown::type_object(py), 47),
-        CoreError::ServerDead => (ServerDead::type_object(py), 35),
-        CoreError::ClientError(_) => (ClientError::type_object(py), 9),
-        CoreError::ServerError(_) | CoreError::OutOfMemory => (ServerError::type_object(py), 10),
-        CoreError::TooBig => (TooBig::type_object(py), 37),
-        CoreError::BadKey(_) => (BadKeyProvided::type_object(py), 33),
-        CoreError::NotSupported(_) => (NotSupportedError::type_object(py), 28),
-        CoreError::NoServers => (NoServers::type_object(py), 20),
+        CoreError::Timeout => Error::type_object(py),
+        CoreError::Protocol(_) | CoreError::UnknownCommand => ProtocolError::type_object(py),
+        CoreError::ServerDown => ServerDown::type_object(py),
+        CoreError::ServerDead => ServerDead::type_object(py),
+        CoreError::ClientError(_) => ClientError::type_object(py),
+        CoreError::ServerError(_) | CoreError::OutOfMemory => ServerError::type_object(py),
+        CoreError::TooBig => TooBig::type_object(py),
+        CoreError::BadKey(_) => BadKeyProvided::type_object(py),
+        CoreError::NotSupported(_) => NotSupportedError::type_object(py),
+        CoreError::NoServers => NoServers::type_object(py),
     }
 }
 
 /// pylibmc's message shape: `error <rc> from <what>[(<key>)]: <detail>`.
 pub fn op_error(py: Python<'_>, what: &str, key: Option<&[u8]>, e: &CoreError) -> PyErr {
-    let (cls, rc) = class_of(py, e);
+    let cls = class_of(py, e);
+    let rc = e.retcode();
     if matches!(e, CoreError::TooBig) {
         // pylibmc raises TooBig with no arguments.
         return PyErr::from_type(cls, ());
@@ -109,7 +110,7 @@ pub fn op_error(py: Python<'_>, what: &str, key: Option<&[u8]>, e: &CoreError) -
 
 /// An error with a plain message, of the class the core error maps to.
 pub fn error_with_message(py: Python<'_>, e: &CoreError, msg: String) -> PyErr {
-    let (cls, _) = class_of(py, e);
+    let cls = class_of(py, e);
     PyErr::from_type(cls, msg)
 }
 
