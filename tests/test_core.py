@@ -392,3 +392,24 @@ def test_read_timeouts_are_honoured(behaviors, expect):
         assert time.monotonic() - t0 <= expect * 1.5 + 0.1
     finally:
         fake.close()
+
+
+def test_ipv6_server_spec():
+    if not socket.has_ipv6:
+        pytest.fail("this machine has no IPv6 loopback")
+    port = _free_port()
+    proc = subprocess.Popen(["memcached", "-u", "root", "-l", "::1", "-p", str(port), "-U", "0", "-m", "16"])
+    try:
+        for _ in range(200):
+            try:
+                socket.create_connection(("::1", port), timeout=0.2).close()
+                break
+            except OSError:
+                time.sleep(0.02)
+        mc = fastmc.Client(["[::1]:%d" % port])
+        assert mc.set("v6", "yes")
+        assert mc.get("v6") == "yes"
+        assert mc.get_stats()[0][0] == ("::1:%d (0)" % port).encode()
+    finally:
+        proc.kill()
+        proc.wait()
