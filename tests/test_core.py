@@ -413,3 +413,36 @@ def test_ipv6_server_spec():
     finally:
         proc.kill()
         proc.wait()
+
+
+def test_restart_is_invisible_to_the_next_call():
+    """Pooled connections to a restarted server are stale: the first call on each is replayed on a
+    new connection (nothing of the reply was received), so the caller sees no error."""
+    p = _Proc()
+    try:
+        mc = fastmc.Client([p.address])
+        # several pooled connections, from several threads
+        threads = [threading.Thread(target=lambda: [mc.set("r", 1) for _ in range(50)]) for _ in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        p.proc.kill()
+        p.proc.wait()
+        p.proc = subprocess.Popen(
+            ["memcached", "-u", "root", "-l", "127.0.0.1", "-p", str(p.port), "-U", "0", "-m", "64"],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        for _ in range(200):
+            try:
+                socket.create_connection(("127.0.0.1", p.port), timeout=0.2).close()
+                break
+            except OSError:
+                time.sleep(0.02)
+        for i in range(8):
+            assert mc.get("r") is None  # the restarted server is empty; no error
+            assert mc.set("r%d" % i, i)
+        assert mc.get_multi(["r%d" % i for i in range(8)]) == {"r%d" % i: i for i in range(8)}
+    finally:
+        p.stop()
