@@ -255,17 +255,18 @@ impl Native {
         core.behaviors().verify_keys
     }
 
-    fn encode_value(
+    fn encode_value<'a>(
         &self,
         slf: &Bound<'_, Self>,
-        val: &Bound<'_, PyAny>,
+        val: &'a Bound<'_, PyAny>,
         min_compress_len: u32,
         compress_level: i32,
-    ) -> PyResult<(Vec<u8>, u32)> {
+    ) -> PyResult<(Cow<'a, [u8]>, u32)> {
         let py = slf.py();
         let (data, flags) = if self.user_serialize.load(Ordering::Relaxed) {
             let out = slf.call_method1(intern!(py, "serialize"), (val,))?;
-            serde::check_user_serialized(&out)?
+            let (d, f) = serde::check_user_serialized(&out)?;
+            (Cow::Owned(d), f)
         } else {
             serde::serialize(py, val, self.pickle_protocol.load(Ordering::Relaxed))?
         };
@@ -315,17 +316,9 @@ impl Native {
         let exptime = wrap_u32(time)?;
         let mcl = wrap_u32(min_compress_len)?;
         let level = check_compress_level(compress_level)?;
-        let (data, flags) = if cmd == StoreCmd::Cas {
-            let (d, f) = if self.user_serialize.load(Ordering::Relaxed) {
-                let out = slf.call_method1(intern!(py, "serialize"), (val,))?;
-                serde::check_user_serialized(&out)?
-            } else {
-                serde::serialize(py, val, self.pickle_protocol.load(Ordering::Relaxed))?
-            };
-            (d, f)
-        } else {
-            self.encode_value(slf, val, mcl, level)?
-        };
+        // cas never compresses (pylibmc takes no min_compress_len for it).
+        let mcl = if cmd == StoreCmd::Cas { 0 } else { mcl };
+        let (data, flags) = self.encode_value(slf, val, mcl, level)?;
         if key.is_empty() {
             if cmd == StoreCmd::Cas {
                 return Err(errors::BadKeyProvided::new_err(
@@ -1475,21 +1468,23 @@ fn store_multi(
     let level = check_compress_level(compress_level)?;
     let failed = PyList::empty(py);
     // Serialize everything first: a failure here stores nothing.
-    let mut objs = Vec::with_capacity(mapping.len());
-    let mut full: Vec<Vec<u8>> = Vec::with_capacity(mapping.len());
-    let mut values: Vec<(Vec<u8>, u32)> = Vec::with_capacity(mapping.len());
-    for (k, v) in mapping.iter() {
-        let kb = key_bytes(&k, KeyType::MustBeBytes)?;
+    // Keep the pairs alive so that keys and bytes/str values are borrowed, not copied.
+    let pairs: Vec<(Bound<'_, PyAny>, Bound<'_, PyAny>)> = mapping.iter().collect();
+    let mut objs = Vec::with_capacity(pairs.len());
+    let mut full: Vec<Cow<'_, [u8]>> = Vec::with_capacity(pairs.len());
+    let mut values: Vec<(Cow<'_, [u8]>, u32)> = Vec::with_capacity(pairs.len());
+    for (k, v) in &pairs {
+        let kb = key_bytes(k, KeyType::MustBeBytes)?;
         let fk = join_key(&prefix, kb);
         check_key_len(&fk)?;
-        let enc = this.encode_value(slf, &v, mcl, level)?;
+        let enc = this.encode_value(slf, v, mcl, level)?;
         if fk.is_empty() {
-            failed.append(&k)?;
+            failed.append(k)?;
             continue;
         }
-        full.push(fk.into_owned());
+        full.push(fk);
         values.push(enc);
-        objs.push(k);
+        objs.push(k.clone());
     }
     let core = this.core()?;
     let items: Vec<StoreItem<'_>> = full

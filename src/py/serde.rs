@@ -2,6 +2,8 @@
 //! bool 2 (`b"1"`/`b"0"`), other ints 4 (decimal text), everything else pickled (1); zlib (8)
 //! through CPython's own `zlib`, so compressed bytes are identical to pylibmc's.
 
+use std::borrow::Cow;
+
 use pyo3::exceptions::{PyOverflowError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
@@ -22,35 +24,38 @@ static PICKLE_LOADS: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
 static ZLIB_COMPRESS: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
 static ZLIB_DECOMPRESS: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
 
-/// pylibmc's native serialization (no compression).
-pub fn serialize(
+/// pylibmc's native serialization (no compression); bytes and str values are borrowed.
+pub fn serialize<'a>(
     py: Python<'_>,
-    v: &Bound<'_, PyAny>,
+    v: &'a Bound<'_, PyAny>,
     pickle_protocol: i64,
-) -> PyResult<(Vec<u8>, u32)> {
+) -> PyResult<(Cow<'a, [u8]>, u32)> {
     if let Ok(b) = v.cast::<PyBytes>() {
-        return Ok((b.as_bytes().to_vec(), 0));
+        return Ok((Cow::Borrowed(b.as_bytes()), 0));
     }
     if let Ok(s) = v.cast::<PyString>() {
-        return Ok((s.to_str()?.as_bytes().to_vec(), FLAG_TEXT));
+        return Ok((Cow::Borrowed(s.to_str()?.as_bytes()), FLAG_TEXT));
     }
     if v.is_instance_of::<PyBool>() {
         let t = v.is_truthy()?;
-        return Ok((if t { b"1".to_vec() } else { b"0".to_vec() }, FLAG_INTEGER));
+        return Ok((
+            Cow::Borrowed(if t { &b"1"[..] } else { &b"0"[..] }),
+            FLAG_INTEGER,
+        ));
     }
     if v.is_instance_of::<PyInt>() {
         if let Ok(n) = v.extract::<i64>() {
-            return Ok((n.to_string().into_bytes(), FLAG_LONG));
+            return Ok((Cow::Owned(n.to_string().into_bytes()), FLAG_LONG));
         }
         let s = v.str()?;
-        return Ok((s.to_str()?.as_bytes().to_vec(), FLAG_LONG));
+        return Ok((Cow::Owned(s.to_str()?.as_bytes().to_vec()), FLAG_LONG));
     }
     let dumps = PICKLE_DUMPS.import(py, "pickle", "dumps")?;
     let out = dumps.call1((v, pickle_protocol))?;
     let b = out
         .cast::<PyBytes>()
         .map_err(|_| PyTypeError::new_err("pickle.dumps did not return bytes"))?;
-    Ok((b.as_bytes().to_vec(), FLAG_PICKLE))
+    Ok((Cow::Owned(b.as_bytes().to_vec()), FLAG_PICKLE))
 }
 
 /// Check and convert what a user `serialize()` override returned.
@@ -84,13 +89,13 @@ pub fn check_user_serialized(out: &Bound<'_, PyAny>) -> PyResult<(Vec<u8>, u32)>
 
 /// Compress when pylibmc would: a non-zero `min_compress_len` the data reaches, a non-zero
 /// level, and only if the result is strictly shorter.
-pub fn maybe_compress(
+pub fn maybe_compress<'a>(
     py: Python<'_>,
-    data: Vec<u8>,
+    data: Cow<'a, [u8]>,
     flags: u32,
     min_len: u32,
     level: i32,
-) -> PyResult<(Vec<u8>, u32)> {
+) -> PyResult<(Cow<'a, [u8]>, u32)> {
     if min_len == 0 || level == 0 || (data.len() as u64) < min_len as u64 {
         return Ok((data, flags));
     }
@@ -101,7 +106,7 @@ pub fn maybe_compress(
         .map_err(|_| PyTypeError::new_err("zlib.compress did not return bytes"))?;
     let z = z.as_bytes();
     if z.len() < data.len() {
-        Ok((z.to_vec(), flags | FLAG_ZLIB))
+        Ok((Cow::Owned(z.to_vec()), flags | FLAG_ZLIB))
     } else {
         Ok((data, flags))
     }
