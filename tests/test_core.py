@@ -446,3 +446,31 @@ def test_restart_is_invisible_to_the_next_call():
         assert mc.get_multi(["r%d" % i for i in range(8)]) == {"r%d" % i: i for i in range(8)}
     finally:
         p.stop()
+
+
+def test_auto_eject_moves_only_the_dead_servers_keys():
+    procs = [_Proc() for _ in range(3)]
+    try:
+        behaviors = {"ketama": True, "remove_failed": 1, "retry_timeout": 1, "dead_timeout": 30}
+        mc = fastmc.Client([p.address for p in procs], behaviors=behaviors)
+        keys = ["e%d" % i for i in range(300)]
+        before = {k: mc.hash(k) for k in keys}
+        victims = {k for k, s in before.items() if s == 1}
+        assert victims and len(victims) < len(keys)
+        procs[1].stop()
+        # the first operation that reaches the dead server fails and ejects it
+        with pytest.raises(fastmc.Error):
+            mc.set_multi({k: k for k in keys})
+        after = {k: mc.hash(k) for k in keys}
+        assert {k for k in keys if after[k] != before[k]} == victims
+        assert all(after[k] != 1 for k in keys)
+        assert mc.set_multi({k: k for k in keys}) == []
+        assert mc.get_multi(keys) == {k: k for k in keys}
+        # modula never remaps: the dead server's keys just fail
+        mm = fastmc.Client([p.address for p in procs], behaviors={"remove_failed": 1, "retry_timeout": 1})
+        with pytest.raises(fastmc.Error):
+            mm.set_multi({k: k for k in keys})
+        assert any(mm.hash(k) == 1 for k in keys)
+    finally:
+        for p in procs:
+            p.stop()
