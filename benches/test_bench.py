@@ -1,108 +1,74 @@
-"""pytest-benchmark versions of the key scenarios: `pytest benches/` (not part of `make test`).
+"""pytest-benchmark versions of the key scenarios: `pytest benches/` (not part of `pytest tests`).
 
-Each benchmark checks what it read back; compare the groups side by side in pytest-benchmark's
-table (fastmc, pylibmc and the raw-socket floor share a group per operation)."""
+Each benchmark runs once per column (floor text, floor meta, fastmc, the peers) and checks what
+it read back. Compare the columns of one group:
 
-import socket
-import subprocess
-import time
+    pytest benches/ --benchmark-group-by=group --benchmark-sort=mean
+"""
 
-import pylibmc
+from __future__ import annotations
+
 import pytest
 
-import fastmc
-
-KEYS = ["bench%d" % i for i in range(1000)]
-DATA = {k: "v" * 40 for k in KEYS}
+import bench
 
 
-@pytest.fixture(scope="module")
-def address():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    proc = subprocess.Popen(["memcached", "-u", "root", "-l", "127.0.0.1", "-p", str(port), "-U", "0", "-m", "256"])
-    for _ in range(200):
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
-            break
-        except OSError:
-            time.sleep(0.02)
-    yield "127.0.0.1:%d" % port
-    proc.kill()
-    proc.wait()
+def test_fastmc_is_importable(fastmc_module):
+    mod, name, err = fastmc_module
+    assert mod is not None, f"`import {name}` failed: {err}; the fastmc column is missing"
 
 
-@pytest.fixture(params=["fastmc", "pylibmc"])
-def mc(request, address):
-    mod = fastmc if request.param == "fastmc" else pylibmc
-    return mod.Client([address])
-
-
-class Floor:
-    """One raw pipelined batch: sendall, then recv until the terminator; no parsing."""
-
-    def __init__(self, address):
-        host, port = address.split(":")
-        self.s = socket.create_connection((host, int(port)))
-        self.s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-
-    def batch(self, payload, end):
-        self.s.sendall(payload)
-        buf = b""
-        while not buf.endswith(end):
-            buf += self.s.recv(1 << 20)
-        return buf
+def _items(col, scope, n, salt="|p"):
+    keys = col.keys(scope, n)
+    return list(zip(keys, bench.values_for(keys, salt)))
 
 
 @pytest.mark.benchmark(group="single get")
-def test_single_get(benchmark, mc):
-    mc.set("one", "value")
-    assert benchmark(mc.get, "one") == "value"
+def test_single_get(benchmark, col):
+    items = _items(col, "pg", 1)
+    assert col.stored_ok(col.set_multi(dict(items)), 1)
+    bad = benchmark(col.loop_get, items)
+    assert bad == 0, "get returned a wrong value"
 
 
 @pytest.mark.benchmark(group="single set")
-def test_single_set(benchmark, mc):
-    assert benchmark(mc.set, "one", "value") is True
-
-
-@pytest.mark.benchmark(group="set_multi 1000")
-def test_set_multi(benchmark, mc):
-    assert benchmark(mc.set_multi, DATA) == []
+def test_single_set(benchmark, col):
+    items = _items(col, "ps", 1)
+    bad = benchmark(col.loop_set, items)
+    assert bad == 0, "set not acknowledged"
+    assert col.read_back([items[0][0]]) == dict(items)
 
 
 @pytest.mark.benchmark(group="get_multi 1000")
-def test_get_multi(benchmark, mc):
-    mc.set_multi(DATA)
-    assert benchmark(mc.get_multi, KEYS) == DATA
+def test_get_multi_1000(benchmark, col):
+    items = _items(col, "pm", 1000)
+    mapping = dict(items)
+    assert col.stored_ok(col.set_multi(mapping), 1000)
+    keys = [k for k, _ in items]
+    res = benchmark(col.get_multi, keys)
+    got = col.decode_get(res, keys)
+    assert got == mapping, bench._diff(got, mapping)
+
+
+@pytest.mark.benchmark(group="set_multi 1000")
+def test_set_multi_1000(benchmark, col):
+    mapping = dict(_items(col, "pn", 1000))
+    res = benchmark(col.set_multi, mapping)
+    assert col.stored_ok(res, 1000), str(res)[:100]
+    got = col.read_back(list(mapping))
+    assert got == mapping, bench._diff(got, mapping)
 
 
 @pytest.mark.benchmark(group="delete_multi 1000")
-def test_delete_multi(benchmark, mc):
-    def run():
-        mc.set_multi(DATA)
-        return mc.delete_multi(KEYS)
+def test_delete_multi_1000(benchmark, col):
+    mapping = dict(_items(col, "pd", 1000))
+    keys = list(mapping)
 
-    assert benchmark(run) is True
+    def setup():
+        assert col.stored_ok(col.set_multi(mapping), 1000)
+        return (keys,), {}
 
-
-@pytest.mark.benchmark(group="set_multi 1000")
-def test_floor_set(benchmark, address):
-    f = Floor(address)
-
-    def run():
-        payload = b"".join(b"set %s 0 0 40\r\n%s\r\n" % (k.encode(), b"v" * 40) for k in KEYS) + b"mn\r\n"
-        return f.batch(payload, b"MN\r\n")
-
-    assert benchmark(run).count(b"STORED") == len(KEYS)
-
-
-@pytest.mark.benchmark(group="get_multi 1000")
-def test_floor_get(benchmark, address):
-    fastmc.Client([address]).set_multi(DATA)
-    f = Floor(address)
-
-    def run():
-        return f.batch(("get " + " ".join(KEYS) + "\r\n").encode(), b"END\r\n")
-
-    assert benchmark(run).count(b"VALUE ") == len(KEYS)
+    rounds = 5 if col.name.startswith("pylibmc") else 30  # pylibmc deletes one key at a time
+    res = benchmark.pedantic(col.delete_multi, setup=setup, rounds=rounds)
+    assert col.deleted_ok(res, 1000), str(res)[:100]
+    assert not col.read_back(keys)
