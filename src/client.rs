@@ -19,7 +19,7 @@ use crate::error::{Error, Result};
 use crate::pool::{FailurePolicy, Server};
 use crate::protocol::text;
 use crate::protocol::{validate_text_key, Parsed, Reply, ReplyKind, StoreCmd};
-use crate::ring::{Ring, RingServer, RingSettings};
+use crate::ring::{Ring, RingServer};
 
 /// Keys per `get` line: keeps lines short for every server (memcached 1.6.12 rejected huge ones).
 const KEYS_PER_GET: usize = 100;
@@ -592,10 +592,6 @@ impl Client {
 
     pub fn behaviors(&self) -> Behaviors {
         self.state.read().behaviors.clone()
-    }
-
-    pub fn ring_settings(&self) -> RingSettings {
-        self.state.read().behaviors.ring
     }
 
     /// Change behaviors. Idle connections are closed so that new socket options apply.

@@ -14,40 +14,13 @@ from pathlib import Path
 import pytest
 
 import fastmc
+from memcached_proc import Memcached, free_port
 
 HERE = Path(__file__).parent
 
 
-def _free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-class _Proc:
-    """A throwaway memcached on a free port."""
-
-    def __init__(self, *extra):
-        self.port = _free_port()
-        self.proc = subprocess.Popen(
-            ["memcached", "-u", "root", "-l", "127.0.0.1", "-p", str(self.port), "-U", "0", "-m", "64", *extra],
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
-        deadline = time.time() + 10
-        while time.time() < deadline:
-            try:
-                socket.create_connection(("127.0.0.1", self.port), timeout=0.2).close()
-                break
-            except OSError:
-                time.sleep(0.02)
-        self.address = "127.0.0.1:%d" % self.port
-
-    def stop(self):
-        if self.proc.poll() is None:
-            os.kill(self.proc.pid, signal.SIGCONT)
-            self.proc.kill()
-            self.proc.wait()
+_free_port = free_port
+_Proc = Memcached
 
 
 @pytest.fixture
@@ -397,22 +370,15 @@ def test_read_timeouts_are_honoured(behaviors, expect):
 def test_ipv6_server_spec():
     if not socket.has_ipv6:
         pytest.fail("this machine has no IPv6 loopback")
-    port = _free_port()
-    proc = subprocess.Popen(["memcached", "-u", "root", "-l", "::1", "-p", str(port), "-U", "0", "-m", "16"])
+    proc = Memcached("-m", "16", host="::1")
+    port = proc.port
     try:
-        for _ in range(200):
-            try:
-                socket.create_connection(("::1", port), timeout=0.2).close()
-                break
-            except OSError:
-                time.sleep(0.02)
         mc = fastmc.Client(["[::1]:%d" % port])
         assert mc.set("v6", "yes")
         assert mc.get("v6") == "yes"
         assert mc.get_stats()[0][0] == ("::1:%d (0)" % port).encode()
     finally:
-        proc.kill()
-        proc.wait()
+        proc.stop()
 
 
 def test_restart_is_invisible_to_the_next_call():
@@ -427,19 +393,7 @@ def test_restart_is_invisible_to_the_next_call():
             t.start()
         for t in threads:
             t.join()
-        p.proc.kill()
-        p.proc.wait()
-        p.proc = subprocess.Popen(
-            ["memcached", "-u", "root", "-l", "127.0.0.1", "-p", str(p.port), "-U", "0", "-m", "64"],
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
-        for _ in range(200):
-            try:
-                socket.create_connection(("127.0.0.1", p.port), timeout=0.2).close()
-                break
-            except OSError:
-                time.sleep(0.02)
+        p.restart()
         for i in range(8):
             assert mc.get("r") is None  # the restarted server is empty; no error
             assert mc.set("r%d" % i, i)

@@ -6,43 +6,20 @@ import pickle
 import socket
 import subprocess
 import sys
-import time
 
 import pylibmc
 import pytest
 
 import fastmc
-
-
-def _free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+from memcached_proc import Memcached
 
 
 @pytest.fixture(scope="module")
 def servers():
-    procs, addrs = [], []
-    for _ in range(3):
-        port = _free_port()
-        procs.append(
-            subprocess.Popen(
-                ["memcached", "-u", "root", "-l", "127.0.0.1", "-p", str(port), "-U", "0", "-m", "64"],
-                stdout=subprocess.DEVNULL,
-                stderr=subprocess.DEVNULL,
-            )
-        )
-        addrs.append("127.0.0.1:%d" % port)
-        for _ in range(200):
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
-                break
-            except OSError:
-                time.sleep(0.02)
-    yield addrs
+    procs = [Memcached() for _ in range(3)]
+    yield [p.address for p in procs]
     for p in procs:
-        p.kill()
-        p.wait()
+        p.stop()
 
 
 def outcome(fn):

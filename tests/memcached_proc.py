@@ -1,0 +1,55 @@
+"""Throwaway memcached processes for the tests: one place that picks a free port, starts the
+server, waits until it accepts connections, restarts it on the same port and stops it."""
+
+import os
+import signal
+import socket
+import subprocess
+import time
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_listening(host, port, timeout=10.0):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        try:
+            socket.create_connection((host, port), timeout=0.2).close()
+            return
+        except OSError:
+            time.sleep(0.02)
+
+
+class Memcached:
+    """A memcached on a free port of `host` (extra args go to memcached)."""
+
+    def __init__(self, *extra, host="127.0.0.1"):
+        self.host = host
+        self.port = free_port()
+        self.extra = extra
+        self.address = ("[%s]:%d" if ":" in host else "%s:%d") % (host, self.port)
+        self.proc = None
+        self.start()
+
+    def start(self):
+        self.proc = subprocess.Popen(
+            ["memcached", "-u", "root", "-l", self.host, "-p", str(self.port), "-U", "0", "-m", "64", *self.extra],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        wait_listening(self.host, self.port)
+
+    def restart(self):
+        self.proc.kill()
+        self.proc.wait()
+        self.start()
+
+    def stop(self):
+        if self.proc.poll() is None:
+            os.kill(self.proc.pid, signal.SIGCONT)
+            self.proc.kill()
+            self.proc.wait()
