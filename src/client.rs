@@ -17,12 +17,15 @@ use crate::behaviors::{Behaviors, Rejected};
 use crate::connection::{is_stale_connection_error, Address, Connection, SocketOptions};
 use crate::error::{Error, Result};
 use crate::pool::{FailurePolicy, Server};
-use crate::protocol::text;
+use crate::protocol::{meta, text};
 use crate::protocol::{validate_text_key, Parsed, Reply, ReplyKind, StoreCmd};
 use crate::ring::{Ring, RingServer};
 
 /// Keys per `get` line: keeps lines short for every server (memcached 1.6.12 rejected huge ones).
 const KEYS_PER_GET: usize = 100;
+
+/// Values at least this large go in a quiet meta segment of their own (see `store_multi`).
+const QUIET_ALONE: usize = 8 * 1024;
 
 /// A server as given by the user.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -172,6 +175,8 @@ struct Job {
     /// Operation-wide key indices, in the order this server's requests name them.
     keys: Vec<u32>,
     reqs: Vec<Req>,
+    /// Where the open quiet meta segment starts in `keys`.
+    quiet_start: u32,
 }
 
 impl Job {
@@ -181,6 +186,7 @@ impl Job {
             wbuf: Vec::new(),
             keys: Vec::new(),
             reqs: Vec::new(),
+            quiet_start: 0,
         }
     }
 
@@ -191,6 +197,41 @@ impl Job {
             kind,
             start,
             len: 1,
+            marker: false,
+        });
+    }
+
+    /// Add a key to the open quiet meta segment; returns its opaque token (its position there).
+    fn push_quiet(&mut self, key: u32) -> u32 {
+        let pos = self.keys.len() as u32 - self.quiet_start;
+        self.keys.push(key);
+        pos
+    }
+
+    /// Close the open quiet meta segment, if it has keys: only failures were answered, each
+    /// with its token, and `MN` completes every other key of the segment.
+    fn close_quiet(&mut self, kind: ReplyKind) {
+        let end = self.keys.len() as u32;
+        if end == self.quiet_start {
+            return;
+        }
+        meta::encode_noop(&mut self.wbuf);
+        self.reqs.push(Req {
+            kind,
+            start: self.quiet_start,
+            len: end - self.quiet_start,
+            marker: true,
+        });
+        self.quiet_start = end;
+    }
+
+    /// Ask whether the server speaks the meta protocol, after everything else (no keys).
+    fn push_meta_probe(&mut self) {
+        meta::encode_noop(&mut self.wbuf);
+        self.reqs.push(Req {
+            kind: ReplyKind::MetaProbe,
+            start: self.keys.len() as u32,
+            len: 0,
             marker: false,
         });
     }
@@ -420,6 +461,54 @@ impl Sink for StatsSink {
     fn assume_ok(&mut self, _: &[u32]) {}
 }
 
+/// Where a quiet meta batch stands: the position after the last key the server answered for,
+/// and error lines that came without a key (each belongs to some key between two answered ones).
+#[derive(Default)]
+struct QuietBatch {
+    from: usize,
+    pending: Vec<(usize, Error)>,
+}
+
+impl QuietBatch {
+    /// One reply of a quiet meta batch; true when the batch is complete (`MN`).
+    fn reply(&mut self, sink: &mut dyn Sink, keys: &[u32], reply: Reply<'_>) -> Result<bool> {
+        match reply {
+            Reply::Meta { status, opaque } => {
+                let pos = opaque as usize;
+                if pos < self.from || pos >= keys.len() {
+                    return Err(Error::Protocol(
+                        "meta reply for a request that was not sent".into(),
+                    ));
+                }
+                for (from, e) in self.pending.drain(..) {
+                    sink.fail(&keys[from..pos], &e);
+                }
+                match sink.reply(ReplyKind::MetaStore, &keys[pos..=pos], &mut 0, *status) {
+                    Ok(_) => {}
+                    Err(e) if e.is_resumable() => sink.fail(&keys[pos..=pos], &e),
+                    Err(e) => return Err(e),
+                }
+                self.from = pos + 1;
+                Ok(false)
+            }
+            // An error line carries no token: it fails every key it may belong to.
+            Reply::Failed(e) => {
+                self.pending.push((self.from, e));
+                Ok(false)
+            }
+            Reply::MetaNoop => {
+                for (from, e) in self.pending.drain(..) {
+                    sink.fail(&keys[from..], &e);
+                }
+                sink.assume_ok(keys);
+                self.from = 0;
+                Ok(true)
+            }
+            _ => Err(unexpected()),
+        }
+    }
+}
+
 /// A job in flight on its connection.
 struct Active {
     job: Job,
@@ -429,6 +518,9 @@ struct Active {
     req: usize,
     cursor: usize,
     marker_errors: Vec<Error>,
+    quiet: QuietBatch,
+    /// What the meta probe found, if one was sent and answered.
+    probe: Option<bool>,
     last_progress: Instant,
     failed: Option<Error>,
 }
@@ -451,7 +543,12 @@ impl Active {
                 return Ok(());
             };
             let keys = &self.job.keys[req.start as usize..(req.start + req.len) as usize];
-            let complete = if req.marker {
+            let complete = if req.kind == ReplyKind::MetaProbe {
+                self.probe = Some(matches!(reply, Reply::MetaNoop));
+                true
+            } else if req.marker && req.kind != ReplyKind::Version {
+                self.quiet.reply(sink, keys, reply)?
+            } else if req.marker {
                 match reply {
                     Reply::Failed(e) => {
                         self.marker_errors.push(e);
@@ -700,6 +797,35 @@ impl Client {
         (wire, by_server.into_iter().flatten().collect(), bad)
     }
 
+    /// Per server, whether a write batch goes out as quiet meta commands: `Some(true)` if it
+    /// does, `Some(false)` if it goes out as classic commands, `None` if classic commands
+    /// followed by a probe (the server has not told yet whether it speaks the meta protocol).
+    fn quiet_servers(&self, wanted: bool) -> Vec<Option<bool>> {
+        self.servers
+            .iter()
+            .map(|s| {
+                if wanted {
+                    s.meta_support()
+                } else {
+                    Some(false)
+                }
+            })
+            .collect()
+    }
+
+    /// Close each job of a write batch: the meta no-op for a quiet batch, the `version` marker
+    /// for classic `noreply` commands, and a probe where the server's protocols are unknown.
+    fn close_batches(jobs: &mut [Job], quiet: &[Option<bool>], noreply: bool, kind: ReplyKind) {
+        for job in jobs {
+            match quiet[job.server] {
+                Some(true) => job.close_quiet(kind),
+                _ if noreply => job.push_marker(0),
+                Some(false) => {}
+                None => job.push_meta_probe(),
+            }
+        }
+    }
+
     /// Fetch keys (`gets` when `with_cas`). Duplicates should be removed by the caller.
     pub fn get_multi(&self, keys: &[&[u8]], with_cas: bool) -> Vec<Result<Option<Item>>> {
         let st = self.snapshot();
@@ -747,8 +873,23 @@ impl Client {
         let st = self.snapshot();
         let noreply = noreply || st.behaviors.noreply;
         let keys: Vec<&[u8]> = items.iter().map(|it| it.key).collect();
+        let quiet = self.quiet_servers(!noreply && keys.len() > 1 && meta::has_quiet_store(cmd));
         let (_, mut jobs, bad) = self.plan(&st, &keys, |job, i, w| {
             let it = &items[i as usize];
+            if quiet[job.server] == Some(true) {
+                // A large value may be refused (`SERVER_ERROR object too large`), and error
+                // lines carry no token: it gets a segment of its own, so the error is its own.
+                let alone = it.data.len() >= QUIET_ALONE;
+                if alone {
+                    job.close_quiet(ReplyKind::MetaStore);
+                }
+                let pos = job.push_quiet(i);
+                meta::encode_store_quiet(&mut job.wbuf, cmd, w, it.flags, it.exptime, it.data, pos);
+                if alone {
+                    job.close_quiet(ReplyKind::MetaStore);
+                }
+                return;
+            }
             text::encode_store(
                 &mut job.wbuf,
                 cmd,
@@ -765,11 +906,7 @@ impl Client {
                 job.push_req(ReplyKind::Storage, i);
             }
         });
-        if noreply {
-            for job in &mut jobs {
-                job.push_marker(0);
-            }
-        }
+        Self::close_batches(&mut jobs, &quiet, noreply, ReplyKind::MetaStore);
         let mut sink = line_sink(
             items.len(),
             |r| match r {
@@ -792,7 +929,13 @@ impl Client {
     pub fn delete_multi(&self, keys: &[&[u8]], noreply: bool) -> Vec<Result<bool>> {
         let st = self.snapshot();
         let noreply = noreply || st.behaviors.noreply;
+        let quiet = self.quiet_servers(!noreply && keys.len() > 1);
         let (_, mut jobs, bad) = self.plan(&st, keys, |job, i, w| {
+            if quiet[job.server] == Some(true) {
+                let pos = job.push_quiet(i);
+                meta::encode_delete_quiet(&mut job.wbuf, w, pos);
+                return;
+            }
             text::encode_delete(&mut job.wbuf, w, noreply);
             if noreply {
                 job.keys.push(i);
@@ -800,11 +943,7 @@ impl Client {
                 job.push_req(ReplyKind::Delete, i);
             }
         });
-        if noreply {
-            for job in &mut jobs {
-                job.push_marker(0);
-            }
-        }
+        Self::close_batches(&mut jobs, &quiet, noreply, ReplyKind::MetaDelete);
         let mut sink = line_sink(
             keys.len(),
             |r| match r {
@@ -963,6 +1102,8 @@ impl Client {
                         req: 0,
                         cursor: 0,
                         marker_errors: Vec::new(),
+                        quiet: QuietBatch::default(),
+                        probe: None,
                         last_progress: now,
                         failed: None,
                     });
@@ -1003,6 +1144,7 @@ impl Client {
                 a.wpos = 0;
                 a.cursor = 0;
                 a.marker_errors.clear();
+                a.quiet = QuietBatch::default();
                 a.last_progress = Instant::now();
                 true
             }
@@ -1129,6 +1271,16 @@ impl Client {
     /// the server's failure.
     fn finish(&self, st: &State, mut a: Active, sink: &mut dyn Sink) {
         let server = &self.servers[a.job.server];
+        if let Some(yes) = a.probe {
+            server.set_meta_support(yes);
+        }
+        // A probe that went unanswered (a proxy may close or ignore unknown commands) after
+        // every key was answered: no meta there, and no failure of the server either.
+        if a.failed.is_some() && a.job.reqs.get(a.req).map(|r| r.kind) == Some(ReplyKind::MetaProbe)
+        {
+            server.set_meta_support(false);
+            return;
+        }
         match a.failed.take() {
             None if a.conn.is_idle_clean() => {
                 server.record_success();

@@ -4,6 +4,7 @@
 //! The locks here are held only to push or pop a connection or to read or update the health
 //! record, never across I/O, so threads sharing a client run their I/O in parallel.
 
+use std::sync::atomic::{AtomicU8, Ordering};
 use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
@@ -38,7 +39,13 @@ pub struct Server {
     pub weight: u32,
     idle: Mutex<Vec<Connection>>,
     health: Mutex<Health>,
+    /// Whether the server speaks the meta protocol: `META_UNKNOWN` until a probe answered.
+    meta: AtomicU8,
 }
+
+const META_UNKNOWN: u8 = 0;
+const META_NO: u8 = 1;
+const META_YES: u8 = 2;
 
 impl Server {
     pub fn new(address: Address, weight: u32) -> Server {
@@ -47,7 +54,23 @@ impl Server {
             weight,
             idle: Mutex::new(Vec::new()),
             health: Mutex::new(Health::default()),
+            meta: AtomicU8::new(META_UNKNOWN),
         }
+    }
+
+    /// Whether the server speaks the meta protocol, if a probe has told.
+    pub fn meta_support(&self) -> Option<bool> {
+        match self.meta.load(Ordering::Relaxed) {
+            META_YES => Some(true),
+            META_NO => Some(false),
+            _ => None,
+        }
+    }
+
+    /// Record what a probe (`mn`) found.
+    pub fn set_meta_support(&self, yes: bool) {
+        self.meta
+            .store(if yes { META_YES } else { META_NO }, Ordering::Relaxed);
     }
 
     /// Fail fast while the server is in its retry window or ejected.
@@ -73,6 +96,8 @@ impl Server {
 
     /// Record a failed connect or I/O. Returns true when this failure ejected the server.
     pub fn record_failure(&self, now: Instant, policy: &FailurePolicy) -> bool {
+        // The server may come back as another program: probe its protocols again.
+        self.meta.store(META_UNKNOWN, Ordering::Relaxed);
         let mut h = self.health.lock();
         h.failures = h.failures.saturating_add(1);
         h.retry_at = Some(now + policy.retry_timeout);

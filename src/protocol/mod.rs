@@ -1,6 +1,7 @@
 //! Protocol-independent pieces: key validation and the reply vocabulary shared by the encoders
 //! and parsers. Pure: depends only on `error`.
 
+pub mod meta;
 pub mod text;
 
 use crate::error::{Error, Result};
@@ -77,6 +78,12 @@ pub enum ReplyKind {
     Stats,
     /// `VERSION x`.
     Version,
+    /// A quiet meta storage batch: `NS`/`EX`/`NF O<n>` for the keys that failed, then `MN`.
+    MetaStore,
+    /// A quiet meta delete batch: `NF O<n>` for the keys not found, then `MN`.
+    MetaDelete,
+    /// A bare `mn`: `MN` if the server speaks the meta protocol, `ERROR` if not.
+    MetaProbe,
 }
 
 /// One unit of a reply, borrowing from the read buffer.
@@ -102,6 +109,13 @@ pub enum Reply<'a> {
         value: &'a [u8],
     },
     Version(&'a [u8]),
+    /// A meta reply for the request sent with opaque token `opaque`.
+    Meta {
+        status: Box<Reply<'a>>,
+        opaque: u32,
+    },
+    /// `MN`: everything sent before the `mn` has been processed.
+    MetaNoop,
     /// `ERROR`, `CLIENT_ERROR ...` or `SERVER_ERROR ...`: this request failed, the stream is in
     /// sync after it.
     Failed(Error),

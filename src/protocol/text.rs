@@ -12,7 +12,7 @@ pub const MAX_LINE: usize = 8 * 1024;
 /// Largest data block we accept in a `VALUE` reply (memcached's own maximum item size is 1 GiB).
 pub const MAX_VALUE: usize = 1 << 30;
 
-fn push_u64(buf: &mut Vec<u8>, mut n: u64) {
+pub(super) fn push_u64(buf: &mut Vec<u8>, mut n: u64) {
     let mut tmp = [0u8; 20];
     let mut i = tmp.len();
     loop {
@@ -131,7 +131,7 @@ pub fn encode_quit(buf: &mut Vec<u8>) {
 }
 
 /// Find the end of the line that starts at `buf[0]`: the index of its `\r\n`.
-fn find_line(buf: &[u8]) -> Result<Option<usize>> {
+pub(super) fn find_line(buf: &[u8]) -> Result<Option<usize>> {
     match memchr::memchr(b'\n', buf) {
         Some(nl) => {
             if nl == 0 || buf[nl - 1] != b'\r' {
@@ -158,13 +158,13 @@ fn parse_dec_u64(s: &[u8]) -> Option<u64> {
     Some(n)
 }
 
-fn garbage(line: &[u8]) -> Error {
+pub(super) fn garbage(line: &[u8]) -> Error {
     let shown: String = String::from_utf8_lossy(&line[..line.len().min(64)]).into_owned();
     Error::Protocol(format!("unexpected reply {shown:?}"))
 }
 
 /// Map an error line to its per-request failure, if it is one.
-fn error_line(line: &[u8]) -> Option<Error> {
+pub(super) fn error_line(line: &[u8]) -> Option<Error> {
     if line == b"ERROR" {
         return Some(Error::UnknownCommand);
     }
@@ -302,6 +302,9 @@ pub fn parse_reply(kind: ReplyKind, buf: &[u8]) -> Result<Parsed<Reply<'_>>> {
             Some(v) => Reply::Version(v),
             None => return Err(garbage(line)),
         },
+        ReplyKind::MetaStore | ReplyKind::MetaDelete | ReplyKind::MetaProbe => {
+            return super::meta::parse_reply(kind, buf)
+        }
     };
     Ok(Parsed::Done(reply, used))
 }

@@ -1,0 +1,235 @@
+//! The meta protocol (memcached >= 1.6), used only for what it does better than the classic
+//! commands: quiet multi-key writes. `ms`/`md` with the `q` flag are answered only when they do
+//! not succeed, each such reply carrying the request's opaque token (`O<n>`), and a closing `mn`
+//! (answered `MN`) says the server has processed everything before it. Pure: no I/O; depends on
+//! `protocol` and `error`. Keys must already be validated (`validate_text_key`).
+//!
+//! Whether a server speaks it is probed with a bare `mn`: a server without the meta protocol
+//! answers `ERROR`, and nothing else changes on the connection.
+
+use super::{Parsed, Reply, ReplyKind, StoreCmd};
+use crate::error::{Error, Result};
+
+use super::text::{error_line, find_line, garbage, push_u64};
+
+/// The storage modes that have a meta equivalent with identical semantics.
+pub fn has_quiet_store(cmd: StoreCmd) -> bool {
+    matches!(cmd, StoreCmd::Set | StoreCmd::Add | StoreCmd::Replace)
+}
+
+/// `ms <key> <bytes> [T<exptime>] [F<flags>] [M<mode>] q O<opaque>\r\n<data>\r\n`.
+pub fn encode_store_quiet(
+    buf: &mut Vec<u8>,
+    cmd: StoreCmd,
+    key: &[u8],
+    flags: u32,
+    exptime: u32,
+    data: &[u8],
+    opaque: u32,
+) {
+    buf.reserve(key.len() + data.len() + 48);
+    buf.extend_from_slice(b"ms ");
+    buf.extend_from_slice(key);
+    buf.push(b' ');
+    push_u64(buf, data.len() as u64);
+    if exptime != 0 {
+        buf.extend_from_slice(b" T");
+        push_u64(buf, exptime as u64);
+    }
+    if flags != 0 {
+        buf.extend_from_slice(b" F");
+        push_u64(buf, flags as u64);
+    }
+    match cmd {
+        StoreCmd::Add => buf.extend_from_slice(b" ME"),
+        StoreCmd::Replace => buf.extend_from_slice(b" MR"),
+        _ => {}
+    }
+    buf.extend_from_slice(b" q O");
+    push_u64(buf, opaque as u64);
+    buf.extend_from_slice(b"\r\n");
+    buf.extend_from_slice(data);
+    buf.extend_from_slice(b"\r\n");
+}
+
+/// `md <key> q O<opaque>\r\n`.
+pub fn encode_delete_quiet(buf: &mut Vec<u8>, key: &[u8], opaque: u32) {
+    buf.extend_from_slice(b"md ");
+    buf.extend_from_slice(key);
+    buf.extend_from_slice(b" q O");
+    push_u64(buf, opaque as u64);
+    buf.extend_from_slice(b"\r\n");
+}
+
+/// `mn\r\n`: closes a quiet batch, and probes for the meta protocol.
+pub fn encode_noop(buf: &mut Vec<u8>) {
+    buf.extend_from_slice(b"mn\r\n");
+}
+
+/// The opaque token of a meta reply line's flags (`O<n>`), if any.
+fn opaque(flags: &[u8]) -> Result<Option<u32>> {
+    for tok in flags.split(|&b| b == b' ') {
+        if let Some(n) = tok.strip_prefix(b"O") {
+            let mut v: u32 = 0;
+            if n.is_empty() || n.len() > 10 {
+                return Err(garbage(flags));
+            }
+            for &d in n {
+                if !d.is_ascii_digit() {
+                    return Err(garbage(flags));
+                }
+                v = v
+                    .checked_mul(10)
+                    .and_then(|v| v.checked_add((d - b'0') as u32))
+                    .ok_or_else(|| garbage(flags))?;
+            }
+            return Ok(Some(v));
+        }
+    }
+    Ok(None)
+}
+
+/// Parse one reply line of a quiet meta batch (`MetaStore`, `MetaDelete`) or of a probe
+/// (`MetaProbe`). `Err` means the peer broke the protocol: drop the connection.
+pub fn parse_reply(kind: ReplyKind, buf: &[u8]) -> Result<Parsed<Reply<'_>>> {
+    let Some(end) = find_line(buf)? else {
+        return Ok(Parsed::NeedMore);
+    };
+    let line = &buf[..end];
+    let used = end + 2;
+    if let Some(e) = error_line(line) {
+        return Ok(Parsed::Done(Reply::Failed(e), used));
+    }
+    if line == b"MN" {
+        return Ok(Parsed::Done(Reply::MetaNoop, used));
+    }
+    if kind == ReplyKind::MetaProbe {
+        return Err(garbage(line));
+    }
+    let (code, flags) = match line.get(..2) {
+        Some(c) if line.len() == 2 || line[2] == b' ' => (c, line.get(3..).unwrap_or(b"")),
+        _ => return Err(garbage(line)),
+    };
+    let status = match (kind, code) {
+        (_, b"NF") => Reply::NotFound,
+        (ReplyKind::MetaStore, b"HD") => Reply::Stored,
+        (ReplyKind::MetaStore, b"NS") => Reply::NotStored,
+        (ReplyKind::MetaStore, b"EX") => Reply::Exists,
+        (ReplyKind::MetaDelete, b"HD") => Reply::Deleted,
+        _ => return Err(garbage(line)),
+    };
+    match opaque(flags)? {
+        Some(token) => Ok(Parsed::Done(
+            Reply::Meta {
+                status: Box::new(status),
+                opaque: token,
+            },
+            used,
+        )),
+        None => Err(Error::Protocol(
+            "meta reply without the opaque token it was sent with".into(),
+        )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse_all(kind: ReplyKind, input: &[u8], cut: usize) -> Result<Vec<String>> {
+        let mut out = Vec::new();
+        let mut avail = cut.min(input.len());
+        let mut pos = 0;
+        while pos < input.len() {
+            match parse_reply(kind, &input[pos..avail])? {
+                Parsed::Done(r, n) => {
+                    assert!(n > 0 && pos + n <= avail, "consumed past the input");
+                    out.push(format!("{r:?}"));
+                    pos += n;
+                }
+                Parsed::NeedMore => {
+                    assert!(
+                        avail < input.len(),
+                        "wants more at the end of a complete input"
+                    );
+                    avail = input.len();
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    #[test]
+    fn quiet_store_replies_at_every_split() {
+        let input = b"NS O3\r\nEX O7\r\nNF O12 k\r\nSERVER_ERROR object too large for cache\r\nHD O4294967295\r\nMN\r\n";
+        let expect = [
+            "Meta { status: NotStored, opaque: 3 }",
+            "Meta { status: Exists, opaque: 7 }",
+            "Meta { status: NotFound, opaque: 12 }",
+            "Failed(TooBig)",
+            "Meta { status: Stored, opaque: 4294967295 }",
+            "MetaNoop",
+        ];
+        for cut in 0..=input.len() {
+            assert_eq!(parse_all(ReplyKind::MetaStore, input, cut).unwrap(), expect);
+        }
+    }
+
+    #[test]
+    fn quiet_delete_and_probe() {
+        assert_eq!(
+            parse_all(ReplyKind::MetaDelete, b"NF O0\r\nHD O1\r\nMN\r\n", 3).unwrap(),
+            [
+                "Meta { status: NotFound, opaque: 0 }",
+                "Meta { status: Deleted, opaque: 1 }",
+                "MetaNoop"
+            ]
+        );
+        assert_eq!(
+            parse_all(ReplyKind::MetaProbe, b"ERROR\r\nMN\r\n", 0).unwrap(),
+            ["Failed(UnknownCommand)", "MetaNoop"]
+        );
+        assert!(parse_reply(ReplyKind::MetaProbe, b"STORED\r\n").is_err());
+    }
+
+    #[test]
+    fn garbage_and_missing_opaque_are_protocol_errors() {
+        for bad in [
+            &b"NS\r\n"[..],
+            b"NS O\r\n",
+            b"NS Ox\r\n",
+            b"NS O99999999999\r\n",
+            b"NSX O1\r\n",
+            b"EX O1\r\n".as_slice(),
+            b"VALUE a 0 1\r\n",
+            b"\r\n",
+            b"N\r\n",
+        ] {
+            let kind = ReplyKind::MetaDelete;
+            assert!(parse_reply(kind, bad).is_err(), "{bad:?}");
+        }
+        assert!(parse_reply(ReplyKind::MetaStore, b"HD O1 \xff\r\n").is_ok());
+        assert!(parse_reply(ReplyKind::MetaStore, b"NS O1\n").is_err());
+        assert_eq!(
+            parse_reply(ReplyKind::MetaStore, b"NS O1\r").unwrap(),
+            Parsed::NeedMore
+        );
+    }
+
+    #[test]
+    fn encoders() {
+        let mut b = Vec::new();
+        encode_store_quiet(&mut b, StoreCmd::Set, b"k", 0, 0, b"v", 0);
+        encode_store_quiet(&mut b, StoreCmd::Add, b"k2", 16, 60, b"", 41);
+        encode_store_quiet(&mut b, StoreCmd::Replace, b"k3", 1, 0, b"xy", 2);
+        encode_delete_quiet(&mut b, b"k", 9);
+        encode_noop(&mut b);
+        assert_eq!(
+            b,
+            b"ms k 1 q O0\r\nv\r\nms k2 0 T60 F16 ME q O41\r\n\r\nms k3 2 F1 MR q O2\r\nxy\r\nmd k q O9\r\nmn\r\n"
+        );
+        assert!(has_quiet_store(StoreCmd::Set));
+        assert!(!has_quiet_store(StoreCmd::Cas));
+        assert!(!has_quiet_store(StoreCmd::Append));
+    }
+}
