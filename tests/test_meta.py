@@ -166,3 +166,23 @@ def test_error_line_without_token_fails_the_keys_it_may_belong_to():
         assert failed - existing == set(keys[35:60])
     finally:
         fake.close()
+
+
+def test_huge_quiet_batches_on_three_servers():
+    """300,000 keys in one quiet set_multi and one delete_multi over three servers: no deadlock
+    on full socket buffers, every key attributed (none failed, all stored, all deleted)."""
+    procs = [Memcached("-m", "256") for _ in range(3)]
+    try:
+        mc = fastmc.Client([p.address for p in procs])
+        mc.set_multi({"warm%d" % i: i for i in range(30)})  # probes every server
+        data = {"h%d" % i: "v%d" % i for i in range(300_000)}
+        assert mc.set_multi(data) == []
+        keys = list(data)
+        got = mc.get_multi(keys)
+        assert got == data
+        assert mc.delete_multi(keys + ["missing"]) is False
+        assert mc.get_multi(keys[::1000]) == {}
+        assert mc.delete_multi(keys[:10]) is False
+    finally:
+        for p in procs:
+            p.stop()
