@@ -241,7 +241,13 @@ fn parse_spec_string(spec: &str) -> PyResult<(i64, ServerSpec)> {
 }
 
 /// Keys of a multi operation: original objects, full (prefixed) keys, keys that were empty.
-type MultiKeys<'py> = (Vec<Bound<'py, PyAny>>, Vec<Vec<u8>>, Vec<Bound<'py, PyAny>>);
+/// The keys of a multi operation: the objects with a non-empty key, their keys with the prefix
+/// (borrowed from the objects when there is no prefix), and the objects with an empty key.
+type MultiKeys<'a, 'py> = (
+    Vec<&'a Bound<'py, PyAny>>,
+    Vec<Cow<'a, [u8]>>,
+    Vec<&'a Bound<'py, PyAny>>,
+);
 
 impl Native {
     fn core(&self) -> PyResult<Arc<Client>> {
@@ -370,16 +376,16 @@ impl Native {
 
     /// Convert a key list for a multi operation: (original objects, full keys). Keys that are
     /// empty after prefixing are reported through `empty` (no I/O for them).
-    fn multi_keys<'py>(
-        keys_iter: Vec<Bound<'py, PyAny>>,
+    fn multi_keys<'a, 'py>(
+        keys_iter: &'a [Bound<'py, PyAny>],
         prefix: &[u8],
         check_prefixed: bool,
-    ) -> PyResult<MultiKeys<'py>> {
+    ) -> PyResult<MultiKeys<'a, 'py>> {
         let mut objs = Vec::with_capacity(keys_iter.len());
         let mut full = Vec::with_capacity(keys_iter.len());
         let mut empty = Vec::new();
         for obj in keys_iter {
-            let k = key_bytes(&obj, KeyType::MustBeBytes)?;
+            let k = key_bytes(obj, KeyType::MustBeBytes)?;
             let fk = join_key(prefix, k);
             if check_prefixed {
                 check_key_len(&fk)?;
@@ -390,7 +396,7 @@ impl Native {
                 empty.push(obj);
                 continue;
             }
-            full.push(fk.into_owned());
+            full.push(fk);
             objs.push(obj);
         }
         Ok((objs, full, empty))
@@ -924,7 +930,7 @@ impl Native {
             items.push(k?);
         }
         let mut all = true;
-        let mut full: Vec<Vec<u8>> = Vec::with_capacity(items.len());
+        let mut full: Vec<Cow<'_, [u8]>> = Vec::with_capacity(items.len());
         for obj in &items {
             let k = key_bytes(obj, KeyType::BytesLike)?;
             let fk = join_key(&prefix, k);
@@ -933,10 +939,10 @@ impl Native {
                 all = false;
                 continue;
             }
-            full.push(fk.into_owned());
+            full.push(fk);
         }
         let core = this.core()?;
-        let refs: Vec<&[u8]> = full.iter().map(Vec::as_slice).collect();
+        let refs: Vec<&[u8]> = full.iter().map(|k| &**k).collect();
         let results = py.detach(|| core.delete_multi(&refs, noreply));
         let verify = Self::verify_keys(&core);
         let mut first_err = None;
@@ -981,10 +987,10 @@ impl Native {
         let mut full = Vec::with_capacity(items.len());
         for obj in &items {
             let k = key_bytes(obj, KeyType::MustBeBytes)?;
-            full.push(join_key(&prefix, k).into_owned());
+            full.push(join_key(&prefix, k));
         }
         let core = this.core()?;
-        let refs: Vec<&[u8]> = full.iter().map(Vec::as_slice).collect();
+        let refs: Vec<&[u8]> = full.iter().map(|k| &**k).collect();
         let results = py.detach(|| core.arith_multi(true, &refs, delta as u64));
         report_arith(py, results)
     }
@@ -1003,9 +1009,9 @@ impl Native {
         let exptime = wrap_u32(time)?;
         let prefix = prefix_bytes(key_prefix)?;
         let items = sized_items(keys, "keys must be a sequence, not a mapping")?;
-        let (objs, full, empty) = Self::multi_keys(items, &prefix, true)?;
+        let (objs, full, empty) = Self::multi_keys(&items, &prefix, true)?;
         let core = this.core()?;
-        let refs: Vec<&[u8]> = full.iter().map(Vec::as_slice).collect();
+        let refs: Vec<&[u8]> = full.iter().map(|k| &**k).collect();
         let results = py.detach(|| core.touch_multi(&refs, exptime, noreply));
         let failed = PyList::empty(py);
         for e in empty {
@@ -1367,7 +1373,7 @@ fn fetch_multi(
     let this = slf.get();
     let items = sized_items(keys, "dict is not a sequence")?;
     let prefix = prefix_bytes(key_prefix)?;
-    let (mut objs, mut full, _) = Native::multi_keys(items, &prefix, false)?;
+    let (mut objs, mut full, _) = Native::multi_keys(&items, &prefix, false)?;
     if full.iter().any(|k| k.len() > MAX_KEY_LEN) {
         return Err(errors::BadKeyProvided::new_err(
             "error 33 from memcached_mget: A BAD KEY WAS PROVIDED/CHARACTERS OUT OF RANGE",
@@ -1377,7 +1383,8 @@ fn fetch_multi(
     let has_str = objs.iter().any(|o| o.is_instance_of::<PyString>());
     let has_bytes = objs.iter().any(|o| o.is_instance_of::<PyBytes>());
     if has_str && has_bytes {
-        let mut seen: std::collections::HashMap<Vec<u8>, usize> = std::collections::HashMap::new();
+        let mut seen: std::collections::HashMap<Cow<'_, [u8]>, usize> =
+            std::collections::HashMap::new();
         let mut o2 = Vec::with_capacity(objs.len());
         let mut f2 = Vec::with_capacity(full.len());
         for (o, f) in objs.into_iter().zip(full) {
@@ -1398,7 +1405,7 @@ fn fetch_multi(
         full = f2;
     }
     let core = this.core()?;
-    let refs: Vec<&[u8]> = full.iter().map(Vec::as_slice).collect();
+    let refs: Vec<&[u8]> = full.iter().map(|k| &**k).collect();
     let results = py.detach(|| core.get_multi(&refs, with_cas));
     let raise_on_error = core.behaviors().get_multi_raise_on_error;
     let out = PyDict::new(py);
