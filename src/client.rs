@@ -34,12 +34,30 @@ pub struct ServerSpec {
     pub weight: u32,
 }
 
-/// A fetched value.
+/// A fetched value: its flags, its CAS unique, and where its bytes are in `Fetched::data`.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Item {
     pub flags: u32,
-    pub data: Vec<u8>,
     pub cas: Option<u64>,
+    start: usize,
+    len: usize,
+}
+
+/// What a fetch returns: one outcome per key; the values' bytes are kept together in one buffer
+/// (one allocation for the batch instead of one per value).
+#[derive(Debug, Default)]
+pub struct Fetched {
+    pub items: Vec<Result<Option<Item>>>,
+    data: Vec<u8>,
+}
+
+impl Fetched {
+    /// The bytes of a value of this batch.
+    pub fn bytes(&self, item: &Item) -> &[u8] {
+        self.data
+            .get(item.start..item.start.saturating_add(item.len))
+            .unwrap_or_default()
+    }
 }
 
 /// What a storage command answered.
@@ -317,6 +335,7 @@ impl<T> Outcomes<T> {
 struct GetSink<'a> {
     wire: &'a [Cow<'a, [u8]>],
     out: Outcomes<Option<Item>>,
+    data: Vec<u8>,
 }
 
 impl Sink for GetSink<'_> {
@@ -339,12 +358,16 @@ impl Sink for GetSink<'_> {
                     let k = keys[*cursor];
                     *cursor += 1;
                     if *self.wire[k as usize] == *key {
+                        let start = self.data.len();
+                        self.data.extend_from_slice(data);
+                        let len = data.len();
                         self.out.set(
                             k,
                             Ok(Some(Item {
                                 flags,
-                                data: data.to_vec(),
                                 cas,
+                                start,
+                                len,
                             })),
                         );
                         return Ok(false);
@@ -827,7 +850,7 @@ impl Client {
     }
 
     /// Fetch keys (`gets` when `with_cas`). Duplicates should be removed by the caller.
-    pub fn get_multi(&self, keys: &[&[u8]], with_cas: bool) -> Vec<Result<Option<Item>>> {
+    pub fn get_multi(&self, keys: &[&[u8]], with_cas: bool) -> Fetched {
         let st = self.snapshot();
         let with_cas = with_cas || st.behaviors.cas;
         let (wire, mut jobs, bad) = self.plan(&st, keys, |job, i, _| job.keys.push(i));
@@ -854,12 +877,16 @@ impl Client {
         let mut sink = GetSink {
             wire: &wire,
             out: Outcomes::new(keys.len()),
+            data: Vec::new(),
         };
         for (i, e) in bad {
             sink.out.set(i, Err(e));
         }
         self.run(&st, jobs, &mut sink);
-        sink.out.finish()
+        Fetched {
+            items: sink.out.finish(),
+            data: sink.data,
+        }
     }
 
     /// Storage commands, pipelined. With `noreply` the server answers nothing per key and one

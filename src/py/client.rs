@@ -16,7 +16,7 @@ use pyo3::IntoPyObjectExt;
 use super::errors::{self, op_error, plain_error};
 use super::serde;
 use crate::behaviors::{Behaviors, ALL_BEHAVIORS, FASTMC_BEHAVIORS};
-use crate::client::{Client, Item, ServerSpec, StoreItem, StoreStatus};
+use crate::client::{Client, ServerSpec, StoreItem, StoreStatus};
 use crate::connection::Address;
 use crate::error::Error as CoreError;
 use crate::protocol::{StoreCmd, MAX_KEY_LEN};
@@ -279,27 +279,32 @@ impl Native {
         serde::maybe_compress(py, data, flags, min_compress_len, compress_level)
     }
 
-    /// Decode a fetched item; `None` when a user `deserialize` raised `CacheMiss`.
-    fn decode_item(&self, slf: &Bound<'_, Self>, item: &Item) -> PyResult<Option<Py<PyAny>>> {
+    /// Decode a fetched value; `None` when a user `deserialize` raised `CacheMiss`.
+    fn decode_item(
+        &self,
+        slf: &Bound<'_, Self>,
+        data: &[u8],
+        flags: u32,
+    ) -> PyResult<Option<Py<PyAny>>> {
         let py = slf.py();
         let inflated;
-        let data: &[u8] = if item.flags & serde::FLAG_ZLIB != 0 {
-            inflated = serde::inflate(py, &item.data)?;
+        let data: &[u8] = if flags & serde::FLAG_ZLIB != 0 {
+            inflated = serde::inflate(py, data)?;
             &inflated
         } else {
-            &item.data
+            data
         };
         if self.user_deserialize.load(Ordering::Relaxed) {
             match slf.call_method1(
                 intern!(py, "deserialize"),
-                (PyBytes::new(py, data), item.flags),
+                (PyBytes::new(py, data), flags),
             ) {
                 Ok(v) => Ok(Some(v.unbind())),
                 Err(e) if e.is_instance_of::<errors::CacheMiss>(py) => Ok(None),
                 Err(e) => Err(e),
             }
         } else {
-            serde::deserialize(py, data, item.flags).map(Some)
+            serde::deserialize(py, data, flags).map(Some)
         }
     }
 
@@ -548,9 +553,11 @@ impl Native {
             return Ok(default);
         }
         let core = this.core()?;
-        let r = py.detach(|| core.get_multi(&[k], false)).pop();
-        match r {
-            Some(Ok(Some(item))) => Ok(this.decode_item(slf, &item)?.unwrap_or(default)),
+        let mut f = py.detach(|| core.get_multi(&[k], false));
+        match f.items.pop() {
+            Some(Ok(Some(item))) => Ok(this
+                .decode_item(slf, f.bytes(&item), item.flags)?
+                .unwrap_or(default)),
             Some(Ok(None)) => Ok(default),
             Some(Err(e)) => Err(op_error(py, "memcached_get", Some(k), &e)),
             None => Ok(default),
@@ -571,9 +578,9 @@ impl Native {
         if !core.behaviors().cas {
             return Err(PyValueError::new_err("gets without cas behavior"));
         }
-        let r = py.detach(|| core.get_multi(&[k], true)).pop();
-        match r {
-            Some(Ok(Some(item))) => match this.decode_item(slf, &item)? {
+        let mut f = py.detach(|| core.get_multi(&[k], true));
+        match f.items.pop() {
+            Some(Ok(Some(item))) => match this.decode_item(slf, f.bytes(&item), item.flags)? {
                 Some(v) => Ok((v, item.cas.unwrap_or(0).into_py_any(py)?)),
                 None => Ok((py.None(), py.None())),
             },
@@ -1406,7 +1413,8 @@ fn fetch_multi(
     }
     let core = this.core()?;
     let refs: Vec<&[u8]> = full.iter().map(|k| &**k).collect();
-    let results = py.detach(|| core.get_multi(&refs, with_cas));
+    let mut fetched = py.detach(|| core.get_multi(&refs, with_cas));
+    let results = std::mem::take(&mut fetched.items);
     let raise_on_error = core.behaviors().get_multi_raise_on_error;
     let out = PyDict::new(py);
     let mut first_err: Option<CoreError> = None;
@@ -1415,7 +1423,7 @@ fn fetch_multi(
         match r {
             Ok(Some(item)) => {
                 any_ok = true;
-                if let Some(v) = this.decode_item(slf, &item)? {
+                if let Some(v) = this.decode_item(slf, fetched.bytes(&item), item.flags)? {
                     if with_cas {
                         out.set_item(obj, (v, item.cas.unwrap_or(0)))?;
                     } else {
