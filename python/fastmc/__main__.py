@@ -119,10 +119,7 @@ def _stats(mc: Client, args: argparse.Namespace) -> int:
         for name, stats in results:
             print(name.decode("utf-8", "replace"))
             for key in sorted(stats):
-                value = stats[key]
-                if isinstance(value, bytes):
-                    value = value.decode("utf-8", "replace")
-                print("  %s: %s" % (key, value))
+                print("  %s: %s" % (key, stats[key].decode("utf-8", "replace")))
     return status
 
 

@@ -36,17 +36,18 @@ from __future__ import annotations
 
 import threading
 import weakref
-from collections.abc import Sequence
-from typing import Any, Hashable
+from collections.abc import Hashable, Sequence
+from functools import cached_property
+from typing import Any
 
 from django.core.cache.backends.memcached import BaseMemcachedCache
-from django.utils.functional import cached_property
 
 import fastmc
+from fastmc.client import Client
 
 __all__ = ["FastMCCache"]
 
-_shared_clients: weakref.WeakValueDictionary[Hashable, fastmc.Client] = weakref.WeakValueDictionary()
+_shared_clients: weakref.WeakValueDictionary[Hashable, Client] = weakref.WeakValueDictionary()
 _shared_lock = threading.Lock()
 
 
@@ -56,7 +57,8 @@ def _freeze(value: Any) -> Hashable:
         return tuple(sorted(((repr(k), _freeze(v)) for k, v in value.items())))
     if isinstance(value, (list, tuple)):
         return tuple(_freeze(v) for v in value)
-    hash(value)  # TypeError for anything else unhashable: that configuration is not shared
+    if not isinstance(value, Hashable):
+        raise TypeError("unhashable option")  # such a configuration is not shared
     return value
 
 
@@ -71,16 +73,16 @@ class FastMCCache(BaseMemcachedCache):  # type: ignore[misc]
         return [s[len("unix:"):] if s.startswith("unix:") else s for s in self._servers]
 
     @cached_property
-    def _cache(self) -> fastmc.Client:
+    def _cache(self) -> Client:
         servers = self.client_servers
         try:
             key: Hashable = (type(self), tuple(servers), _freeze(self._options))
         except TypeError:
-            return fastmc.Client(servers, **self._options)
+            return Client(servers, **self._options)
         with _shared_lock:
             client = _shared_clients.get(key)
             if client is None:
-                client = fastmc.Client(servers, **self._options)
+                client = Client(servers, **self._options)
                 _shared_clients[key] = client
             return client
 
