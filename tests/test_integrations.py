@@ -143,6 +143,24 @@ def test_django_incr_decr(django_cache, raw):
         c.decr("absent")
 
 
+def test_django_suite_expectations(django_cache, raw):
+    """What Django's own memcached tests expect of the library: incr of a non-number raises
+    the library's ClientError; a value over memcached's item size limit is not stored and the
+    old value is gone (the backend deletes after a failed set)."""
+    c = django_cache
+    c.set("none", None)
+    with pytest.raises(c._lib.ClientError):
+        c.incr("none")
+    c.set("big", "small")
+    try:
+        c.set("big", "x" * (2 * 1024 * 1024))
+    except fastmc.TooBig:
+        pass
+    assert c.get("big") is None
+    c.set("flag", True)
+    assert c.get("flag") == 1  # pylibmc reads a bool back as an int; Django compares with ==
+
+
 def test_django_many(django_cache, raw):
     c = django_cache
     assert c.set_many({"a": 1, "b": "two", "c": [3]}) == []
