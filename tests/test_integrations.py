@@ -402,6 +402,38 @@ def test_flask_caching_views_and_memoize(flask_app):
     assert calls == ["page", 4, 5, 4]
 
 
+def test_flask_caching_with_a_shared_fastmc_client(server, raw):
+    """Without install_as_pylibmc: a thread-safe fastmc client passed as the servers setting is
+    used as is (cachelib takes any ready client), with no pool around it."""
+    from flask import Flask
+    from flask_caching import Cache
+
+    client = fastmc.Client([server.address])
+    cache = Cache(Flask("fastmc_direct"), config={
+        "CACHE_TYPE": "MemcachedCache", "CACHE_MEMCACHED_SERVERS": client,
+        "CACHE_KEY_PREFIX": "direct:"})
+    assert cache.cache._client is client
+    assert cache.set("k", [1, 2]) and cache.get("k") == [1, 2]
+    assert raw.get("direct:k") == [1, 2]
+    assert cache.get_many("k", "zz") == [[1, 2], None]
+    errors = []
+
+    def worker(i):
+        try:
+            for j in range(30):
+                cache.set("t%d" % i, j)
+                assert cache.get("t%d" % i) == j
+        except Exception as e:  # pragma: no cover - reported below
+            errors.append(e)
+
+    threads = [threading.Thread(target=worker, args=(i,)) for i in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+
+
 def test_flask_caching_sasl_backend_needs_binary(server, as_pylibmc):
     """SASLMemcachedCache builds a ``binary=True`` client. While fastmc has no binary protocol it
     must refuse that at construction with pylibmc's NotSupportedError, never half-work."""
