@@ -294,6 +294,27 @@ def test_fastmc_backend_shares_one_client_across_threads(server, raw, django_set
             "th%d" % i: 49 for i in range(8)}
 
 
+def test_fastmc_backend_shares_one_client_across_async_requests(server, raw, django_settings):
+    """Under ASGI Django builds a backend object per request context (asyncio task): they all
+    get the same client, so concurrent requests do not each open connections."""
+    from django.core.cache import caches
+    from django.test import override_settings
+
+    async def request(i):
+        cache = caches["default"]
+        await cache.aset("r%d" % i, i)
+        assert await cache.aget("r%d" % i) == i
+        return cache
+
+    async def main():
+        return await asyncio.gather(*[request(i) for i in range(10)])
+
+    with override_settings(CACHES=_django_caches("fastmc.django.FastMCCache", server)):
+        backends = asyncio.run(main())
+        assert len({id(b) for b in backends}) == 10
+        assert len({id(b._cache) for b in backends}) == 1
+
+
 def test_fastmc_backend_accepts_pylibmc_options_and_unix_prefix(django_settings, tmp_path):
     from django.core.cache import caches
     from django.test import override_settings
