@@ -30,8 +30,9 @@ check-rust:
 	cargo test -q
 
 lint: venv develop
-	$(BIN)/ruff check python tests benches
-	$(BIN)/python -m mypy.stubtest fastmc --allowlist stubtest-allowlist.txt
+	$(BIN)/ruff check python tests benches examples
+	$(BIN)/python -m mypy.stubtest fastmc --allowlist stubtest-allowlist.txt --mypy-config-file pyproject.toml
+	$(BIN)/mypy --strict python/fastmc examples/typed_usage.py
 
 pytest: memcached venv develop
 	$(BIN)/python -m pytest -q tests

@@ -6,10 +6,13 @@ imports ``pylibmc`` so that such code gets fastmc unchanged.
 
 from . import _fastmc
 from ._fastmc import *  # noqa: F403 (exceptions and constants, re-exported as pylibmc does)
-from ._fastmc import __version__, exceptions  # noqa: F401
-from .client import Client
-from .consts import distributions, hashers
-from .pools import ClientPool, ThreadMappedPool
+from ._fastmc import __version__ as __version__
+from ._fastmc import exceptions as exceptions
+from .client import Client as Client
+from .consts import distributions as distributions
+from .consts import hashers as hashers
+from .pools import ClientPool as ClientPool
+from .pools import ThreadMappedPool as ThreadMappedPool
 
 _pylibmc = _fastmc
 

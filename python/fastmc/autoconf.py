@@ -1,5 +1,7 @@
 """ElastiCache auto-discovery, as ``pylibmc.autoconf`` offers it."""
 
+from __future__ import annotations
+
 from . import _fastmc
 from .client import Client
 
@@ -12,7 +14,7 @@ class NoAutoconfFound(Exception):
     pass
 
 
-def _parse_config(value):
+def _parse_config(value: str | bytes) -> tuple[int, list[str]]:
     if isinstance(value, bytes):
         value = value.decode("utf-8")
     lines = value.strip().splitlines()
@@ -26,7 +28,11 @@ def _parse_config(value):
     return version, servers
 
 
-def elasticache(address="127.0.0.1:11211", config_key=b"cluster", mc_key="AmazonElastiCache:cluster"):
+def elasticache(
+    address: str = "127.0.0.1:11211",
+    config_key: bytes = b"cluster",
+    mc_key: str = "AmazonElastiCache:cluster",
+) -> Client:
     """Find the cluster's nodes from its configuration endpoint; return a Client for them."""
     mc = Client([address])
     value = mc.get(mc_key)

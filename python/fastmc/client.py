@@ -1,5 +1,10 @@
 """The pylibmc-compatible ``Client`` (the Python layer over the native ``_pylibmc.client``)."""
 
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING, Any, NoReturn, Union
+
 from . import _fastmc
 from .consts import BehaviorDict, distributions, distributions_rvs, hashers, hashers_rvs
 
@@ -9,12 +14,22 @@ server_type_map = {
     "unix": _fastmc.server_type_unix,
 }
 
+if TYPE_CHECKING:
+    from typing_extensions import Self
+
+    from typing_extensions import TypeAlias
+
+    from ._fastmc import _Key
+
+    # What Client takes as a server: a spec string or a (type, host, port) tuple.
+    _ServerSpec: TypeAlias = Union[str, tuple[int, str, int]]
+
 _MISS_SENTINEL = object()
 
 _known_behaviors = set(_fastmc.all_behaviors) | set(_fastmc.fastmc_behaviors) | {"namespace"}
 
 
-def _split_port_weight(rest, port, weight, original):
+def _split_port_weight(rest: str, port: int, weight: int, original: str) -> tuple[int, int]:
     # rest is what follows the host: "", ":port" or ":port:weight"
     if not rest:
         return port, weight
@@ -27,7 +42,9 @@ def _split_port_weight(rest, port, weight, original):
     return port, weight
 
 
-def translate_server_spec(server, port=11211, weight=1):
+def translate_server_spec(
+    server: str, port: int = 11211, weight: int = 1
+) -> tuple[int, str, int, int]:
     """Translate a server spec string to ``(type, address, port, weight)``.
 
     >>> translate_server_spec("127.0.0.1:22122:2")
@@ -56,8 +73,10 @@ def translate_server_spec(server, port=11211, weight=1):
     return (stype, host, port, weight)
 
 
-def translate_server_specs(servers):
-    addr_tups = []
+def translate_server_specs(
+    servers: Iterable[_ServerSpec],
+) -> list[tuple[int, str, int] | tuple[int, str, int, int]]:
+    addr_tups: list[tuple[int, str, int] | tuple[int, str, int, int]] = []
     for server in servers:
         if isinstance(server, tuple) and len(server) == 3:
             addr_tups.append(server)
@@ -66,14 +85,15 @@ def translate_server_specs(servers):
     return addr_tups
 
 
-def _behaviors_symbolic(behaviors):
+def _behaviors_symbolic(behaviors: dict[str, Any]) -> dict[str, Any]:
     behaviors = behaviors.copy()
     behaviors["hash"] = hashers_rvs[behaviors["hash"]]
     behaviors["distribution"] = distributions_rvs[behaviors["distribution"]]
     return behaviors
 
 
-def _behaviors_numeric(behaviors):
+def _behaviors_numeric(behaviors: Any) -> Any:
+    # Any in, Any out: whatever is not a dict goes on to the native check ("must be a dict")
     if not behaviors:
         return behaviors
     behaviors = behaviors.copy()
@@ -98,7 +118,17 @@ class Client(_fastmc.client):
     One instance may be shared by any number of threads.
     """
 
-    def __init__(self, servers, behaviors=None, binary=False, username=None, password=None):
+    binary: bool
+    addresses: list[_ServerSpec]
+
+    def __init__(
+        self,
+        servers: Iterable[_ServerSpec],
+        behaviors: Mapping[str, Any] | None = None,
+        binary: bool = False,
+        username: str | None = None,
+        password: str | None = None,
+    ) -> None:
         self.binary = binary
         self.addresses = list(servers)
         super().__init__(
@@ -109,47 +139,48 @@ class Client(_fastmc.client):
             behaviors=_behaviors_numeric(behaviors),
         )
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return "%s(%r, binary=%r)" % (self.__class__.__name__, self.addresses, self.binary)
 
-    def __str__(self):
+    def __str__(self) -> str:
         addrs = ", ".join(map(str, self.addresses))
         return "<%s for %s, binary=%r>" % (self.__class__.__name__, addrs, self.binary)
 
-    def __reduce__(self):
+    def __reduce__(self) -> NoReturn:
         raise TypeError("cannot pickle %r object" % (self.__class__.__name__,))
 
-    def __getitem__(self, key):
+    def __getitem__(self, key: _Key) -> Any:
         value = self.get(key, _MISS_SENTINEL)
         if value is _MISS_SENTINEL:
             raise KeyError(key)
         return value
 
-    def __setitem__(self, key, value):
+    def __setitem__(self, key: _Key, value: Any) -> None:
         if not self.set(key, value):
             raise KeyError("failed setting %r" % (key,))
 
-    def __delitem__(self, key):
+    def __delitem__(self, key: _Key) -> None:
         if not self.delete(key):
             raise KeyError(key)
 
-    def __contains__(self, key):
+    def __contains__(self, key: _Key) -> bool:
         return self.get(key, _MISS_SENTINEL) is not _MISS_SENTINEL
 
-    def get_behaviors(self):
+    def get_behaviors(self) -> BehaviorDict:
         behaviors = super().get_behaviors()
         return BehaviorDict(self, _behaviors_symbolic(behaviors))
 
-    def set_behaviors(self, behaviors):
+    def set_behaviors(self, behaviors: Mapping[str, Any]) -> None:
         return super().set_behaviors(_behaviors_numeric(behaviors))
 
     behaviors = property(get_behaviors, set_behaviors)
+    """The behaviors (a :class:`BehaviorDict` snapshot; assigning a dict sets them)."""
 
     @property
-    def behaviours(self):
+    def behaviours(self) -> NoReturn:
         raise AttributeError("nobody uses british spellings")
 
-    def clone(self):
+    def clone(self) -> Self:
         obj = super().clone()
         obj.addresses = list(self.addresses)
         obj.binary = self.binary

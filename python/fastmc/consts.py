@@ -1,10 +1,17 @@
 """Constants of pylibmc: hash and distribution names, the behavior snapshot dict."""
 
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
 from . import _fastmc
 
-errors = tuple(cls for _, cls in _fastmc.exceptions)
+if TYPE_CHECKING:
+    from ._fastmc import client
 
-hashers = {
+errors: tuple[type[_fastmc.Error], ...] = tuple(cls for _, cls in _fastmc.exceptions)
+
+hashers: dict[str, int] = {
     "default": _fastmc.hash_default,
     "md5": _fastmc.hash_md5,
     "crc": _fastmc.hash_crc,
@@ -18,7 +25,7 @@ hashers = {
 }
 hashers_rvs = {v: k for k, v in hashers.items()}
 
-distributions = {
+distributions: dict[str, int] = {
     "modula": _fastmc.distribution_modula,
     "consistent": _fastmc.distribution_consistent,
     "consistent ketama": _fastmc.distribution_consistent_ketama,
@@ -31,17 +38,17 @@ distributions = {
 distributions_rvs = {v: k for k, v in distributions.items()}
 
 
-class BehaviorDict(dict):
+class BehaviorDict(dict[str, Any]):
     """A snapshot of a client's behaviors; item assignment and ``update`` write through."""
 
-    def __init__(self, client, *args, **kwds):
+    def __init__(self, client: client, *args: Any, **kwds: Any) -> None:
         super().__init__(*args, **kwds)
         self.client = client
 
-    def __setitem__(self, name, value):
+    def __setitem__(self, name: str, value: Any) -> None:
         super().__setitem__(name, value)
         self.client.set_behaviors({name: value})
 
-    def update(self, d):
+    def update(self, d: dict[str, Any]) -> None:  # type: ignore[override]
         super().update(d)
         self.client.set_behaviors(d.copy())

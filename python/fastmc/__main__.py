@@ -1,0 +1,209 @@
+"""A small command line for operators, in the spirit of libmemcached's memstat/memcat/memcp/
+memrm/memflush::
+
+    python -m fastmc [--servers host:port,...] stats [ARG]
+    python -m fastmc get KEY [KEY ...]
+    python -m fastmc set KEY VALUE [--time SECONDS] [--type str|bytes|int]   (VALUE "-": stdin)
+    python -m fastmc delete KEY [KEY ...]
+    python -m fastmc flush [--delay SECONDS]
+
+Servers come from ``--servers``, else the ``MEMCACHED_SERVERS`` environment variable, else
+``127.0.0.1:11211``. Exit status: 0 on success, 1 when a key is missing or not stored, 2 on a
+usage error, 3 when a server cannot be reached or answers with an error; every failure prints one
+line on standard error.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+from . import BadKeyProvided, Client, Error
+
+EXIT_OK = 0
+EXIT_MISSING = 1
+EXIT_USAGE = 2
+EXIT_SERVER = 3
+
+DEFAULT_SERVERS = "127.0.0.1:11211"
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="python -m fastmc",
+        description="Inspect and edit memcached servers with fastmc.",
+    )
+    p.add_argument(
+        "--servers",
+        default=os.environ.get("MEMCACHED_SERVERS", DEFAULT_SERVERS),
+        help="comma-separated servers: host[:port[:weight]], [v6addr]:port or a UNIX socket path "
+        "(default: $MEMCACHED_SERVERS or %s)" % DEFAULT_SERVERS,
+    )
+    p.add_argument(
+        "--timeout",
+        type=float,
+        default=2.0,
+        help="seconds to wait to connect and for each reply (default: 2)",
+    )
+    sub = p.add_subparsers(dest="command", metavar="COMMAND")
+    sub.required = True
+
+    s = sub.add_parser("stats", help="print each server's statistics")
+    s.add_argument("arg", nargs="?", help='a stats group, e.g. "items", "slabs", "settings"')
+
+    g = sub.add_parser("get", help="print the value of each key")
+    g.add_argument("keys", nargs="+", metavar="KEY")
+
+    st = sub.add_parser("set", help="store a value")
+    st.add_argument("key", metavar="KEY")
+    st.add_argument("value", metavar="VALUE", help='the value; "-" reads it from standard input')
+    st.add_argument("--time", type=int, default=0, help="expiry in seconds (default: 0, never)")
+    st.add_argument(
+        "--type",
+        choices=("str", "bytes", "int"),
+        default="str",
+        help="how to store the value, as a Python client would read it back (default: str)",
+    )
+
+    d = sub.add_parser("delete", help="delete keys")
+    d.add_argument("keys", nargs="+", metavar="KEY")
+
+    f = sub.add_parser("flush", help="invalidate every item on every server")
+    f.add_argument("--delay", type=int, default=0, help="flush after this many seconds")
+    return p
+
+
+def _servers(spec: str) -> list[str]:
+    servers = [s.strip() for s in spec.split(",") if s.strip()]
+    if not servers:
+        raise ValueError("no servers given")
+    return servers
+
+
+def _client(args: argparse.Namespace, servers: list[str] | None = None) -> Client:
+    ms = max(1, int(args.timeout * 1000))
+    behaviors = {"connect_timeout": ms, "_poll_timeout": ms, "retry_timeout": 1}
+    return Client(servers or _servers(args.servers), behaviors=behaviors)
+
+
+def _write_value(value: Any) -> None:
+    if isinstance(value, bytes):
+        data = value
+    elif isinstance(value, str):
+        data = value.encode("utf-8")
+    else:
+        data = repr(value).encode("utf-8")
+    out = sys.stdout.buffer
+    out.write(data)
+    if not data.endswith(b"\n"):
+        out.write(b"\n")
+    out.flush()
+
+
+def _stats(mc: Client, args: argparse.Namespace) -> int:
+    # one server at a time, so that a down server does not hide the others' statistics
+    status = EXIT_OK
+    for server in _servers(args.servers):
+        one = _client(args, [server])
+        try:
+            results = one.get_stats(args.arg) if args.arg else one.get_stats()
+        except BadKeyProvided:
+            raise
+        except Error as e:
+            _error("%s: %s: %s" % (server, type(e).__name__, _one_line(e)))
+            status = EXIT_SERVER
+            continue
+        for name, stats in results:
+            print(name.decode("utf-8", "replace"))
+            for key in sorted(stats):
+                print("  %s: %s" % (key, stats[key].decode("utf-8", "replace")))
+    return status
+
+
+def _get(mc: Client, args: argparse.Namespace) -> int:
+    found = mc.get_multi(args.keys) if len(args.keys) > 1 else {}
+    status = EXIT_OK
+    for key in args.keys:
+        if len(args.keys) == 1:
+            value = mc.get(key, _MISSING)
+        else:
+            value = found.get(key, _MISSING)
+        if value is _MISSING:
+            _error("key not found: %s" % key)
+            status = EXIT_MISSING
+        else:
+            _write_value(value)
+    return status
+
+
+_MISSING = object()
+
+
+def _set(mc: Client, args: argparse.Namespace) -> int:
+    raw: bytes
+    if args.value == "-":
+        raw = sys.stdin.buffer.read()
+    else:
+        raw = os.fsencode(args.value)
+    value: Any
+    if args.type == "bytes":
+        value = raw
+    elif args.type == "int":
+        value = int(raw)
+    else:
+        value = raw.decode("utf-8")
+    if not mc.set(args.key, value, args.time):
+        _error("not stored: %s" % args.key)
+        return EXIT_MISSING
+    return EXIT_OK
+
+
+def _delete(mc: Client, args: argparse.Namespace) -> int:
+    status = EXIT_OK
+    for key in args.keys:
+        if not mc.delete(key):
+            _error("key not found: %s" % key)
+            status = EXIT_MISSING
+    return status
+
+
+def _flush(mc: Client, args: argparse.Namespace) -> int:
+    if not mc.flush_all(args.delay):
+        _error("flush failed")
+        return EXIT_SERVER
+    return EXIT_OK
+
+
+_COMMANDS = {"stats": _stats, "get": _get, "set": _set, "delete": _delete, "flush": _flush}
+
+
+def _error(message: str) -> None:
+    print("fastmc: %s" % message, file=sys.stderr)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the command line; returns the exit status."""
+    args = _parser().parse_args(argv)
+    try:
+        mc = _client(args)
+        return _COMMANDS[args.command](mc, args)
+    except BadKeyProvided as e:
+        _error("invalid key: %s" % _one_line(e))
+        return EXIT_USAGE
+    except Error as e:
+        _error("%s (servers: %s): %s" % (type(e).__name__, args.servers, _one_line(e)))
+        return EXIT_SERVER
+    except ValueError as e:
+        _error("invalid argument: %s" % _one_line(e))
+        return EXIT_USAGE
+
+
+def _one_line(e: BaseException) -> str:
+    return " ".join(str(e).split())
+
+
+if __name__ == "__main__":
+    sys.exit(main())

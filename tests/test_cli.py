@@ -1,0 +1,128 @@
+"""``python -m fastmc``: the operators' command line, run as a subprocess against a real memcached
+(and against a port where nothing listens)."""
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+import fastmc
+from memcached_proc import Memcached, free_port
+
+
+@pytest.fixture(scope="module")
+def server():
+    p = Memcached()
+    yield p
+    p.stop()
+
+
+@pytest.fixture
+def mc(server):
+    c = fastmc.Client([server.address])
+    c.flush_all()
+    return c
+
+
+def run(*args, servers=None, stdin=None, env=None):
+    cmd = [sys.executable, "-m", "fastmc"]
+    if servers is not None:
+        cmd += ["--servers", servers]
+    full_env = dict(os.environ)
+    full_env.pop("MEMCACHED_SERVERS", None)
+    full_env.update(env or {})
+    return subprocess.run(cmd + list(args), input=stdin, capture_output=True, timeout=60,
+                          env=full_env)
+
+
+def test_set_then_get_as_a_python_client_sees_it(server, mc):
+    r = run("set", "greeting", "hello wörld", servers=server.address)
+    assert (r.returncode, r.stdout, r.stderr) == (0, b"", b"")
+    assert mc.get("greeting") == "hello wörld"  # stored as str, like mc.set(k, "text")
+    r = run("get", "greeting", servers=server.address)
+    assert (r.returncode, r.stdout) == (0, "hello wörld\n".encode())
+
+
+def test_set_types_stdin_and_expiry(server, mc):
+    assert run("set", "raw", "-", "--type", "bytes", servers=server.address,
+               stdin=b"\x00\x01 binary").returncode == 0
+    assert mc.get("raw") == b"\x00\x01 binary"
+    assert run("set", "n", "41", "--type", "int", servers=server.address).returncode == 0
+    assert mc.incr("n") == 42
+    assert run("set", "gone", "x", "--time", "-1", servers=server.address).returncode == 0
+    assert mc.get("gone") is None
+    r = run("get", "n", servers=server.address)
+    assert r.stdout == b"42\n"
+
+
+def test_get_several_keys_and_a_missing_one(server, mc):
+    mc.set_multi({"a": "1", "b": b"2"})
+    r = run("get", "a", "missing", "b", servers=server.address)
+    assert r.returncode == 1
+    assert r.stdout == b"1\n2\n"
+    assert r.stderr == b"fastmc: key not found: missing\n"
+
+
+def test_delete(server, mc):
+    mc.set("d", 1)
+    r = run("delete", "d", servers=server.address)
+    assert (r.returncode, r.stderr) == (0, b"")
+    assert mc.get("d") is None
+    r = run("delete", "d", servers=server.address)
+    assert r.returncode == 1
+    assert r.stderr == b"fastmc: key not found: d\n"
+
+
+def test_flush(server, mc):
+    mc.set_multi({"x": 1, "y": 2})
+    assert run("flush", servers=server.address).returncode == 0
+    assert mc.get_multi(["x", "y"]) == {}
+
+
+def test_stats_and_a_stats_group(server, mc):
+    r = run("stats", servers=server.address)
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.decode().splitlines()
+    assert lines[0] == "%s (0)" % server.address
+    fields = dict(line.strip().split(": ", 1) for line in lines[1:])
+    assert int(fields["pid"]) == server.proc.pid
+    assert fields["version"].count(".") == 2
+    r = run("stats", "settings", servers=server.address)
+    assert r.returncode == 0 and r.stdout.decode().startswith(server.address)
+
+
+def test_servers_from_environment(server, mc):
+    mc.set("env", "from env")
+    r = run("get", "env", env={"MEMCACHED_SERVERS": server.address})
+    assert (r.returncode, r.stdout) == (0, b"from env\n")
+
+
+def test_down_server_is_one_clear_line_and_nonzero():
+    down = "127.0.0.1:%d" % free_port()
+    for args in (["get", "k"], ["set", "k", "v"], ["delete", "k"], ["flush"], ["stats"]):
+        r = run(*args, servers=down)
+        assert r.returncode == 3, args
+        assert r.stdout == b""
+        err = r.stderr.decode()
+        assert err.count("\n") == 1 and err.startswith("fastmc: "), err
+        assert "CONNECTION FAILURE" in err and down in err, err
+
+
+def test_stats_reports_the_live_servers_when_one_is_down(server):
+    down = "127.0.0.1:%d" % free_port()
+    r = run("stats", servers="%s,%s" % (server.address, down))
+    assert r.returncode == 3
+    assert r.stdout.decode().startswith("%s (0)\n" % server.address)
+    assert r.stderr.decode().startswith("fastmc: %s: " % down)
+
+
+def test_bad_input_is_a_usage_error(server):
+    r = run("get", "has space", servers=server.address)
+    assert r.returncode == 2 and r.stderr.startswith(b"fastmc: invalid key: ")
+    r = run("get", "k", servers="host:notaport")
+    assert r.returncode == 2 and r.stderr.startswith(b"fastmc: invalid argument: ")
+    r = run("set", "k", "x", "--type", "int", servers=server.address)
+    assert r.returncode == 2
+    r = run(servers=server.address)
+    assert r.returncode == 2 and b"usage:" in r.stderr
