@@ -295,10 +295,7 @@ impl Native {
             data
         };
         if self.user_deserialize.load(Ordering::Relaxed) {
-            match slf.call_method1(
-                intern!(py, "deserialize"),
-                (PyBytes::new(py, data), flags),
-            ) {
+            match slf.call_method1(intern!(py, "deserialize"), (PyBytes::new(py, data), flags)) {
                 Ok(v) => Ok(Some(v.unbind())),
                 Err(e) if e.is_instance_of::<errors::CacheMiss>(py) => Ok(None),
                 Err(e) => Err(e),
