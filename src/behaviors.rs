@@ -81,6 +81,10 @@ pub struct Behaviors {
     pub socket_recv_size: Option<i32>,
     pub dead_timeout_s: i32,
     pub get_multi_raise_on_error: bool,
+    /// Speak the binary protocol (pylibmc's `binary=True`); fixed at construction.
+    pub binary: bool,
+    /// SASL credentials and TLS settings (constructor arguments, not behaviors in pylibmc).
+    pub security: crate::security::Security,
 }
 
 impl Default for Behaviors {
@@ -110,6 +114,8 @@ impl Default for Behaviors {
             socket_recv_size: None,
             dead_timeout_s: 0,
             get_multi_raise_on_error: false,
+            binary: false,
+            security: crate::security::Security::default(),
         }
     }
 }

@@ -17,8 +17,8 @@ use crate::behaviors::{Behaviors, Rejected};
 use crate::connection::{is_stale_connection_error, Address, Connection, SocketOptions};
 use crate::error::{Error, Result};
 use crate::pool::{FailurePolicy, Server};
-use crate::protocol::text;
-use crate::protocol::{validate_text_key, Parsed, Reply, ReplyKind, StoreCmd};
+use crate::protocol::{binary, text};
+use crate::protocol::{validate_binary_key, validate_text_key, Parsed, Reply, ReplyKind, StoreCmd};
 use crate::ring::{Ring, RingServer};
 
 /// Keys per `get` line: keeps lines short for every server (memcached 1.6.12 rejected huge ones).
@@ -104,6 +104,8 @@ impl State {
     ) -> Self {
         let ring = Ring::build(&behaviors.ring, servers, &live);
         let opts = SocketOptions {
+            binary: behaviors.binary,
+            security: behaviors.security.clone(),
             connect_timeout: behaviors.connect_timeout(),
             read_timeout: behaviors.read_timeout(),
             write_timeout: behaviors.write_timeout(),
@@ -141,7 +143,11 @@ impl State {
             k.extend_from_slice(key);
             Cow::Owned(k)
         };
-        validate_text_key(&k, self.behaviors.verify_keys)?;
+        if self.behaviors.binary {
+            validate_binary_key(&k)?;
+        } else {
+            validate_text_key(&k, self.behaviors.verify_keys)?;
+        }
         Ok(k)
     }
 
@@ -172,6 +178,9 @@ struct Job {
     /// Operation-wide key indices, in the order this server's requests name them.
     keys: Vec<u32>,
     reqs: Vec<Req>,
+    /// Binary protocol: the quiet batch is `noreply`, so soft failures (not stored, not found)
+    /// count as success, as pylibmc reports them.
+    noreply: bool,
 }
 
 impl Job {
@@ -181,7 +190,13 @@ impl Job {
             wbuf: Vec::new(),
             keys: Vec::new(),
             reqs: Vec::new(),
+            noreply: false,
         }
+    }
+
+    /// The opaque of the next key pushed: its position in this job (binary protocol).
+    fn next_opaque(&self) -> u32 {
+        self.keys.len() as u32
     }
 
     fn push_req(&mut self, kind: ReplyKind, key: u32) {
@@ -195,12 +210,17 @@ impl Job {
         });
     }
 
-    /// Close a batch of `noreply` commands: its keys all ride on the final marker.
-    fn push_marker(&mut self, start: u32) {
-        text::encode_version(&mut self.wbuf);
+    /// Close a batch of `noreply` commands (text) or quiet commands (binary): its keys all ride
+    /// on the final marker: `version`, or for binary (`Some(kind of the batch)`) a NOOP.
+    fn push_marker(&mut self, start: u32, binary: Option<ReplyKind>) {
+        if binary.is_some() {
+            binary::encode_noop(&mut self.wbuf, u32::MAX);
+        } else {
+            text::encode_version(&mut self.wbuf);
+        }
         let len = self.keys.len() as u32 - start;
         self.reqs.push(Req {
-            kind: ReplyKind::Version,
+            kind: binary.unwrap_or(ReplyKind::Version),
             start,
             len,
             marker: true,
@@ -424,6 +444,7 @@ impl Sink for StatsSink {
 struct Active {
     job: Job,
     conn: Connection,
+    binary: bool,
     reused: bool,
     wpos: usize,
     req: usize,
@@ -439,11 +460,14 @@ impl Active {
     }
 
     fn writing(&self) -> bool {
-        self.wpos < self.job.wbuf.len()
+        self.wpos < self.job.wbuf.len() || self.conn.pending_write()
     }
 
     /// Parse every complete unit that has arrived.
     fn parse_available(&mut self, sink: &mut dyn Sink) -> Result<()> {
+        if self.binary {
+            return self.parse_available_binary(sink);
+        }
         while self.req < self.job.reqs.len() {
             let req = self.job.reqs[self.req];
             let parsed = text::parse_reply(req.kind, self.conn.unread())?;
@@ -488,12 +512,70 @@ impl Active {
         Ok(())
     }
 
+    /// Binary protocol: like `parse_available`, with quiet batches. In a marker request only
+    /// the failures answer, each naming its key by opaque (its position in the job); the NOOP
+    /// that closes the batch means every other key succeeded.
+    fn parse_available_binary(&mut self, sink: &mut dyn Sink) -> Result<()> {
+        while self.req < self.job.reqs.len() {
+            let req = self.job.reqs[self.req];
+            let parsed = binary::parse_reply(req.kind, self.conn.unread())?;
+            let Parsed::Done((reply, opaque), used) = parsed else {
+                return Ok(());
+            };
+            let keys = &self.job.keys[req.start as usize..(req.start + req.len) as usize];
+            let complete = if req.marker {
+                if reply == Reply::End {
+                    sink.assume_ok(keys);
+                    true
+                } else {
+                    let pos = opaque
+                        .checked_sub(req.start)
+                        .filter(|&p| p < req.len)
+                        .ok_or_else(|| Error::Protocol("reply for a key not in the batch".into()))?
+                        as usize;
+                    let one = &keys[pos..pos + 1];
+                    let soft = matches!(reply, Reply::NotStored | Reply::Exists | Reply::NotFound);
+                    if !(self.job.noreply && soft) {
+                        match sink.reply(req.kind, one, &mut 0, reply) {
+                            Ok(_) => {}
+                            Err(e) if e.is_resumable() => sink.fail(one, &e),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    false
+                }
+            } else {
+                match sink.reply(req.kind, keys, &mut self.cursor, reply) {
+                    Ok(c) => c,
+                    Err(e) if e.is_resumable() => {
+                        sink.fail(&keys[self.cursor.min(keys.len())..], &e);
+                        true
+                    }
+                    Err(e) => return Err(e),
+                }
+            };
+            self.conn.consume(used);
+            if complete {
+                self.req += 1;
+                self.cursor = 0;
+            }
+        }
+        if !self.conn.is_idle_clean() {
+            return Err(Error::Protocol(
+                "the server sent more than was asked".into(),
+            ));
+        }
+        Ok(())
+    }
+
     /// Write what the socket takes now; true if anything was written.
     fn write_some(&mut self) -> Result<bool> {
         let mut progressed = false;
         while self.writing() {
+            let pending = self.conn.pending_write();
             let n = self.conn.send_nonblocking(&self.job.wbuf[self.wpos..])?;
             if n == 0 {
+                progressed |= pending && !self.conn.pending_write();
                 break;
             }
             self.wpos += n;
@@ -711,11 +793,23 @@ impl Client {
             let mut start = 0;
             while start < n {
                 let end = (start + KEYS_PER_GET).min(n);
-                text::encode_get(
-                    &mut job.wbuf,
-                    with_cas,
-                    job.keys[start..end].iter().map(|&k| &*wire[k as usize]),
-                );
+                if st.behaviors.binary {
+                    // GETKQ per key (hits answer, misses are silent), then a NOOP.
+                    for (pos, &k) in job.keys[start..end].iter().enumerate() {
+                        binary::encode_getkq(
+                            &mut job.wbuf,
+                            &wire[k as usize],
+                            (start + pos) as u32,
+                        );
+                    }
+                    binary::encode_noop(&mut job.wbuf, end as u32);
+                } else {
+                    text::encode_get(
+                        &mut job.wbuf,
+                        with_cas,
+                        job.keys[start..end].iter().map(|&k| &*wire[k as usize]),
+                    );
+                }
                 job.reqs.push(Req {
                     kind: ReplyKind::Retrieval,
                     start: start as u32,
@@ -747,8 +841,32 @@ impl Client {
         let st = self.snapshot();
         let noreply = noreply || st.behaviors.noreply;
         let keys: Vec<&[u8]> = items.iter().map(|it| it.key).collect();
-        let (_, mut jobs, bad) = self.plan(&st, &keys, |job, i, w| {
+        let bin = st.behaviors.binary;
+        let mut too_big = Vec::new();
+        let (_, mut jobs, mut bad) = self.plan(&st, &keys, |job, i, w| {
             let it = &items[i as usize];
+            if bin {
+                // Quiet opcodes: only failures answer, then the closing NOOP.
+                if !binary::body_fits(w, it.data.len()) {
+                    too_big.push((i, Error::TooBig));
+                    return;
+                }
+                let opaque = job.next_opaque();
+                binary::encode_store(
+                    &mut job.wbuf,
+                    cmd,
+                    w,
+                    it.flags,
+                    it.exptime,
+                    it.data,
+                    it.cas,
+                    true,
+                    opaque,
+                );
+                job.keys.push(i);
+                job.noreply = noreply;
+                return;
+            }
             text::encode_store(
                 &mut job.wbuf,
                 cmd,
@@ -765,9 +883,10 @@ impl Client {
                 job.push_req(ReplyKind::Storage, i);
             }
         });
-        if noreply {
+        bad.append(&mut too_big);
+        if noreply || bin {
             for job in &mut jobs {
-                job.push_marker(0);
+                job.push_marker(0, bin.then_some(ReplyKind::Storage));
             }
         }
         let mut sink = line_sink(
@@ -792,7 +911,15 @@ impl Client {
     pub fn delete_multi(&self, keys: &[&[u8]], noreply: bool) -> Vec<Result<bool>> {
         let st = self.snapshot();
         let noreply = noreply || st.behaviors.noreply;
+        let bin = st.behaviors.binary;
         let (_, mut jobs, bad) = self.plan(&st, keys, |job, i, w| {
+            if bin {
+                let opaque = job.next_opaque();
+                binary::encode_delete(&mut job.wbuf, w, true, opaque);
+                job.keys.push(i);
+                job.noreply = noreply;
+                return;
+            }
             text::encode_delete(&mut job.wbuf, w, noreply);
             if noreply {
                 job.keys.push(i);
@@ -800,9 +927,9 @@ impl Client {
                 job.push_req(ReplyKind::Delete, i);
             }
         });
-        if noreply {
+        if noreply || bin {
             for job in &mut jobs {
-                job.push_marker(0);
+                job.push_marker(0, bin.then_some(ReplyKind::Delete));
             }
         }
         let mut sink = line_sink(
@@ -824,8 +951,14 @@ impl Client {
     /// `incr`/`decr`, pipelined: the new value, or `None` if the key does not exist.
     pub fn arith_multi(&self, incr: bool, keys: &[&[u8]], delta: u64) -> Vec<Result<Option<u64>>> {
         let st = self.snapshot();
+        let bin = st.behaviors.binary;
         let (_, jobs, bad) = self.plan(&st, keys, |job, i, w| {
-            text::encode_arith(&mut job.wbuf, incr, w, delta, false);
+            if bin {
+                let opaque = job.next_opaque();
+                binary::encode_arith(&mut job.wbuf, incr, w, delta, opaque);
+            } else {
+                text::encode_arith(&mut job.wbuf, incr, w, delta, false);
+            }
             job.push_req(ReplyKind::Arith, i);
         });
         let mut sink = line_sink(
@@ -848,8 +981,16 @@ impl Client {
     pub fn touch_multi(&self, keys: &[&[u8]], exptime: u32, noreply: bool) -> Vec<Result<bool>> {
         let st = self.snapshot();
         let noreply = noreply || st.behaviors.noreply;
+        let bin = st.behaviors.binary;
+        // The binary protocol has no quiet touch: every touch answers.
+        let noreply = noreply && !bin;
         let (_, mut jobs, bad) = self.plan(&st, keys, |job, i, w| {
-            text::encode_touch(&mut job.wbuf, w, exptime, noreply);
+            if bin {
+                let opaque = job.next_opaque();
+                binary::encode_touch(&mut job.wbuf, w, exptime, opaque);
+            } else {
+                text::encode_touch(&mut job.wbuf, w, exptime, noreply);
+            }
             if noreply {
                 job.keys.push(i);
             } else {
@@ -858,7 +999,7 @@ impl Client {
         });
         if noreply {
             for job in &mut jobs {
-                job.push_marker(0);
+                job.push_marker(0, None);
             }
         }
         let mut sink = line_sink(
@@ -883,7 +1024,11 @@ impl Client {
         let jobs = (0..self.servers.len())
             .map(|s| {
                 let mut job = Job::new(s);
-                text::encode_flush_all(&mut job.wbuf, delay);
+                if st.behaviors.binary {
+                    binary::encode_flush(&mut job.wbuf, delay);
+                } else {
+                    text::encode_flush_all(&mut job.wbuf, delay);
+                }
                 job.push_req(ReplyKind::Ok, s as u32);
                 job
             })
@@ -912,7 +1057,11 @@ impl Client {
         let jobs = (0..n)
             .map(|s| {
                 let mut job = Job::new(s);
-                text::encode_stats(&mut job.wbuf, args);
+                if st.behaviors.binary {
+                    binary::encode_stats(&mut job.wbuf, args);
+                } else {
+                    text::encode_stats(&mut job.wbuf, args);
+                }
                 job.push_req(ReplyKind::Stats, s as u32);
                 job
             })
@@ -958,6 +1107,7 @@ impl Client {
                     actives.push(Active {
                         job,
                         conn,
+                        binary: st.behaviors.binary,
                         reused,
                         wpos: 0,
                         req: 0,

@@ -98,7 +98,20 @@ class Client(_fastmc.client):
     One instance may be shared by any number of threads.
     """
 
-    def __init__(self, servers, behaviors=None, binary=False, username=None, password=None):
+    def __init__(
+        self,
+        servers,
+        behaviors=None,
+        binary=False,
+        username=None,
+        password=None,
+        *,
+        tls=False,
+        tls_ca_file=None,
+        tls_cert_file=None,
+        tls_key_file=None,
+        tls_server_name=None,
+    ):
         self.binary = binary
         self.addresses = list(servers)
         super().__init__(
@@ -107,6 +120,11 @@ class Client(_fastmc.client):
             username=username,
             password=password,
             behaviors=_behaviors_numeric(behaviors),
+            tls=tls,
+            tls_ca_file=tls_ca_file,
+            tls_cert_file=tls_cert_file,
+            tls_key_file=tls_key_file,
+            tls_server_name=tls_server_name,
         )
 
     def __repr__(self):
