@@ -181,6 +181,11 @@ struct Job {
     /// Binary protocol: the quiet batch is `noreply`, so soft failures (not stored, not found)
     /// count as success, as pylibmc reports them.
     noreply: bool,
+    /// TLS only: offsets in `wbuf` where a storage request ends. Each one ends a TLS record,
+    /// because memcached (1.6.x) stalls when the record holding the end of a value also holds
+    /// the next request: it reads the value exactly and leaves the rest inside OpenSSL, where
+    /// its event loop never looks.
+    record_ends: Vec<usize>,
 }
 
 impl Job {
@@ -191,6 +196,7 @@ impl Job {
             keys: Vec::new(),
             reqs: Vec::new(),
             noreply: false,
+            record_ends: Vec::new(),
         }
     }
 
@@ -445,6 +451,8 @@ struct Active {
     job: Job,
     conn: Connection,
     binary: bool,
+    /// Index of the next entry of `job.record_ends` to honour.
+    record: usize,
     reused: bool,
     wpos: usize,
     req: usize,
@@ -573,7 +581,15 @@ impl Active {
         let mut progressed = false;
         while self.writing() {
             let pending = self.conn.pending_write();
-            let n = self.conn.send_nonblocking(&self.job.wbuf[self.wpos..])?;
+            let mut end = self.job.wbuf.len();
+            while let Some(&e) = self.job.record_ends.get(self.record) {
+                if e > self.wpos {
+                    end = e;
+                    break;
+                }
+                self.record += 1;
+            }
+            let n = self.conn.send_nonblocking(&self.job.wbuf[self.wpos..end])?;
             if n == 0 {
                 progressed |= pending && !self.conn.pending_write();
                 break;
@@ -842,6 +858,7 @@ impl Client {
         let noreply = noreply || st.behaviors.noreply;
         let keys: Vec<&[u8]> = items.iter().map(|it| it.key).collect();
         let bin = st.behaviors.binary;
+        let tls = st.opts.security.tls.is_some();
         let mut too_big = Vec::new();
         let (_, mut jobs, mut bad) = self.plan(&st, &keys, |job, i, w| {
             let it = &items[i as usize];
@@ -865,6 +882,9 @@ impl Client {
                 );
                 job.keys.push(i);
                 job.noreply = noreply;
+                if tls {
+                    job.record_ends.push(job.wbuf.len());
+                }
                 return;
             }
             text::encode_store(
@@ -877,6 +897,9 @@ impl Client {
                 it.cas,
                 noreply,
             );
+            if tls {
+                job.record_ends.push(job.wbuf.len());
+            }
             if noreply {
                 job.keys.push(i);
             } else {
@@ -1108,6 +1131,7 @@ impl Client {
                         job,
                         conn,
                         binary: st.behaviors.binary,
+                        record: 0,
                         reused,
                         wpos: 0,
                         req: 0,
@@ -1151,6 +1175,7 @@ impl Client {
                 a.conn = c;
                 a.reused = false;
                 a.wpos = 0;
+                a.record = 0;
                 a.cursor = 0;
                 a.marker_errors.clear();
                 a.last_progress = Instant::now();

@@ -106,6 +106,17 @@ impl Write for NonBlocking<'_> {
         rustix::net::send(self.0, buf, SendFlags::DONTWAIT | SendFlags::NOSIGNAL)
             .map_err(io::Error::from)
     }
+    /// rustls hands over many small records at once: one `sendmsg` for all of them.
+    fn write_vectored(&mut self, bufs: &[io::IoSlice<'_>]) -> io::Result<usize> {
+        let mut control = rustix::net::SendAncillaryBuffer::default();
+        rustix::net::sendmsg(
+            self.0,
+            bufs,
+            &mut control,
+            SendFlags::DONTWAIT | SendFlags::NOSIGNAL,
+        )
+        .map_err(io::Error::from)
+    }
     fn flush(&mut self) -> io::Result<()> {
         Ok(())
     }
