@@ -81,9 +81,9 @@ def test_sasl_on_every_new_pooled_connection(sasl_server):
 def test_sasl_wrong_password_raises_what_pylibmc_raises(sasl_server):
     for user, pw in [(USER, "wrong"), ("nobody", PASSWORD)]:
         mc = fastmc.Client([sasl_server.address], binary=True, username=user, password=pw)
-        for op in (lambda: mc.get("a"), lambda: mc.set("a", 1), lambda: mc.get_multi(["a", "b"])):
+        for op in (lambda c: c.get("a"), lambda c: c.set("a", 1), lambda c: c.get_multi(["a", "b"])):
             with pytest.raises(fastmc.Error) as info:
-                op()
+                op(mc)
             # pylibmc: the base class, "error 41 from memcached_get(a): AUTHENTICATION FAILURE"
             assert type(info.value) is fastmc.Error
             assert "error 41 from memcached_" in str(info.value)
