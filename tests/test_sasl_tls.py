@@ -285,10 +285,11 @@ def test_tls_wrong_ca_fails_with_a_clear_error(tls_server, pki):
     with pytest.raises(fastmc.ConnectionError) as info:
         mc.get("k")
     assert "TLS handshake" in str(info.value) and "certificate" in str(info.value)
-    # the system store does not trust the test CA either
-    mc = fastmc.Client([tls_server.address], tls=True)
-    with pytest.raises(fastmc.ConnectionError):
-        mc.get("k")
+    # the system store does not trust the test CA either (a machine without any system CA
+    # certificate fails at construction instead)
+    with pytest.raises(fastmc.Error) as info:
+        fastmc.Client([tls_server.address], tls=True).get("k")
+    assert isinstance(info.value, fastmc.ConnectionError) or "system store" in str(info.value)
 
 
 def test_tls_server_name(tls_server, pki):
