@@ -329,3 +329,40 @@ def test_tls_plaintext_server_fails_cleanly(pki):
             mc.get("k")
     finally:
         plain.stop()
+
+
+@pytest.mark.parametrize("binary", [False, True])
+def test_tls_server_restart_is_invisible_and_clones_keep_tls(pki, binary):
+    proc = Memcached("-Z", "-o", "ssl_chain_cert=%s,ssl_key=%s" % (pki / "server.pem", pki / "server.key"))
+    try:
+        mc = fastmc.Client([proc.address], binary=binary, tls_ca_file=str(pki / "ca.pem"))
+        assert mc.set("r", 1) and mc.get("r") == 1
+        proc.restart()
+        # the pooled TLS connection is stale: replayed on a new one (handshake included)
+        assert mc.get("r") is None
+        assert mc.set("r", 2)
+        cl = mc.clone()
+        assert cl.get("r") == 2 and cl.set_multi({"c%d" % i: i for i in range(50)}) == []
+    finally:
+        proc.stop()
+
+
+def test_sasl_over_tls(pki, sasl_server):
+    old = os.environ.get("SASL_CONF_PATH")
+    os.environ["SASL_CONF_PATH"] = sasl_server.sasl_dir
+    try:
+        proc = Memcached("-S", "-Z", "-o", "ssl_chain_cert=%s,ssl_key=%s" % (pki / "server.pem", pki / "server.key"))
+    finally:
+        if old is None:
+            del os.environ["SASL_CONF_PATH"]
+        else:
+            os.environ["SASL_CONF_PATH"] = old
+    try:
+        ca = str(pki / "ca.pem")
+        mc = fastmc.Client([proc.address], binary=True, username=USER, password=PASSWORD, tls_ca_file=ca)
+        assert mc.set("st", "v") and mc.get_multi(["st", "zz"]) == {"st": "v"}
+        bad = fastmc.Client([proc.address], binary=True, username=USER, password="nope", tls_ca_file=ca)
+        with pytest.raises(fastmc.Error, match="AUTHENTICATION FAILURE"):
+            bad.get("st")
+    finally:
+        proc.stop()
