@@ -4,6 +4,10 @@ the same freshly flushed memcached; outcomes must be equal. Then binary-specific
 quiet batches attribute each failure to its key, text and binary clients share data, and the
 connection survives per-key errors that pylibmc's does not."""
 
+import socket
+import struct
+import threading
+
 import pylibmc
 import pytest
 
@@ -140,3 +144,51 @@ def test_connection_survives_per_key_errors(servers):
     with pytest.raises(fastmc.TooBig):
         mc.set_multi({"ok1": 1, "huge": b"x" * (2 * 1024 * 1024), "ok2": 2})
     assert mc.get_multi(["ok1", "ok2", "huge"]) == {"ok1": 1, "ok2": 2}
+
+
+class GarbageServer:
+    """Fault injection: answers every read with the same bytes (a real server cannot)."""
+
+    def __init__(self, reply):
+        self.reply = reply
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(8)
+        self.address = "127.0.0.1:%d" % self.sock.getsockname()[1]
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self):
+        while True:
+            try:
+                c, _ = self.sock.accept()
+            except OSError:
+                return
+            threading.Thread(target=self._serve, args=(c,), daemon=True).start()
+
+    def _serve(self, c):
+        with c:
+            try:
+                while c.recv(65536):
+                    c.sendall(self.reply)
+            except OSError:
+                pass
+
+
+def _bin_response(opcode, status=0, opaque=0, body_len=0):
+    return struct.pack(">BBHBBHIIQ", 0x81, opcode, 0, 0, 0, status, body_len, opaque, 0)
+
+
+@pytest.mark.parametrize("reply, message", [
+    (b"ERROR\r\n", "bad magic byte"),
+    (_bin_response(0x11, status=0x05, opaque=999), "not in the batch"),
+    (_bin_response(0x11, status=0x05, opaque=999), "does not answer"),
+    (_bin_response(0x0D, body_len=0xFFFFFFFF), "too large"),
+])
+def test_garbage_from_the_server_is_a_protocol_error(reply, message):
+    srv = GarbageServer(reply)
+    mc = fastmc.Client([srv.address], binary=True)
+    # set for the quiet-batch case, get for the others
+    op = (lambda: mc.set("k", 1)) if message == "not in the batch" else (lambda: mc.get("k"))
+    with pytest.raises(fastmc.ProtocolError, match=message):
+        op()
+    srv.sock.close()
