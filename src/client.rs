@@ -553,7 +553,26 @@ impl Active {
                     false
                 }
             } else {
-                match sink.reply(req.kind, keys, &mut self.cursor, reply) {
+                // A hit names its request by opaque: the sink may only match it to that key
+                // (keys before it are misses, as GETKQ answers in order).
+                let hit = if matches!(reply, Reply::Value { .. }) {
+                    let pos = (opaque as usize)
+                        .checked_sub(req.start as usize)
+                        .filter(|&p| p < keys.len() && p >= self.cursor)
+                        .ok_or_else(|| {
+                            Error::Protocol("a value's opaque names no pending key".into())
+                        })?;
+                    Some(pos)
+                } else {
+                    None
+                };
+                let view = hit.map_or(keys, |pos| &keys[..=pos]);
+                match sink.reply(req.kind, view, &mut self.cursor, reply) {
+                    Ok(_) if hit.is_some_and(|pos| pos + 1 != self.cursor) => {
+                        return Err(Error::Protocol(
+                            "a value's opaque does not match its key".into(),
+                        ))
+                    }
                     Ok(c) => c,
                     Err(e) if e.is_resumable() => {
                         sink.fail(&keys[self.cursor.min(keys.len())..], &e);

@@ -183,6 +183,8 @@ def _bin_response(opcode, status=0, opaque=0, body_len=0):
     (_bin_response(0x11, status=0x05, opaque=999), "not in the batch"),
     (_bin_response(0x11, status=0x05, opaque=999), "does not answer"),
     (_bin_response(0x0D, body_len=0xFFFFFFFF), "too large"),
+    # a hit for the right key under another request's opaque
+    (struct.pack(">BBHBBHIIQ", 0x81, 0x0D, 1, 4, 0, 0, 6, 5, 0) + b"\0\0\0\0k1", "opaque"),
 ])
 def test_garbage_from_the_server_is_a_protocol_error(reply, message):
     srv = GarbageServer(reply)
