@@ -194,3 +194,31 @@ def test_garbage_from_the_server_is_a_protocol_error(reply, message):
     with pytest.raises(fastmc.ProtocolError, match=message):
         op()
     srv.sock.close()
+
+
+def test_threads_share_one_binary_client(servers):
+    mc = fastmc.Client(servers, binary=True)
+    errors = []
+
+    def work(t):
+        try:
+            for i in range(200):
+                k = "bt%d-%d" % (t, i)
+                assert mc.set(k, {"t": t, "i": i})
+                assert mc.get(k) == {"t": t, "i": i}
+                assert mc.add(k, 0) is False
+                if i % 4 == 0:
+                    assert mc.delete(k) and mc.get(k) is None
+                if i % 25 == 0:
+                    keys = ["bt%d-%d" % (t, j) for j in range(i + 1)]
+                    got = mc.get_multi(keys)
+                    assert got == {k: {"t": t, "i": j} for j, k in enumerate(keys) if j % 4 != 0}
+        except Exception as e:  # reported below
+            errors.append(e)
+
+    threads = [threading.Thread(target=work, args=(t,)) for t in range(8)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    assert errors == []
