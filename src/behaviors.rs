@@ -1,6 +1,7 @@
 //! pylibmc's behaviors with libmemcached 1.0.16's semantics: which names exist (in the fixed
 //! order pylibmc applies them), which values are rejected, how each value is stored and read
-//! back, and what each does to placement, timeouts and failure handling. Pure: depends on `ring`.
+//! back, and what each does to placement, timeouts and failure handling. Pure: depends on `ring`
+//! (and carries the constructor's protocol choice and `security` settings along with the rest).
 
 use std::time::Duration;
 
