@@ -220,7 +220,7 @@ impl Job {
     /// on the final marker: `version`, or for binary (`Some(kind of the batch)`) a NOOP.
     fn push_marker(&mut self, start: u32, binary: Option<ReplyKind>) {
         if binary.is_some() {
-            binary::encode_noop(&mut self.wbuf, u32::MAX);
+            binary::encode_noop(&mut self.wbuf, binary::NOOP_OPAQUE);
         } else {
             text::encode_version(&mut self.wbuf);
         }
@@ -334,7 +334,8 @@ impl Sink for GetSink<'_> {
                         );
                         return Ok(false);
                     }
-                    self.out.set(k, Ok(None));
+                    // (if empty: a binary batch may have failed this key on its own)
+                    self.out.set_if_empty(k, Ok(None));
                 }
                 Err(Error::Protocol(
                     "value for a key that was not requested".into(),
@@ -342,7 +343,7 @@ impl Sink for GetSink<'_> {
             }
             Reply::End => {
                 for &k in &keys[(*cursor).min(keys.len())..] {
-                    self.out.set(k, Ok(None));
+                    self.out.set_if_empty(k, Ok(None));
                 }
                 *cursor = keys.len();
                 Ok(true)
@@ -520,9 +521,11 @@ impl Active {
         Ok(())
     }
 
-    /// Binary protocol: like `parse_available`, with quiet batches. In a marker request only
-    /// the failures answer, each naming its key by opaque (its position in the job); the NOOP
-    /// that closes the batch means every other key succeeded.
+    /// Binary protocol: like `parse_available`, with batches. A batch (quiet stores or deletes,
+    /// or GETKQs) is closed by a NOOP whose opaque is `binary::NOOP_OPAQUE`; every other answer
+    /// names its key by opaque (its position in the job): a hit, or a failure of that key only.
+    /// A successful NOOP means every key not answered succeeded (stores) or missed (gets); a
+    /// failed NOOP (e.g. the server demands authentication) fails them.
     fn parse_available_binary(&mut self, sink: &mut dyn Sink) -> Result<()> {
         while self.req < self.job.reqs.len() {
             let req = self.job.reqs[self.req];
@@ -531,55 +534,58 @@ impl Active {
                 return Ok(());
             };
             let keys = &self.job.keys[req.start as usize..(req.start + req.len) as usize];
-            let complete = if req.marker {
-                if reply == Reply::End {
-                    sink.assume_ok(keys);
-                    true
-                } else {
-                    let pos = opaque
-                        .checked_sub(req.start)
-                        .filter(|&p| p < req.len)
-                        .ok_or_else(|| Error::Protocol("reply for a key not in the batch".into()))?
-                        as usize;
-                    let one = &keys[pos..pos + 1];
-                    let soft = matches!(reply, Reply::NotStored | Reply::Exists | Reply::NotFound);
-                    if !(self.job.noreply && soft) {
-                        match sink.reply(req.kind, one, &mut 0, reply) {
-                            Ok(_) => {}
-                            Err(e) if e.is_resumable() => sink.fail(one, &e),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    false
-                }
-            } else {
-                // A hit names its request by opaque: the sink may only match it to that key
-                // (keys before it are misses, as GETKQ answers in order).
-                let hit = if matches!(reply, Reply::Value { .. }) {
-                    let pos = (opaque as usize)
-                        .checked_sub(req.start as usize)
-                        .filter(|&p| p < keys.len() && p >= self.cursor)
-                        .ok_or_else(|| {
-                            Error::Protocol("a value's opaque names no pending key".into())
-                        })?;
-                    Some(pos)
-                } else {
-                    None
-                };
-                let view = hit.map_or(keys, |pos| &keys[..=pos]);
-                match sink.reply(req.kind, view, &mut self.cursor, reply) {
-                    Ok(_) if hit.is_some_and(|pos| pos + 1 != self.cursor) => {
-                        return Err(Error::Protocol(
-                            "a value's opaque does not match its key".into(),
-                        ))
-                    }
+            let batch = req.marker || req.kind == ReplyKind::Retrieval;
+            let complete = if !batch {
+                // One answer per request, as in text.
+                match sink.reply(req.kind, keys, &mut self.cursor, reply) {
                     Ok(c) => c,
                     Err(e) if e.is_resumable() => {
-                        sink.fail(&keys[self.cursor.min(keys.len())..], &e);
+                        sink.fail(keys, &e);
                         true
                     }
                     Err(e) => return Err(e),
                 }
+            } else if opaque == binary::NOOP_OPAQUE {
+                match reply {
+                    Reply::End if req.marker => sink.assume_ok(keys),
+                    Reply::End => {
+                        sink.reply(req.kind, keys, &mut self.cursor, Reply::End)?;
+                    }
+                    Reply::Failed(e) => sink.fail(keys, &e),
+                    _ => return Err(unexpected()),
+                }
+                true
+            } else {
+                let pos = (opaque as usize)
+                    .checked_sub(req.start as usize)
+                    .filter(|&p| p < keys.len())
+                    .ok_or_else(|| Error::Protocol("an answer names no key of the batch".into()))?;
+                let one = &keys[pos..=pos];
+                match reply {
+                    Reply::Failed(e) => sink.fail(one, &e),
+                    Reply::Value { .. } if !req.marker => {
+                        // The sink may only match a hit to the key its opaque names (keys
+                        // before it are misses: GETKQ answers in order).
+                        if pos < self.cursor {
+                            return Err(Error::Protocol("a hit out of order".into()));
+                        }
+                        sink.reply(req.kind, &keys[..=pos], &mut self.cursor, reply)?;
+                        if self.cursor != pos + 1 {
+                            return Err(Error::Protocol(
+                                "a value's opaque does not match its key".into(),
+                            ));
+                        }
+                    }
+                    Reply::NotStored | Reply::Exists | Reply::NotFound
+                        if req.marker && self.job.noreply => {}
+                    r if req.marker => match sink.reply(req.kind, one, &mut 0, r) {
+                        Ok(_) => {}
+                        Err(e) if e.is_resumable() => sink.fail(one, &e),
+                        Err(e) => return Err(e),
+                    },
+                    _ => return Err(unexpected()),
+                }
+                false
             };
             self.conn.consume(used);
             if complete {
@@ -837,7 +843,7 @@ impl Client {
                             (start + pos) as u32,
                         );
                     }
-                    binary::encode_noop(&mut job.wbuf, end as u32);
+                    binary::encode_noop(&mut job.wbuf, binary::NOOP_OPAQUE);
                 } else {
                     text::encode_get(
                         &mut job.wbuf,

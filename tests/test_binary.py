@@ -178,21 +178,21 @@ def _bin_response(opcode, status=0, opaque=0, body_len=0):
     return struct.pack(">BBHBBHIIQ", 0x81, opcode, 0, 0, 0, status, body_len, opaque, 0)
 
 
-@pytest.mark.parametrize("reply, message", [
-    (b"ERROR\r\n", "bad magic byte"),
-    (_bin_response(0x11, status=0x05, opaque=999), "not in the batch"),
-    (_bin_response(0x11, status=0x05, opaque=999), "does not answer"),
-    (_bin_response(0x0D, body_len=0xFFFFFFFF), "too large"),
-    # a hit for the right key under another request's opaque
-    (struct.pack(">BBHBBHIIQ", 0x81, 0x0D, 1, 4, 0, 0, 6, 5, 0) + b"\0\0\0\0k1", "opaque"),
+@pytest.mark.parametrize("op, reply, message", [
+    ("get", b"ERROR\r\n", "bad magic byte"),
+    ("set", _bin_response(0x11, status=0x05, opaque=999), "names no key of the batch"),
+    ("get", _bin_response(0x11, status=0x05, opaque=999), "does not answer"),
+    ("get", _bin_response(0x0D, body_len=0xFFFFFFFF), "too large"),
+    # a hit whose opaque names another key of the batch than the key it carries
+    ("get_multi", struct.pack(">BBHBBHIIQ", 0x81, 0x0D, 1, 4, 0, 0, 6, 0, 0) + b"\0\0\0\0k1", "not requested"),
 ])
-def test_garbage_from_the_server_is_a_protocol_error(reply, message):
+def test_garbage_from_the_server_is_a_protocol_error(op, reply, message):
     srv = GarbageServer(reply)
-    mc = fastmc.Client([srv.address], binary=True)
-    # set for the quiet-batch case, get for the others
-    op = (lambda: mc.set("k", 1)) if message == "not in the batch" else (lambda: mc.get("k"))
+    mc = fastmc.Client([srv.address], binary=True, behaviors={"get_multi_raise_on_error": 1})
+    calls = {"get": lambda: mc.get("k"), "set": lambda: mc.set("k", 1),
+             "get_multi": lambda: mc.get_multi(["j", "k"])}
     with pytest.raises(fastmc.ProtocolError, match=message):
-        op()
+        calls[op]()
     srv.sock.close()
 
 

@@ -18,6 +18,9 @@ pub const MAX_BODY: usize = (1 << 30) + 64 * 1024;
 /// Longest key the 16-bit key length of a header can carry (memcached allows 250).
 pub const MAX_WIRE_KEY: usize = u16::MAX as usize;
 
+/// The opaque of the NOOP that closes a batch (batch keys use their positions, far below).
+pub const NOOP_OPAQUE: u32 = u32::MAX;
+
 const REQUEST: u8 = 0x80;
 const RESPONSE: u8 = 0x81;
 
