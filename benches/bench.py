@@ -750,11 +750,11 @@ def _accepts_noreply(fn: Callable, *args: Any) -> bool:
         return False
 
 
-def make_fastmc(mod: Any, modname: str, servers: list, tag: str) -> Column:
+def make_fastmc(mod: Any, modname: str, servers: list, tag: str, binary: bool = False) -> Column:
     label = "fastmc" if modname == "fastmc" else f"fastmc [stand-in: {modname}]"
-    c = Column(label, tag)
-    c.kind = "fastmc"
-    mc = mod.Client(servers)
+    c = Column(label + (" binary" if binary else ""), tag)
+    c.kind = "fastmc binary" if binary else "fastmc"
+    mc = mod.Client(servers, binary=binary)
     c.mc = mc
     c.get, c.set, c.delete, c.incr = mc.get, mc.set, mc.delete, mc.incr
     c.get_multi, c.set_multi, c.delete_multi = mc.get_multi, mc.set_multi, mc.delete_multi
@@ -1137,10 +1137,18 @@ def scenario_multi(ctx: Ctx) -> None:
     ctx.data["multi"] = {}
     for label, servers in configs:
         cols = ctx.columns(servers)
+        # fastmc with binary=True runs in the same rounds; its table follows the main one.
+        bcols = []
+        if ctx.has_fastmc:
+            try:
+                bcols = [make_fastmc(ctx.fastmc_mod, ctx.fastmc_name, servers,
+                                     f"{ctx.run_id}b{len(ctx.data['multi'])}", binary=True)]
+            except Exception as e:  # noqa: BLE001 - reported loudly, run continues
+                FAILURES.add("setup", "fastmc binary", f"Client({servers}, binary=True) raised {e!r}")
         samples: dict = {}
         for n in MULTI_SIZES:
             for r in range(ctx.s.multi_rounds[n]):
-                for c in rotated(cols, r):
+                for c in rotated(cols + bcols, r):
                     safe(f"multi {label}", c, _multi_round, c, n, r, samples, f"multi {label}")
         headers = ["op", "keys"] + ratio_headers(cols, "µs") + ["target"]
         rows = []
@@ -1173,6 +1181,27 @@ def scenario_multi(ctx: Ctx) -> None:
                  f"Rounds: {rounds}; set_multi, then get_multi (checked), then delete_multi "
                  f"(checked), {VALUE_SIZE}-byte values. Target: fastmc ≤ floor and ≤ ½ the best "
                  f"peer. {pin_note(ctx)}\n\n{LEGEND}\n\n" + md_table(headers, rows))
+        if bcols:
+            _binary_table(ctx, label, cols, bcols[0], samples)
+
+
+def _binary_table(ctx: Ctx, label: str, cols: list, bcol: Column, samples: dict) -> None:
+    """fastmc binary=True next to pylibmc binary=True and fastmc's text protocol."""
+    fc = fastmc_col(cols)
+    pb = next((c for c in peers(cols) if c.name == "pylibmc binary"), None)
+    rows = []
+    for op in ("set_multi", "get_multi", "delete_multi"):
+        for n in MULTI_SIZES:
+            b = _med_us(samples.get((op, n, bcol.name)))
+            t = _med_us(samples.get((op, n, fc.name))) if fc else None
+            p = _med_us(samples.get((op, n, pb.name))) if pb else None
+            rows.append([op, f"{n:,}", fmt_num(b), fmt_num(t), fmt_ratio(ratio(b, t)),
+                         fmt_num(p), fmt_ratio(ratio(b, p))])
+    headers = ["op", "keys", "fastmc binary (µs)", "fastmc text (µs)", "binary ÷ text",
+               "pylibmc binary (µs)", "fastmc binary ÷ pylibmc binary"]
+    ctx.emit(f"Multi operations, {label}, binary protocol (µs per call)",
+             "The same rounds with `binary=True` (quiet opcodes and one NOOP per server).\n\n"
+             + md_table(headers, rows))
 
 
 def _med_us(xs: Optional[list]) -> Optional[float]:

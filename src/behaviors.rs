@@ -1,6 +1,7 @@
 //! pylibmc's behaviors with libmemcached 1.0.16's semantics: which names exist (in the fixed
 //! order pylibmc applies them), which values are rejected, how each value is stored and read
-//! back, and what each does to placement, timeouts and failure handling. Pure: depends on `ring`.
+//! back, and what each does to placement, timeouts and failure handling. Pure: depends on `ring`
+//! (and carries the constructor's protocol choice and `security` settings along with the rest).
 
 use std::time::Duration;
 
@@ -81,6 +82,10 @@ pub struct Behaviors {
     pub socket_recv_size: Option<i32>,
     pub dead_timeout_s: i32,
     pub get_multi_raise_on_error: bool,
+    /// Speak the binary protocol (pylibmc's `binary=True`); fixed at construction.
+    pub binary: bool,
+    /// SASL credentials and TLS settings (constructor arguments, not behaviors in pylibmc).
+    pub security: crate::security::Security,
 }
 
 impl Default for Behaviors {
@@ -110,6 +115,8 @@ impl Default for Behaviors {
             socket_recv_size: None,
             dead_timeout_s: 0,
             get_multi_raise_on_error: false,
+            binary: false,
+            security: crate::security::Security::default(),
         }
     }
 }

@@ -17,8 +17,8 @@ use crate::behaviors::{Behaviors, Rejected};
 use crate::connection::{is_stale_connection_error, Address, Connection, SocketOptions};
 use crate::error::{Error, Result};
 use crate::pool::{FailurePolicy, Server};
-use crate::protocol::{meta, text};
-use crate::protocol::{validate_text_key, Parsed, Reply, ReplyKind, StoreCmd};
+use crate::protocol::{binary, meta, text};
+use crate::protocol::{validate_binary_key, validate_text_key, Parsed, Reply, ReplyKind, StoreCmd};
 use crate::ring::{Ring, RingServer};
 
 /// Keys per `get` line: keeps lines short for every server (memcached 1.6.12 rejected huge ones).
@@ -125,6 +125,8 @@ impl State {
     ) -> Self {
         let ring = Ring::build(&behaviors.ring, servers, &live);
         let opts = SocketOptions {
+            binary: behaviors.binary,
+            security: behaviors.security.clone(),
             connect_timeout: behaviors.connect_timeout(),
             read_timeout: behaviors.read_timeout(),
             write_timeout: behaviors.write_timeout(),
@@ -162,7 +164,11 @@ impl State {
             k.extend_from_slice(key);
             Cow::Owned(k)
         };
-        validate_text_key(&k, self.behaviors.verify_keys)?;
+        if self.behaviors.binary {
+            validate_binary_key(&k)?;
+        } else {
+            validate_text_key(&k, self.behaviors.verify_keys)?;
+        }
         Ok(k)
     }
 
@@ -195,6 +201,14 @@ struct Job {
     reqs: Vec<Req>,
     /// Where the open quiet meta segment starts in `keys`.
     quiet_start: u32,
+    /// Binary protocol: the quiet batch is `noreply`, so soft failures (not stored, not found)
+    /// count as success, as pylibmc reports them.
+    noreply: bool,
+    /// TLS only: offsets in `wbuf` where a storage request ends. Each one ends a TLS record,
+    /// because memcached (1.6.x) stalls when the record holding the end of a value also holds
+    /// the next request: it reads the value exactly and leaves the rest inside OpenSSL, where
+    /// its event loop never looks.
+    record_ends: Vec<usize>,
 }
 
 impl Job {
@@ -205,7 +219,14 @@ impl Job {
             keys: Vec::new(),
             reqs: Vec::new(),
             quiet_start: 0,
+            noreply: false,
+            record_ends: Vec::new(),
         }
+    }
+
+    /// The opaque of the next key pushed: its position in this job (binary protocol).
+    fn next_opaque(&self) -> u32 {
+        self.keys.len() as u32
     }
 
     fn push_req(&mut self, kind: ReplyKind, key: u32) {
@@ -254,12 +275,17 @@ impl Job {
         });
     }
 
-    /// Close a batch of `noreply` commands: its keys all ride on the final marker.
-    fn push_marker(&mut self, start: u32) {
-        text::encode_version(&mut self.wbuf);
+    /// Close a batch of `noreply` commands (text) or quiet commands (binary): its keys all ride
+    /// on the final marker: `version`, or for binary (`Some(kind of the batch)`) a NOOP.
+    fn push_marker(&mut self, start: u32, binary: Option<ReplyKind>) {
+        if binary.is_some() {
+            binary::encode_noop(&mut self.wbuf, binary::NOOP_OPAQUE);
+        } else {
+            text::encode_version(&mut self.wbuf);
+        }
         let len = self.keys.len() as u32 - start;
         self.reqs.push(Req {
-            kind: ReplyKind::Version,
+            kind: binary.unwrap_or(ReplyKind::Version),
             start,
             len,
             marker: true,
@@ -372,7 +398,8 @@ impl Sink for GetSink<'_> {
                         );
                         return Ok(false);
                     }
-                    self.out.set(k, Ok(None));
+                    // (if empty: a binary batch may have failed this key on its own)
+                    self.out.set_if_empty(k, Ok(None));
                 }
                 Err(Error::Protocol(
                     "value for a key that was not requested".into(),
@@ -380,7 +407,7 @@ impl Sink for GetSink<'_> {
             }
             Reply::End => {
                 for &k in &keys[(*cursor).min(keys.len())..] {
-                    self.out.set(k, Ok(None));
+                    self.out.set_if_empty(k, Ok(None));
                 }
                 *cursor = keys.len();
                 Ok(true)
@@ -536,6 +563,9 @@ impl QuietBatch {
 struct Active {
     job: Job,
     conn: Connection,
+    binary: bool,
+    /// Index of the next entry of `job.record_ends` to honour.
+    record: usize,
     reused: bool,
     wpos: usize,
     req: usize,
@@ -554,11 +584,14 @@ impl Active {
     }
 
     fn writing(&self) -> bool {
-        self.wpos < self.job.wbuf.len()
+        self.wpos < self.job.wbuf.len() || self.conn.pending_write()
     }
 
     /// Parse every complete unit that has arrived.
     fn parse_available(&mut self, sink: &mut dyn Sink) -> Result<()> {
+        if self.binary {
+            return self.parse_available_binary(sink);
+        }
         while self.req < self.job.reqs.len() {
             let req = self.job.reqs[self.req];
             let parsed = text::parse_reply(req.kind, self.conn.unread())?;
@@ -569,7 +602,7 @@ impl Active {
             let complete = if req.kind == ReplyKind::MetaProbe {
                 self.probe = Some(matches!(reply, Reply::MetaNoop));
                 true
-            } else if req.marker && req.kind != ReplyKind::Version {
+            } else if matches!(req.kind, ReplyKind::MetaStore | ReplyKind::MetaDelete) {
                 self.quiet.reply(sink, keys, reply)?
             } else if req.marker {
                 match reply {
@@ -608,12 +641,102 @@ impl Active {
         Ok(())
     }
 
+    /// Binary protocol: like `parse_available`, with batches. A batch (quiet stores or deletes,
+    /// or GETKQs) is closed by a NOOP whose opaque is `binary::NOOP_OPAQUE`; every other answer
+    /// names its key by opaque (its position in the job): a hit, or a failure of that key only.
+    /// A successful NOOP means every key not answered succeeded (stores) or missed (gets); a
+    /// failed NOOP (e.g. the server demands authentication) fails them.
+    fn parse_available_binary(&mut self, sink: &mut dyn Sink) -> Result<()> {
+        while self.req < self.job.reqs.len() {
+            let req = self.job.reqs[self.req];
+            let parsed = binary::parse_reply(req.kind, self.conn.unread())?;
+            let Parsed::Done((reply, opaque), used) = parsed else {
+                return Ok(());
+            };
+            let keys = &self.job.keys[req.start as usize..(req.start + req.len) as usize];
+            let batch = req.marker || req.kind == ReplyKind::Retrieval;
+            let complete = if !batch {
+                // One answer per request, as in text.
+                match sink.reply(req.kind, keys, &mut self.cursor, reply) {
+                    Ok(c) => c,
+                    Err(e) if e.is_resumable() => {
+                        sink.fail(keys, &e);
+                        true
+                    }
+                    Err(e) => return Err(e),
+                }
+            } else if opaque == binary::NOOP_OPAQUE {
+                match reply {
+                    Reply::End if req.marker => sink.assume_ok(keys),
+                    Reply::End => {
+                        sink.reply(req.kind, keys, &mut self.cursor, Reply::End)?;
+                    }
+                    Reply::Failed(e) => sink.fail(keys, &e),
+                    _ => return Err(unexpected()),
+                }
+                true
+            } else {
+                let pos = (opaque as usize)
+                    .checked_sub(req.start as usize)
+                    .filter(|&p| p < keys.len())
+                    .ok_or_else(|| Error::Protocol("an answer names no key of the batch".into()))?;
+                let one = &keys[pos..=pos];
+                match reply {
+                    Reply::Failed(e) => sink.fail(one, &e),
+                    Reply::Value { .. } if !req.marker => {
+                        // The sink may only match a hit to the key its opaque names (keys
+                        // before it are misses: GETKQ answers in order).
+                        if pos < self.cursor {
+                            return Err(Error::Protocol("a hit out of order".into()));
+                        }
+                        sink.reply(req.kind, &keys[..=pos], &mut self.cursor, reply)?;
+                        if self.cursor != pos + 1 {
+                            return Err(Error::Protocol(
+                                "a value's opaque does not match its key".into(),
+                            ));
+                        }
+                    }
+                    Reply::NotStored | Reply::Exists | Reply::NotFound
+                        if req.marker && self.job.noreply => {}
+                    r if req.marker => match sink.reply(req.kind, one, &mut 0, r) {
+                        Ok(_) => {}
+                        Err(e) if e.is_resumable() => sink.fail(one, &e),
+                        Err(e) => return Err(e),
+                    },
+                    _ => return Err(unexpected()),
+                }
+                false
+            };
+            self.conn.consume(used);
+            if complete {
+                self.req += 1;
+                self.cursor = 0;
+            }
+        }
+        if !self.conn.is_idle_clean() {
+            return Err(Error::Protocol(
+                "the server sent more than was asked".into(),
+            ));
+        }
+        Ok(())
+    }
+
     /// Write what the socket takes now; true if anything was written.
     fn write_some(&mut self) -> Result<bool> {
         let mut progressed = false;
         while self.writing() {
-            let n = self.conn.send_nonblocking(&self.job.wbuf[self.wpos..])?;
+            let pending = self.conn.pending_write();
+            let mut end = self.job.wbuf.len();
+            while let Some(&e) = self.job.record_ends.get(self.record) {
+                if e > self.wpos {
+                    end = e;
+                    break;
+                }
+                self.record += 1;
+            }
+            let n = self.conn.send_nonblocking(&self.job.wbuf[self.wpos..end])?;
             if n == 0 {
+                progressed |= pending && !self.conn.pending_write();
                 break;
             }
             self.wpos += n;
@@ -842,7 +965,7 @@ impl Client {
         for job in jobs {
             match quiet[job.server] {
                 Some(true) => job.close_quiet(kind),
-                _ if noreply => job.push_marker(0),
+                _ if noreply => job.push_marker(0, None),
                 Some(false) => {}
                 None => job.push_meta_probe(),
             }
@@ -860,11 +983,23 @@ impl Client {
             let mut start = 0;
             while start < n {
                 let end = (start + KEYS_PER_GET).min(n);
-                text::encode_get(
-                    &mut job.wbuf,
-                    with_cas,
-                    job.keys[start..end].iter().map(|&k| &*wire[k as usize]),
-                );
+                if st.behaviors.binary {
+                    // GETKQ per key (hits answer, misses are silent), then a NOOP.
+                    for (pos, &k) in job.keys[start..end].iter().enumerate() {
+                        binary::encode_getkq(
+                            &mut job.wbuf,
+                            &wire[k as usize],
+                            (start + pos) as u32,
+                        );
+                    }
+                    binary::encode_noop(&mut job.wbuf, binary::NOOP_OPAQUE);
+                } else {
+                    text::encode_get(
+                        &mut job.wbuf,
+                        with_cas,
+                        job.keys[start..end].iter().map(|&k| &*wire[k as usize]),
+                    );
+                }
                 job.reqs.push(Req {
                     kind: ReplyKind::Retrieval,
                     start: start as u32,
@@ -900,9 +1035,38 @@ impl Client {
         let st = self.snapshot();
         let noreply = noreply || st.behaviors.noreply;
         let keys: Vec<&[u8]> = items.iter().map(|it| it.key).collect();
-        let quiet = self.quiet_servers(!noreply && keys.len() > 1 && meta::has_quiet_store(cmd));
-        let (_, mut jobs, bad) = self.plan(&st, &keys, |job, i, w| {
+        let bin = st.behaviors.binary;
+        let tls = st.opts.security.tls.is_some();
+        let mut too_big = Vec::new();
+        let quiet =
+            self.quiet_servers(!bin && !noreply && keys.len() > 1 && meta::has_quiet_store(cmd));
+        let (_, mut jobs, mut bad) = self.plan(&st, &keys, |job, i, w| {
             let it = &items[i as usize];
+            if bin {
+                // Quiet opcodes: only failures answer, then the closing NOOP.
+                if !binary::body_fits(w, it.data.len()) {
+                    too_big.push((i, Error::TooBig));
+                    return;
+                }
+                let opaque = job.next_opaque();
+                binary::encode_store(
+                    &mut job.wbuf,
+                    cmd,
+                    w,
+                    it.flags,
+                    it.exptime,
+                    it.data,
+                    it.cas,
+                    true,
+                    opaque,
+                );
+                job.keys.push(i);
+                job.noreply = noreply;
+                if tls {
+                    job.record_ends.push(job.wbuf.len());
+                }
+                return;
+            }
             if quiet[job.server] == Some(true) {
                 // A large value may be refused (`SERVER_ERROR object too large`), and error
                 // lines carry no token: it gets a segment of its own, so the error is its own.
@@ -912,6 +1076,9 @@ impl Client {
                 }
                 let pos = job.push_quiet(i);
                 meta::encode_store_quiet(&mut job.wbuf, cmd, w, it.flags, it.exptime, it.data, pos);
+                if tls {
+                    job.record_ends.push(job.wbuf.len());
+                }
                 if alone {
                     job.close_quiet(ReplyKind::MetaStore);
                 }
@@ -927,13 +1094,23 @@ impl Client {
                 it.cas,
                 noreply,
             );
+            if tls {
+                job.record_ends.push(job.wbuf.len());
+            }
             if noreply {
                 job.keys.push(i);
             } else {
                 job.push_req(ReplyKind::Storage, i);
             }
         });
-        Self::close_batches(&mut jobs, &quiet, noreply, ReplyKind::MetaStore);
+        bad.append(&mut too_big);
+        if bin {
+            for job in &mut jobs {
+                job.push_marker(0, Some(ReplyKind::Storage));
+            }
+        } else {
+            Self::close_batches(&mut jobs, &quiet, noreply, ReplyKind::MetaStore);
+        }
         let mut sink = line_sink(
             items.len(),
             |r| match r {
@@ -956,8 +1133,16 @@ impl Client {
     pub fn delete_multi(&self, keys: &[&[u8]], noreply: bool) -> Vec<Result<bool>> {
         let st = self.snapshot();
         let noreply = noreply || st.behaviors.noreply;
-        let quiet = self.quiet_servers(!noreply && keys.len() > 1);
+        let bin = st.behaviors.binary;
+        let quiet = self.quiet_servers(!bin && !noreply && keys.len() > 1);
         let (_, mut jobs, bad) = self.plan(&st, keys, |job, i, w| {
+            if bin {
+                let opaque = job.next_opaque();
+                binary::encode_delete(&mut job.wbuf, w, true, opaque);
+                job.keys.push(i);
+                job.noreply = noreply;
+                return;
+            }
             if quiet[job.server] == Some(true) {
                 let pos = job.push_quiet(i);
                 meta::encode_delete_quiet(&mut job.wbuf, w, pos);
@@ -970,7 +1155,13 @@ impl Client {
                 job.push_req(ReplyKind::Delete, i);
             }
         });
-        Self::close_batches(&mut jobs, &quiet, noreply, ReplyKind::MetaDelete);
+        if bin {
+            for job in &mut jobs {
+                job.push_marker(0, Some(ReplyKind::Delete));
+            }
+        } else {
+            Self::close_batches(&mut jobs, &quiet, noreply, ReplyKind::MetaDelete);
+        }
         let mut sink = line_sink(
             keys.len(),
             |r| match r {
@@ -990,8 +1181,14 @@ impl Client {
     /// `incr`/`decr`, pipelined: the new value, or `None` if the key does not exist.
     pub fn arith_multi(&self, incr: bool, keys: &[&[u8]], delta: u64) -> Vec<Result<Option<u64>>> {
         let st = self.snapshot();
+        let bin = st.behaviors.binary;
         let (_, jobs, bad) = self.plan(&st, keys, |job, i, w| {
-            text::encode_arith(&mut job.wbuf, incr, w, delta, false);
+            if bin {
+                let opaque = job.next_opaque();
+                binary::encode_arith(&mut job.wbuf, incr, w, delta, opaque);
+            } else {
+                text::encode_arith(&mut job.wbuf, incr, w, delta, false);
+            }
             job.push_req(ReplyKind::Arith, i);
         });
         let mut sink = line_sink(
@@ -1014,8 +1211,16 @@ impl Client {
     pub fn touch_multi(&self, keys: &[&[u8]], exptime: u32, noreply: bool) -> Vec<Result<bool>> {
         let st = self.snapshot();
         let noreply = noreply || st.behaviors.noreply;
+        let bin = st.behaviors.binary;
+        // The binary protocol has no quiet touch: every touch answers.
+        let noreply = noreply && !bin;
         let (_, mut jobs, bad) = self.plan(&st, keys, |job, i, w| {
-            text::encode_touch(&mut job.wbuf, w, exptime, noreply);
+            if bin {
+                let opaque = job.next_opaque();
+                binary::encode_touch(&mut job.wbuf, w, exptime, opaque);
+            } else {
+                text::encode_touch(&mut job.wbuf, w, exptime, noreply);
+            }
             if noreply {
                 job.keys.push(i);
             } else {
@@ -1024,7 +1229,7 @@ impl Client {
         });
         if noreply {
             for job in &mut jobs {
-                job.push_marker(0);
+                job.push_marker(0, None);
             }
         }
         let mut sink = line_sink(
@@ -1049,7 +1254,11 @@ impl Client {
         let jobs = (0..self.servers.len())
             .map(|s| {
                 let mut job = Job::new(s);
-                text::encode_flush_all(&mut job.wbuf, delay);
+                if st.behaviors.binary {
+                    binary::encode_flush(&mut job.wbuf, delay);
+                } else {
+                    text::encode_flush_all(&mut job.wbuf, delay);
+                }
                 job.push_req(ReplyKind::Ok, s as u32);
                 job
             })
@@ -1078,7 +1287,11 @@ impl Client {
         let jobs = (0..n)
             .map(|s| {
                 let mut job = Job::new(s);
-                text::encode_stats(&mut job.wbuf, args);
+                if st.behaviors.binary {
+                    binary::encode_stats(&mut job.wbuf, args);
+                } else {
+                    text::encode_stats(&mut job.wbuf, args);
+                }
                 job.push_req(ReplyKind::Stats, s as u32);
                 job
             })
@@ -1124,6 +1337,8 @@ impl Client {
                     actives.push(Active {
                         job,
                         conn,
+                        binary: st.behaviors.binary,
+                        record: 0,
                         reused,
                         wpos: 0,
                         req: 0,
@@ -1169,6 +1384,7 @@ impl Client {
                 a.conn = c;
                 a.reused = false;
                 a.wpos = 0;
+                a.record = 0;
                 a.cursor = 0;
                 a.marker_errors.clear();
                 a.quiet = QuietBatch::default();

@@ -2,9 +2,15 @@
 //!
 //! Sockets stay in blocking mode with kernel send/receive timeouts, so the common single-server
 //! request costs one `send` and one `recv`; the poll loop in `client` drives many connections at
-//! once with per-call non-blocking flags instead. Depends on `error` only.
+//! once with per-call non-blocking flags instead. Depends on `error`, `security` and the binary
+//! protocol's SASL encoder.
+//!
+//! With TLS, a rustls session sits between the buffers and the socket: the handshake (and SASL)
+//! run blocking inside `connect`; afterwards plaintext goes in and out through the same
+//! non-blocking calls, and `pending_write` tells the poll loop that sealed records still wait for
+//! the socket.
 
-use std::io::{self, Read};
+use std::io::{self, Read, Write};
 use std::net::{TcpStream, ToSocketAddrs};
 use std::os::fd::{AsFd, BorrowedFd};
 use std::os::unix::net::UnixStream;
@@ -13,6 +19,8 @@ use std::time::Duration;
 use rustix::net::{RecvFlags, SendFlags};
 
 use crate::error::{Error, Result};
+use crate::protocol::{binary, Parsed};
+use crate::security::{Credentials, Security};
 
 /// Where a server lives.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -32,8 +40,12 @@ impl Address {
 }
 
 /// Socket options taken from the client's behaviors.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Debug)]
 pub struct SocketOptions {
+    /// The connection speaks the binary protocol (decides how `quit` is said).
+    pub binary: bool,
+    /// TLS and SASL, done in `connect` before any request.
+    pub security: Security,
     pub connect_timeout: Duration,
     pub read_timeout: Duration,
     pub write_timeout: Duration,
@@ -56,12 +68,86 @@ impl Stream {
     }
 }
 
+/// Blocking I/O (with the socket's timeouts), for the handshake and blocking reads.
+impl Read for Stream {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        match self {
+            Stream::Tcp(s) => s.read(buf),
+            Stream::Unix(s) => s.read(buf),
+        }
+    }
+}
+
+impl Write for Stream {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        match self {
+            Stream::Tcp(s) => s.write(buf),
+            Stream::Unix(s) => s.write(buf),
+        }
+    }
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+/// Non-blocking I/O on a socket that stays in blocking mode: per-call `MSG_DONTWAIT`.
+struct NonBlocking<'a>(BorrowedFd<'a>);
+
+impl Read for NonBlocking<'_> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        rustix::net::recv(self.0, buf, RecvFlags::DONTWAIT)
+            .map(|(n, _)| n)
+            .map_err(io::Error::from)
+    }
+}
+
+impl Write for NonBlocking<'_> {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        rustix::net::send(self.0, buf, SendFlags::DONTWAIT | SendFlags::NOSIGNAL)
+            .map_err(io::Error::from)
+    }
+    /// rustls hands over many small records at once: one `sendmsg` for all of them.
+    fn write_vectored(&mut self, bufs: &[io::IoSlice<'_>]) -> io::Result<usize> {
+        let mut control = rustix::net::SendAncillaryBuffer::default();
+        rustix::net::sendmsg(
+            self.0,
+            bufs,
+            &mut control,
+            SendFlags::DONTWAIT | SendFlags::NOSIGNAL,
+        )
+        .map_err(io::Error::from)
+    }
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+/// Plaintext handed to rustls per call: bounds what sits sealed in memory ahead of the socket.
+const TLS_CHUNK: usize = 64 * 1024;
+
+/// Write sealed TLS records until the socket would block.
+fn flush_tls(tls: &mut rustls::ClientConnection, fd: BorrowedFd<'_>) -> Result<()> {
+    while tls.wants_write() {
+        match tls.write_tls(&mut NonBlocking(fd)) {
+            Ok(0) => break,
+            Ok(_) => {}
+            Err(e) if io_kind_is_timeout(&e) => break,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(Error::Write(describe(&e))),
+        }
+    }
+    Ok(())
+}
+
 const READ_CHUNK: usize = 64 * 1024;
 /// A read buffer that grew past this (for a huge value) is given back when the connection idles.
 const KEEP_READ_BUF: usize = 1024 * 1024;
 
 pub struct Connection {
     stream: Stream,
+    /// The TLS session, when the client uses TLS.
+    tls: Option<Box<rustls::ClientConnection>>,
+    binary: bool,
     /// Always fully initialised; `rbuf[rpos..rend]` is unread data.
     rbuf: Vec<u8>,
     rpos: usize,
@@ -164,14 +250,81 @@ impl Connection {
                 set(s.set_write_timeout(Some(opts.write_timeout)))?;
             }
         }
-        Ok(Connection {
+        let mut stream = stream;
+        let tls = match &opts.security.tls {
+            None => None,
+            Some(t) => {
+                let host = match addr {
+                    Address::Tcp { host, .. } if !host.is_empty() => host.as_str(),
+                    _ => "localhost",
+                };
+                let name = t.server_name_for(host).map_err(Error::Connect)?;
+                let mut session = rustls::ClientConnection::new(t.config(), name)
+                    .map_err(|e| Error::Connect(format!("TLS: {e}")))?;
+                while session.is_handshaking() {
+                    session.complete_io(&mut stream).map_err(|e| {
+                        Error::Connect(format!(
+                            "TLS handshake with {} failed: {e}",
+                            addr.display_name()
+                        ))
+                    })?;
+                }
+                Some(Box::new(session))
+            }
+        };
+        let mut conn = Connection {
             stream,
+            tls,
+            binary: opts.binary,
             rbuf: vec![0; READ_CHUNK],
             rpos: 0,
             rend: 0,
             pid: std::process::id(),
             received_since_begin: false,
-        })
+        };
+        if let Some(c) = &opts.security.sasl {
+            conn.authenticate(c)?;
+        }
+        Ok(conn)
+    }
+
+    /// SASL PLAIN over the binary protocol; nothing else is sent until the server says yes.
+    fn authenticate(&mut self, c: &Credentials) -> Result<()> {
+        let mut buf = Vec::new();
+        binary::encode_sasl_plain(&mut buf, &c.username, &c.password);
+        self.write_all_blocking(&buf)?;
+        loop {
+            if let Parsed::Done(r, used) = binary::parse_response(self.unread())? {
+                let outcome = binary::sasl_outcome(&r);
+                self.consume(used);
+                if outcome.is_ok() && !self.is_idle_clean() {
+                    return Err(Error::Protocol("data after the SASL answer".into()));
+                }
+                return outcome;
+            }
+            self.recv_blocking()?;
+        }
+    }
+
+    /// Write everything, blocking up to the socket's write timeout.
+    fn write_all_blocking(&mut self, data: &[u8]) -> Result<()> {
+        let werr = |e: io::Error| {
+            if io_kind_is_timeout(&e) {
+                Error::Timeout
+            } else {
+                Error::Write(describe(&e))
+            }
+        };
+        match &mut self.tls {
+            Some(tls) => {
+                tls.writer().write_all(data).map_err(werr)?;
+                while tls.wants_write() {
+                    tls.write_tls(&mut self.stream).map_err(werr)?;
+                }
+                Ok(())
+            }
+            None => self.stream.write_all(data).map_err(werr),
+        }
     }
 
     pub fn fd(&self) -> BorrowedFd<'_> {
@@ -198,13 +351,32 @@ impl Connection {
     }
 
     /// Write without blocking; returns how many bytes the kernel took (0 when its buffer is full).
+    /// With TLS: how many plaintext bytes were taken (sealed records may still be pending).
     pub fn send_nonblocking(&mut self, data: &[u8]) -> Result<usize> {
+        if let Some(tls) = &mut self.tls {
+            let fd = self.stream.fd();
+            flush_tls(tls, fd)?;
+            if tls.wants_write() || data.is_empty() {
+                return Ok(0);
+            }
+            let n = tls
+                .writer()
+                .write(&data[..data.len().min(TLS_CHUNK)])
+                .map_err(|e| Error::Write(describe(&e)))?;
+            flush_tls(tls, fd)?;
+            return Ok(n);
+        }
         match rustix::net::send(self.fd(), data, SendFlags::DONTWAIT | SendFlags::NOSIGNAL) {
             Ok(n) => Ok(n),
             Err(rustix::io::Errno::AGAIN) => Ok(0),
             Err(rustix::io::Errno::INTR) => Ok(0),
             Err(e) => Err(Error::Write(io::Error::from(e).to_string())),
         }
+    }
+
+    /// Whether TLS records are sealed but not yet written (the poll loop must wait for POLLOUT).
+    pub fn pending_write(&self) -> bool {
+        self.tls.as_ref().is_some_and(|t| t.wants_write())
     }
 
     /// The unread bytes.
@@ -257,8 +429,73 @@ impl Connection {
         }
     }
 
+    /// Move every decrypted byte rustls holds into the read buffer.
+    fn drain_plaintext(&mut self) -> Result<usize> {
+        let mut total = 0;
+        loop {
+            self.make_room();
+            let end = self.rend;
+            let Some(tls) = self.tls.as_mut() else {
+                return Ok(total);
+            };
+            match tls.reader().read(&mut self.rbuf[end..]) {
+                Ok(0) => {
+                    if total == 0 {
+                        return Err(Error::Read(CLOSED.into()));
+                    }
+                    break;
+                }
+                Ok(n) => {
+                    self.rend += n;
+                    self.received_since_begin = true;
+                    total += n;
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => {
+                    return Err(Error::Read(CLOSED.into()))
+                }
+                Err(e) => return Err(Error::Read(format!("TLS: {e}"))),
+            }
+        }
+        Ok(total)
+    }
+
+    /// TLS read: records from the socket, decrypted into the read buffer.
+    fn recv_tls(&mut self, blocking: bool) -> Result<usize> {
+        loop {
+            let Some(tls) = &mut self.tls else {
+                return Ok(0);
+            };
+            let r = if blocking {
+                tls.read_tls(&mut self.stream)
+            } else {
+                tls.read_tls(&mut NonBlocking(self.stream.fd()))
+            };
+            match r {
+                Ok(0) => return Err(Error::Read(CLOSED.into())),
+                Ok(_) => {}
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => return Ok(0),
+                Err(e) if io_kind_is_timeout(&e) => {
+                    return if blocking { Err(Error::Timeout) } else { Ok(0) }
+                }
+                Err(e) => return Err(Error::Read(describe(&e))),
+            }
+            tls.process_new_packets()
+                .map_err(|e| Error::Read(format!("TLS: {e}")))?;
+            // Post-handshake messages (key updates) may need an answer.
+            flush_tls(tls, self.stream.fd())?;
+            let n = self.drain_plaintext()?;
+            if n > 0 || !blocking {
+                return Ok(n);
+            }
+        }
+    }
+
     /// Read what is available without blocking; Ok(0) means nothing was there.
     pub fn recv_nonblocking(&mut self) -> Result<usize> {
+        if self.tls.is_some() {
+            return self.recv_tls(false);
+        }
         self.make_room();
         let end = self.rend;
         let r = rustix::net::recv(self.stream.fd(), &mut self.rbuf[end..], RecvFlags::DONTWAIT)
@@ -269,13 +506,12 @@ impl Connection {
 
     /// Read, blocking up to the socket's read timeout (then `Error::Timeout`).
     pub fn recv_blocking(&mut self) -> Result<usize> {
+        if self.tls.is_some() {
+            return self.recv_tls(true);
+        }
         self.make_room();
         let end = self.rend;
-        let buf = &mut self.rbuf[end..];
-        let r = match &mut self.stream {
-            Stream::Tcp(s) => s.read(buf),
-            Stream::Unix(s) => s.read(buf),
-        };
+        let r = self.stream.read(&mut self.rbuf[end..]);
         self.after_read(r, true)
     }
 
@@ -289,10 +525,20 @@ impl Connection {
     }
 
     /// Best-effort `quit` before closing (what pylibmc's `disconnect_all` sends).
-    pub fn quit(self) {
+    pub fn quit(mut self) {
         if self.owned_by_this_process() {
             let mut b = Vec::new();
-            crate::protocol::text::encode_quit(&mut b);
+            if self.binary {
+                binary::encode_quit(&mut b);
+            } else {
+                crate::protocol::text::encode_quit(&mut b);
+            }
+            if let Some(tls) = &mut self.tls {
+                let _ = tls.writer().write_all(&b);
+                tls.send_close_notify();
+                let _ = flush_tls(tls, self.stream.fd());
+                return;
+            }
             let _ = self.send_nonblocking_ref(&b);
         }
     }

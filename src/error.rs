@@ -43,6 +43,11 @@ pub enum Error {
     NotSupported(String),
     /// No server is configured.
     NoServers,
+    /// SASL authentication failed, or the server demands it (binary protocol).
+    Auth(String),
+    /// A binary-protocol status the client has no meaning for (e.g. incr on a non-numeric
+    /// value): one request failed, the stream is in sync after it.
+    UnknownStatus(String),
 }
 
 impl Error {
@@ -58,6 +63,8 @@ impl Error {
                 | Error::UnknownCommand
                 | Error::BadKey(_)
                 | Error::NotSupported(_)
+                | Error::Auth(_)
+                | Error::UnknownStatus(_)
         )
     }
 
@@ -93,6 +100,8 @@ impl Error {
             Error::BadKey(_) => 33,
             Error::NotSupported(_) => 28,
             Error::NoServers => 20,
+            Error::Auth(_) => 41,
+            Error::UnknownStatus(_) => 7,
         }
     }
 }
@@ -116,6 +125,8 @@ impl fmt::Display for Error {
             Error::BadKey(m) => write!(f, "A BAD KEY WAS PROVIDED/CHARACTERS OUT OF RANGE ({m})"),
             Error::NotSupported(m) => write!(f, "ACTION NOT SUPPORTED ({m})"),
             Error::NoServers => f.write_str("NO SERVERS DEFINED"),
+            Error::Auth(m) => write!(f, "AUTHENTICATION FAILURE ({m})"),
+            Error::UnknownStatus(m) => write!(f, "UNKNOWN READ FAILURE ({m})"),
         }
     }
 }

@@ -12,3 +12,4 @@ pub mod pool;
 pub mod protocol;
 pub mod py;
 pub mod ring;
+pub mod security;

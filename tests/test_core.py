@@ -252,11 +252,6 @@ def test_dead_server_fails_fast_then_retries():
         mc.delete("a")
 
 
-def test_binary_is_not_yet_supported_and_says_so():
-    with pytest.raises(fastmc.NotSupportedError, match="binary"):
-        fastmc.Client(["127.0.0.1"], binary=True)
-
-
 def _vectors():
     return json.loads((HERE / "data" / "distribution_vectors.json").read_text())
 

@@ -116,6 +116,12 @@ class client:
         username: str | None = None,
         password: str | None = None,
         behaviors: _Behaviors | None = None,
+        *,
+        tls: bool = False,
+        tls_ca_file: str | None = None,
+        tls_cert_file: str | None = None,
+        tls_key_file: str | None = None,
+        tls_server_name: str | None = None,
     ) -> None: ...
     @property
     def binary_protocol(self) -> bool: ...

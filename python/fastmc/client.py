@@ -128,6 +128,12 @@ class Client(_fastmc.client):
         binary: bool = False,
         username: str | None = None,
         password: str | None = None,
+        *,
+        tls: bool = False,
+        tls_ca_file: str | None = None,
+        tls_cert_file: str | None = None,
+        tls_key_file: str | None = None,
+        tls_server_name: str | None = None,
     ) -> None:
         self.binary = binary
         self.addresses = list(servers)
@@ -137,6 +143,11 @@ class Client(_fastmc.client):
             username=username,
             password=password,
             behaviors=_behaviors_numeric(behaviors),
+            tls=tls,
+            tls_ca_file=tls_ca_file,
+            tls_cert_file=tls_cert_file,
+            tls_key_file=tls_key_file,
+            tls_server_name=tls_server_name,
         )
 
     def __repr__(self) -> str:

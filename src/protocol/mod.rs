@@ -1,6 +1,7 @@
 //! Protocol-independent pieces: key validation and the reply vocabulary shared by the encoders
 //! and parsers. Pure: depends only on `error`.
 
+pub mod binary;
 pub mod meta;
 pub mod text;
 
@@ -33,6 +34,21 @@ pub fn validate_text_key(key: &[u8], ascii_only: bool) -> Result<()> {
             key[i]
         ))),
     }
+}
+
+/// Check a key (prefix included) for the binary protocol, where keys are length-prefixed and any
+/// byte is allowed: only the length matters.
+pub fn validate_binary_key(key: &[u8]) -> Result<()> {
+    if key.is_empty() {
+        return Err(Error::BadKey("empty key".into()));
+    }
+    if key.len() > MAX_KEY_LEN {
+        return Err(Error::BadKey(format!(
+            "key length {} too long, max is {MAX_KEY_LEN}",
+            key.len()
+        )));
+    }
+    Ok(())
 }
 
 /// The storage commands of the classic protocol.

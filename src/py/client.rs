@@ -20,6 +20,7 @@ use crate::client::{Client, ServerSpec, StoreItem, StoreStatus};
 use crate::connection::Address;
 use crate::error::Error as CoreError;
 use crate::protocol::{StoreCmd, MAX_KEY_LEN};
+use crate::security::{Credentials, Security, Tls, TlsOptions};
 
 const SERVER_TYPE_TCP: i64 = 1;
 const SERVER_TYPE_UDP: i64 = 2;
@@ -354,6 +355,10 @@ impl Native {
         };
         match r {
             Some(Ok(StoreStatus::Stored)) => Ok(true),
+            // Binary replace of a missing key: NOT FOUND (text mode says NOT_STORED: False).
+            Some(Ok(StoreStatus::NotFound)) if cmd == StoreCmd::Replace => {
+                Err(errors::NotFound::new_err("error 16 from memcached_replace"))
+            }
             Some(Ok(StoreStatus::NotFound)) if cmd == StoreCmd::Cas => {
                 Err(errors::NotFound::new_err(format!(
                     "error 16 from memcached_cas({}): NOT FOUND",
@@ -441,8 +446,12 @@ impl Native {
         }
     }
 
-    /// `_pylibmc.client(servers, binary=False, username=None, password=None, behaviors=None)`.
-    #[pyo3(signature = (servers, binary=None, username=None, password=None, behaviors=None))]
+    /// `_pylibmc.client(servers, binary=False, username=None, password=None, behaviors=None)`,
+    /// plus fastmc's keyword-only TLS arguments.
+    #[pyo3(signature = (servers, binary=None, username=None, password=None, behaviors=None, *,
+                        tls=false, tls_ca_file=None, tls_cert_file=None, tls_key_file=None,
+                        tls_server_name=None))]
+    #[allow(clippy::too_many_arguments)]
     fn __init__(
         slf: &Bound<'_, Self>,
         servers: &Bound<'_, PyAny>,
@@ -450,6 +459,11 @@ impl Native {
         username: Option<&Bound<'_, PyAny>>,
         password: Option<&Bound<'_, PyAny>>,
         behaviors: Option<&Bound<'_, PyAny>>,
+        tls: bool,
+        tls_ca_file: Option<String>,
+        tls_cert_file: Option<String>,
+        tls_key_file: Option<String>,
+        tls_server_name: Option<String>,
     ) -> PyResult<()> {
         let py = slf.py();
         let this = slf.get();
@@ -485,11 +499,25 @@ impl Native {
             }
             _ => {}
         }
-        if binary {
-            return Err(errors::NotSupportedError::new_err(
-                "fastmc does not implement the binary protocol yet (binary=True, SASL); use the \
-                 default text protocol",
-            ));
+        let mut security = Security::default();
+        if let (Some(u), Some(p)) = (username, password) {
+            security.sasl = Some(Credentials {
+                username: u.extract::<String>()?.into_bytes(),
+                password: p.extract::<String>()?.into_bytes(),
+            });
+        }
+        let tls_options = TlsOptions {
+            ca_file: tls_ca_file,
+            cert_file: tls_cert_file,
+            key_file: tls_key_file,
+            server_name: tls_server_name,
+        };
+        // Any TLS argument turns TLS on.
+        if tls || tls_options != TlsOptions::default() {
+            let t = py
+                .detach(|| Tls::new(tls_options))
+                .map_err(|m| plain_error(format!("TLS setup failed: {m}")))?;
+            security.tls = Some(t);
         }
         let mut specs = Vec::new();
         let mut kinds = Vec::new();
@@ -510,7 +538,11 @@ impl Native {
             ));
         }
         // Behaviors apply before the servers are added, as in pylibmc.
-        let mut b = Behaviors::default();
+        let mut b = Behaviors {
+            binary,
+            security,
+            ..Behaviors::default()
+        };
         let mut namespace = Vec::new();
         if let Some(d) = behaviors.filter(|d| !d.is_none()) {
             let d = d

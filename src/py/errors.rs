@@ -88,6 +88,9 @@ fn class_of<'py>(py: Python<'py>, e: &CoreError) -> Bound<'py, PyType> {
         CoreError::BadKey(_) => BadKeyProvided::type_object(py),
         CoreError::NotSupported(_) => NotSupportedError::type_object(py),
         CoreError::NoServers => NoServers::type_object(py),
+        // libmemcached's AUTH_FAILURE (41) has no class of its own in pylibmc.
+        CoreError::Auth(_) => Error::type_object(py),
+        CoreError::UnknownStatus(_) => UnknownReadFailure::type_object(py),
     }
 }
 

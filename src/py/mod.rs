@@ -27,7 +27,7 @@ fn _fastmc(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("libmemcached_version", "1.0.16")?;
     m.add("libmemcached_version_hex", 0x0100_0016)?;
     m.add("support_compression", true)?;
-    m.add("support_sasl", false)?;
+    m.add("support_sasl", true)?;
     m.add("server_type_tcp", 1)?;
     m.add("server_type_udp", 2)?;
     m.add("server_type_unix", 4)?;
