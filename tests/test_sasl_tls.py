@@ -246,6 +246,10 @@ def test_tls_operations_and_big_batches(tls_server, pki, binary):
     small = {"s%d" % i: "x" * (1000 + i) for i in range(300)}
     assert mc.set_multi(small) == []
     assert mc.get_multi(list(small)) == small
+    # again, now as quiet meta commands (text mode: the first batch probed the server)
+    small = {k: v + "y" for k, v in small.items()}
+    assert mc.set_multi(small) == [] and mc.add_multi(small) == list(small)
+    assert mc.get_multi(list(small)) == small
     # Megabytes each way: the poll loop must flush pending TLS records and drain decrypted data.
     big = {"b%d" % i: ("%d" % i) * 20000 for i in range(400)}
     assert mc.set_multi(big) == []
