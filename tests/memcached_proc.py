@@ -1,7 +1,9 @@
 """Throwaway memcached processes for the tests: one place that picks a free port, starts the
-server, waits until it accepts connections, restarts it on the same port and stops it."""
+server, waits until it accepts connections, restarts it on the same port and stops it; and one
+that requires SASL authentication (Debian's saslpasswd2 makes its password database)."""
 
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -53,3 +55,27 @@ class Memcached:
             os.kill(self.proc.pid, signal.SIGCONT)
             self.proc.kill()
             self.proc.wait()
+
+
+def sasl_memcached(directory, user, password):
+    """A memcached started with -S whose only account is user/password (mech PLAIN), its SASL
+    configuration and password database in `directory`."""
+    saslpasswd2 = shutil.which("saslpasswd2") or "/usr/sbin/saslpasswd2"
+    if not os.path.exists(saslpasswd2):
+        raise RuntimeError("saslpasswd2 missing: install Debian's sasl2-bin (make memcached does)")
+    db = os.path.join(str(directory), "sasldb2")
+    with open(os.path.join(str(directory), "memcached.conf"), "w") as f:
+        f.write("mech_list: plain\nsasldb_path: %s\n" % db)
+    subprocess.run([saslpasswd2, "-p", "-a", "memcached", "-c", "-f", db, user],
+                   input=password.encode(), check=True)
+    old = os.environ.get("SASL_CONF_PATH")
+    os.environ["SASL_CONF_PATH"] = str(directory)
+    try:
+        proc = Memcached("-S")
+    finally:
+        if old is None:
+            del os.environ["SASL_CONF_PATH"]
+        else:
+            os.environ["SASL_CONF_PATH"] = old
+    proc.sasl_dir = str(directory)
+    return proc

@@ -14,7 +14,7 @@ import time
 import pytest
 
 import fastmc
-from memcached_proc import Memcached
+from memcached_proc import Memcached, sasl_memcached
 
 PYLIBMC_MODULES = ("pylibmc", "_pylibmc", "pylibmc.client", "pylibmc.consts", "pylibmc.pools",
                    "pylibmc.test", "pylibmc.autoconf")
@@ -455,18 +455,24 @@ def test_flask_caching_with_a_shared_fastmc_client(server, raw):
     assert errors == []
 
 
-def test_flask_caching_sasl_backend_needs_binary(server, as_pylibmc):
-    """SASLMemcachedCache builds a ``binary=True`` client. While fastmc has no binary protocol it
-    must refuse that at construction with pylibmc's NotSupportedError, never half-work."""
+def test_flask_caching_sasl_backend(tmp_path, as_pylibmc):
+    """SASLMemcachedCache builds a ``binary=True`` client with username/password: against a real
+    memcached that requires SASL it works, and a wrong password fails loudly."""
     from flask_caching.backends.memcache import SASLMemcachedCache
 
+    proc = sasl_memcached(tmp_path, "flask", "pw 1")
     try:
-        cache = SASLMemcachedCache(servers=[server.address], key_prefix="sasl:")
-    except fastmc.NotSupportedError as e:
-        assert "binary" in str(e).lower()
-        assert not fastmc.support_sasl
-        return
-    assert cache.set("k", [1]) and cache.get("k") == [1]
+        cache = SASLMemcachedCache(servers=[proc.address], key_prefix="sasl:",
+                                   username="flask", password="pw 1")
+        with cache._client_context() as client:
+            assert isinstance(client, fastmc.Client) and client.binary
+        assert cache.set("k", [1]) and cache.get("k") == [1]
+        assert cache.add("k", 2) is False and cache.delete("k") and cache.get("k") is None
+        bad = SASLMemcachedCache(servers=[proc.address], username="flask", password="nope")
+        with pytest.raises(fastmc.Error, match="AUTHENTICATION"):
+            bad.set("k", 1)
+    finally:
+        proc.stop()
 
 
 # ---------------------------------------------------------------------------------------------

@@ -4,7 +4,6 @@ real memcached started with -Z and certificates made here with the openssl CLI."
 
 import glob
 import os
-import shutil
 import socket
 import struct
 import subprocess
@@ -14,31 +13,14 @@ import threading
 import pytest
 
 import fastmc
-from memcached_proc import Memcached
+from memcached_proc import Memcached, sasl_memcached
 
 USER, PASSWORD = "alice", "s3cret pass"
 
 
 @pytest.fixture(scope="module")
 def sasl_server(tmp_path_factory):
-    if shutil.which("saslpasswd2") is None and not os.path.exists("/usr/sbin/saslpasswd2"):
-        pytest.fail("saslpasswd2 missing: install Debian's sasl2-bin (make memcached does)")
-    d = tmp_path_factory.mktemp("sasl")
-    db = d / "sasldb2"
-    (d / "memcached.conf").write_text("mech_list: plain\nsasldb_path: %s\n" % db)
-    saslpasswd2 = shutil.which("saslpasswd2") or "/usr/sbin/saslpasswd2"
-    subprocess.run([saslpasswd2, "-p", "-a", "memcached", "-c", "-f", str(db), USER],
-                   input=PASSWORD.encode(), check=True)
-    old = os.environ.get("SASL_CONF_PATH")
-    os.environ["SASL_CONF_PATH"] = str(d)
-    try:
-        proc = Memcached("-S")
-    finally:
-        if old is None:
-            del os.environ["SASL_CONF_PATH"]
-        else:
-            os.environ["SASL_CONF_PATH"] = old
-    proc.sasl_dir = str(d)
+    proc = sasl_memcached(tmp_path_factory.mktemp("sasl"), USER, PASSWORD)
     yield proc
     proc.stop()
 
