@@ -222,6 +222,10 @@ trait Sink {
     ) -> Result<bool>;
     /// These keys will get no reply: fail them.
     fn fail(&mut self, keys: &[u32], e: &Error);
+    /// The stream broke the protocol: fail these keys even if they already have an outcome.
+    fn revoke(&mut self, keys: &[u32], e: &Error) {
+        self.fail(keys, e);
+    }
     /// A `noreply` batch ended: `errors` is what the server reported for it (unattributable).
     fn noreply_done(&mut self, keys: &[u32], errors: &[Error]) {
         if let Some(first) = errors.first() {
@@ -263,6 +267,11 @@ impl<T> Outcomes<T> {
     fn fail(&mut self, keys: &[u32], e: &Error) {
         for &k in keys {
             self.set_if_empty(k, Err(e.clone()));
+        }
+    }
+    fn revoke(&mut self, keys: &[u32], e: &Error) {
+        for &k in keys {
+            self.set(k, Err(e.clone()));
         }
     }
     fn finish(self) -> Vec<Result<T>> {
@@ -331,6 +340,9 @@ impl Sink for GetSink<'_> {
     fn fail(&mut self, keys: &[u32], e: &Error) {
         self.out.fail(keys, e);
     }
+    fn revoke(&mut self, keys: &[u32], e: &Error) {
+        self.out.revoke(keys, e);
+    }
     fn assume_ok(&mut self, _: &[u32]) {}
 }
 
@@ -359,6 +371,9 @@ impl<T: Clone, F: FnMut(Reply<'_>) -> Result<T>> Sink for LineSink<T, F> {
     }
     fn fail(&mut self, keys: &[u32], e: &Error) {
         self.out.fail(keys, e);
+    }
+    fn revoke(&mut self, keys: &[u32], e: &Error) {
+        self.out.revoke(keys, e);
     }
     fn assume_ok(&mut self, keys: &[u32]) {
         if let Some(v) = &self.noreply_value {
@@ -425,6 +440,8 @@ struct Active {
     job: Job,
     conn: Connection,
     reused: bool,
+    /// Whether the requests may be sent again after a reply-less failure (reads only).
+    replay_safe: bool,
     wpos: usize,
     req: usize,
     cursor: usize,
@@ -504,6 +521,12 @@ impl Active {
 
     /// The remaining keys of this job, which will get no reply now.
     fn fail_rest(&self, sink: &mut dyn Sink, e: &Error) {
+        if matches!(e, Error::Protocol(_)) {
+            // A reply for a key not asked for, or bytes after the last reply: the stream is out
+            // of step, so no reply on it is trusted, not even the ones that looked complete.
+            sink.revoke(&self.job.keys, e);
+            return;
+        }
         for (i, req) in self.job.reqs.iter().enumerate().skip(self.req) {
             let keys = &self.job.keys[req.start as usize..(req.start + req.len) as usize];
             let from = if i == self.req {
@@ -732,7 +755,7 @@ impl Client {
         for (i, e) in bad {
             sink.out.set(i, Err(e));
         }
-        self.run(&st, jobs, &mut sink);
+        self.run(&st, jobs, &mut sink, true);
         sink.out.finish()
     }
 
@@ -784,7 +807,7 @@ impl Client {
         for (i, e) in bad {
             sink.out.set(i, Err(e));
         }
-        self.run(&st, jobs, &mut sink);
+        self.run(&st, jobs, &mut sink, false);
         sink.out.finish()
     }
 
@@ -817,7 +840,7 @@ impl Client {
         for (i, e) in bad {
             sink.out.set(i, Err(e));
         }
-        self.run(&st, jobs, &mut sink);
+        self.run(&st, jobs, &mut sink, false);
         sink.out.finish()
     }
 
@@ -840,7 +863,7 @@ impl Client {
         for (i, e) in bad {
             sink.out.set(i, Err(e));
         }
-        self.run(&st, jobs, &mut sink);
+        self.run(&st, jobs, &mut sink, false);
         sink.out.finish()
     }
 
@@ -873,7 +896,7 @@ impl Client {
         for (i, e) in bad {
             sink.out.set(i, Err(e));
         }
-        self.run(&st, jobs, &mut sink);
+        self.run(&st, jobs, &mut sink, false);
         sink.out.finish()
     }
 
@@ -896,7 +919,7 @@ impl Client {
             },
             None,
         );
-        self.run(&st, jobs, &mut sink);
+        self.run(&st, jobs, &mut sink, false);
         sink.out.finish()
     }
 
@@ -921,7 +944,7 @@ impl Client {
             out: (0..n).map(|_| None).collect(),
             acc: Vec::new(),
         };
-        self.run(&st, jobs, &mut sink);
+        self.run(&st, jobs, &mut sink, true);
         sink.out
             .into_iter()
             .map(|s| s.unwrap_or_else(|| Err(Error::Protocol("no reply".into()))))
@@ -940,7 +963,10 @@ impl Client {
     }
 
     /// Check out connections for the jobs and drive them to completion.
-    fn run(&self, st: &State, jobs: Vec<Job>, sink: &mut dyn Sink) {
+    /// `replay_safe`: the requests only read, so a stale pooled connection that failed before any
+    /// reply byte may replay them on a new one. Writes are replayed only if nothing was sent, and
+    /// their pooled connections are probed for a server-side close before anything is sent.
+    fn run(&self, st: &State, jobs: Vec<Job>, sink: &mut dyn Sink, replay_safe: bool) {
         if jobs.is_empty() {
             return;
         }
@@ -952,13 +978,14 @@ impl Client {
                 fail_job(&job, sink, &e);
                 continue;
             }
-            match server.checkout(&st.opts) {
+            match server.checkout(&st.opts, !replay_safe) {
                 Ok((mut conn, reused)) => {
                     conn.begin_request();
                     actives.push(Active {
                         job,
                         conn,
                         reused,
+                        replay_safe,
                         wpos: 0,
                         req: 0,
                         cursor: 0,
@@ -987,11 +1014,13 @@ impl Client {
     }
 
     /// Replace a stale pooled connection that failed before any reply byte with a new one and
-    /// start the job over. Returns false if that is not safe or the reconnect failed.
+    /// start the job over. Returns false if that is not safe or the reconnect failed: a write
+    /// that reached the server may have been applied, so it is replayed only if nothing was sent.
     fn retry_fresh(&self, st: &State, a: &mut Active, e: &Error) -> bool {
         if !(a.reused
             && !a.conn.received_since_begin()
             && a.req == 0
+            && (a.replay_safe || a.wpos == 0)
             && is_stale_connection_error(e))
         {
             return false;
