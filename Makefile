@@ -44,5 +44,12 @@ bench: memcached venv develop
 bench-full: memcached venv develop
 	$(BIN)/python benches/bench.py $(if $(SERVERS),--servers $(SERVERS))
 
+# Fuzz the reply parser for FUZZ_SECONDS (not part of `make test`). cargo fuzz wants nightly;
+# RUSTC_BOOTSTRAP=1 lets the stable toolchain accept its flags.
+FUZZ_SECONDS ?= 60
+fuzz:
+	@command -v cargo-fuzz >/dev/null 2>&1 || cargo install cargo-fuzz --locked
+	cd fuzz && RUSTC_BOOTSTRAP=1 cargo fuzz run parse_reply -- -max_total_time=$(FUZZ_SECONDS) -max_len=20000
+
 clean:
 	rm -rf target $(VENV) results

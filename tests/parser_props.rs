@@ -239,3 +239,30 @@ proptest! {
         }
     }
 }
+
+/// A line over the length limit is refused whether it arrives whole or in pieces (found by the
+/// fuzz target's whole-versus-pieces check), and one at the limit is accepted both ways.
+#[test]
+fn line_length_limit_does_not_depend_on_arrival() {
+    use fastmc::protocol::text::MAX_LINE;
+    for len in [
+        MAX_LINE - 2,
+        MAX_LINE - 1,
+        MAX_LINE,
+        MAX_LINE + 1,
+        MAX_LINE + 2,
+    ] {
+        let mut buf = b"STAT x ".to_vec();
+        buf.resize(len, b'y');
+        buf.extend_from_slice(b"\r\nEND\r\n");
+        let whole = parse_stream(ReplyKind::Stats, &buf);
+        for step in [1usize, 7, 4096, MAX_LINE] {
+            let cuts: Vec<usize> = (1..buf.len() / step + 1).map(|i| i * step).collect();
+            assert_eq!(
+                parse_in_chunks(ReplyKind::Stats, &buf, &cuts),
+                whole,
+                "len {len}"
+            );
+        }
+    }
+}
