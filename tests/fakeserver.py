@@ -40,7 +40,7 @@ class _Stop(Exception):
 
 
 class FakeMemcached:
-    def __init__(self, *, trickle=False, delay=0.0, read=True, host="127.0.0.1"):
+    def __init__(self, *, trickle=False, delay=0.0, read=True, host="127.0.0.1", port=0):
         self.trickle = trickle
         self.delay = delay
         self.read = read
@@ -48,6 +48,7 @@ class FakeMemcached:
         self.data = {}  # key -> (flags, bytes, cas)
         self.cas_counter = 0
         self.commands = []  # (connection id, command line)
+        self.times = []  # when each command arrived
         self.accepted = 0
         self.closed_by_client = 0
         self.lock = threading.Lock()
@@ -55,7 +56,7 @@ class FakeMemcached:
         self.conns = []
         self.sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET)
         self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        self.sock.bind((host, 0))
+        self.sock.bind((host, port))
         self.sock.listen(128)
         self.port = self.sock.getsockname()[1]
         self.address = "%s:%d" % (host, self.port)
@@ -182,6 +183,7 @@ class FakeMemcached:
                     del buf[: n + 2]
                 with self.lock:
                     self.commands.append((cid, line))
+                    self.times.append(time.monotonic())
                 if self.delay:
                     time.sleep(self.delay)
                 self._handle(c, parts, data)

@@ -134,7 +134,8 @@ def test_damaged_reply_raises_and_the_next_call_gets_its_own_value(fake, damage,
 
 def test_timed_out_connection_is_closed_never_pooled(fake):
     """Landscape 6.1 (Rust `memcache` classic: a timed-out connection went back to the r2d2
-    pool; libmemcached-awesome 1.1.0-1.1.3 kept a timed-out connection): the client closes it
+    pool; libmemcached-awesome 1.1.0-1.1.3 kept a timed-out connection, which gave
+    php-memcached #531 other keys' values at poll timeouts under 500 ms): the client closes it
     and the next call opens a new one."""
     mc = fastmc.Client([fake.address], behaviors={"retry_timeout": -1, "receive_timeout": 200_000})
     assert mc.set("k", "v")
@@ -704,3 +705,73 @@ def test_big_pipelines_do_not_deadlock_and_get_lines_stay_short(fake):
     assert gets and max(len(line.split()) - 1 for line in gets) <= 100
     del got, data
     gc.collect()
+
+
+def test_multi_ops_fan_out_to_every_server_at_once():
+    """Landscape 5e (pymemcache #478: HashClient get_many asks servers one after another; #319:
+    set_many sent single sets): a batch goes out to every server, on one connection each,
+    before any server has answered."""
+    fakes = [FakeMemcached() for _ in range(3)]
+    try:
+        mc = fastmc.Client([f.address for f in fakes])
+        keys = ["fan%d" % i for i in range(60)]
+        assert mc.set_multi({k: k for k in keys}) == []
+        assert [f.accepted for f in fakes] == [1, 1, 1]
+        for f in fakes:
+            f.delay = 0.3
+            f.times.clear()
+        assert mc.get_multi(keys) == {k: k for k in keys}
+        # every server had its request before the first one could answer (0.3 s)
+        firsts = [f.times[0] for f in fakes]
+        assert max(firsts) < min(firsts) + 0.3
+        assert [f.accepted for f in fakes] == [1, 1, 1]
+    finally:
+        for f in fakes:
+            f.close()
+
+
+def test_disconnect_all_forgets_failures_as_pylibmc():
+    """Landscape 5f (Django called disconnect_all() per request, which reset libmemcached's
+    failover state, django #7200): disconnect_all forgets a server's failure, as in pylibmc, so
+    the next call tries the server again instead of failing fast."""
+    port = free_port()
+    mc = fastmc.Client(["127.0.0.1:%d" % port], behaviors={"retry_timeout": 30})
+    with pytest.raises(fastmc.ConnectionError):
+        mc.get("k")
+    with pytest.raises(fastmc.ServerDown):
+        mc.get("k")
+    mc.disconnect_all()
+    with pytest.raises(fastmc.ConnectionError):
+        mc.get("k")
+
+
+def test_rejoined_server_serves_what_it_had_like_libmemcached(mcd):
+    """Landscape 6.6 (rehash on failure sends keys elsewhere; when the original server returns it
+    still has the old value). fastmc does what libmemcached does, and documents it: a server that
+    was unreachable but kept its data serves its old value again after rejoining."""
+    old = FakeMemcached()
+    port = old.port
+    beh = {"ketama": True, "remove_failed": 1, "retry_timeout": 1, "dead_timeout": 1}
+    mc = fastmc.Client([mcd.address, old.address], behaviors=beh)
+    key = next(k for k in ("st%d" % i for i in range(100)) if mc.hash(k) == 1)
+    assert mc.set(key, "old")
+    data = dict(old.data)
+    old.close()  # unreachable (refused), data kept aside
+    with pytest.raises(fastmc.Error):
+        mc.set(key, "new")  # fails and ejects the server
+    assert mc.hash(key) == 0 and mc.set(key, "new") and mc.get(key) == "new"
+    back = FakeMemcached(port=port)
+    back.data.update(data)
+    try:
+        time.sleep(1.1)
+        assert mc.hash(key) == 1
+        assert mc.get(key) == "old"  # stale, exactly as libmemcached: use TTLs or flush it
+    finally:
+        back.close()
+
+
+def test_binary_protocol_is_refused_so_it_cannot_corrupt_values():
+    """Landscape 6.7 (binary protocol with pickled values silently corrupted,
+    gusdan/django-elasticache#6): binary=True is refused with NotSupportedError."""
+    with pytest.raises(fastmc.NotSupportedError):
+        fastmc.Client(["127.0.0.1"], binary=True)

@@ -5,7 +5,8 @@ thread kills and restarts (or SIGSTOPs) one of them every few seconds.
 Checked: every value read back is one that was written for that key (values name their key,
 writer and sequence number, and a reader checks the writer had already reached that sequence);
 only pylibmc-class errors are raised, and only while a server is down; after the last outage
-everything works again with no error; resident memory stays flat after warm-up.
+everything works again with no error; resident memory stays flat after warm-up (landscape 5h:
+pylibmc leaks #6, #183; 6.1/6.6: desync and reconnect storms under restarts).
 """
 
 import os
