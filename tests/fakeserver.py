@@ -19,7 +19,8 @@ that key:
 - ``"close_after_apply"``: execute the command, then close without answering.
 
 Server-wide options: ``trickle`` sends every reply one byte at a time; ``delay`` pauses before
-every reply; ``read=False`` accepts connections but never reads (a stalled peer for send timeouts).
+every reply; ``read=False`` accepts connections but never reads (a stalled peer for send timeouts;
+``rcvbuf`` shrinks its receive buffer so that it stalls at once).
 ``drop_connections()`` closes every client connection as a restarted server would; ``commands``
 records every command line received with the id of its connection.
 """
@@ -40,7 +41,7 @@ class _Stop(Exception):
 
 
 class FakeMemcached:
-    def __init__(self, *, trickle=False, delay=0.0, read=True, host="127.0.0.1", port=0):
+    def __init__(self, *, trickle=False, delay=0.0, read=True, host="127.0.0.1", port=0, rcvbuf=None):
         self.trickle = trickle
         self.delay = delay
         self.read = read
@@ -56,6 +57,9 @@ class FakeMemcached:
         self.conns = []
         self.sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET)
         self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        if rcvbuf:
+            # inherited by accepted sockets: a non-reading fake stops taking bytes at once
+            self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, rcvbuf)
         self.sock.bind((host, port))
         self.sock.listen(128)
         self.port = self.sock.getsockname()[1]
