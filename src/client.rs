@@ -1040,7 +1040,8 @@ impl Client {
     }
 
     /// One server: write, then blocking reads with the socket's timeout (one `send`, one `recv`
-    /// for a small request). Falls back to the poll loop if the request does not fit the socket.
+    /// for a small request). Falls back to the poll loop if the request does not fit the socket
+    /// or a signal interrupts a read.
     fn drive_one(&self, st: &State, mut a: Active, sink: &mut dyn Sink) -> Active {
         loop {
             let r = (|| -> Result<bool> {
@@ -1053,7 +1054,13 @@ impl Client {
                     if a.done() {
                         return Ok(true);
                     }
-                    a.conn.recv_blocking()?;
+                    if a.conn.recv_blocking()? == 0 {
+                        // A signal interrupted the wait. Waiting again would restart the socket's
+                        // timeout (periodic signals would stretch it forever): the poll loop
+                        // goes on against the deadline counted from the last progress.
+                        return Ok(false);
+                    }
+                    a.last_progress = Instant::now();
                 }
             })();
             match r {

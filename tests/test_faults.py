@@ -326,6 +326,36 @@ def test_timeouts_in_the_multi_server_poll_loop_are_honoured():
         assert sorted(ei.value.failed_keys) == ["big%d" % i for i in range(4)]
 
 
+@pytest.mark.parametrize("behaviors", [{"receive_timeout": 500_000}, {"_poll_timeout": 500}])
+def test_periodic_signals_do_not_stretch_timeouts(fake, behaviors):
+    """A signal every 20 ms (an interval timer, a signal-based sampling profiler) interrupts the
+    blocking read again and again: the timeout still counts from the last byte received, and a
+    reply that trickles in while signals arrive is still read right. (Before the fix, each
+    interruption restarted the socket's timeout, so the call never timed out.)"""
+    old = signal.signal(signal.SIGALRM, lambda *a: None)
+    guard = threading.Timer(5, lambda: signal.setitimer(signal.ITIMER_REAL, 0))
+    guard.start()
+    try:
+        mc = fastmc.Client([fake.address], behaviors=dict(behaviors, retry_timeout=-1))
+        assert mc.set("k", "v") and mc.set("n", 1)
+        fake.rule("k", "hang")
+        fake.rule("n", "hang")
+        signal.setitimer(signal.ITIMER_REAL, 0.02, 0.02)
+        for call in (lambda: mc.get("k"), lambda: mc.incr("n")):
+            t0 = time.monotonic()
+            with pytest.raises(fastmc.Error):
+                call()
+            assert within_10_percent(time.monotonic() - t0, 0.5)
+        with FakeMemcached(trickle=True) as slow:
+            ms = fastmc.Client([slow.address], behaviors=dict(behaviors, retry_timeout=-1))
+            assert ms.set("t", "x" * 200) and ms.get("t") == "x" * 200
+            assert ms.get_multi(["t", "u"]) == {"t": "x" * 200}
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        guard.cancel()
+        signal.signal(signal.SIGALRM, old)
+
+
 def test_connect_timeout_is_honoured():
     """Landscape 5c (pylibmc #89: connect_timeout not honoured, hangs for over a minute): a
     loopback listener with a full accept queue never completes the handshake."""
