@@ -588,6 +588,32 @@ def test_restart_is_invisible_on_every_pooled_connection_writes(fake, op):
     assert fake.accepted == 8
 
 
+def test_restart_of_several_servers_is_invisible_to_batches():
+    """Both servers of a batch restart: get_multi and set_multi drive the stale pooled
+    connections in the poll loop, replace them, and each write is sent exactly once."""
+    fakes = [FakeMemcached(), FakeMemcached()]
+    try:
+        mc = fastmc.Client([f.address for f in fakes])
+        keys = ["rb%d" % i for i in range(40)]
+        assert mc.set_multi({k: k for k in keys}) == []
+        for f in fakes:
+            f.drop_connections(forget=False)
+        time.sleep(0.05)
+        assert mc.get_multi(keys) == {k: k for k in keys}
+        for f in fakes:
+            f.drop_connections(forget=False)
+        time.sleep(0.05)
+        seen = [len(f.commands) for f in fakes]
+        assert mc.set_multi({k: k + "2" for k in keys}) == []
+        sent = [f.command_names()[n:].count(b"set") for f, n in zip(fakes, seen)]
+        assert sum(sent) == len(keys)
+        assert mc.get_multi(keys) == {k: k + "2" for k in keys}
+        assert [f.accepted for f in fakes] == [3, 3]
+    finally:
+        for f in fakes:
+            f.close()
+
+
 @pytest.mark.parametrize("op", ["incr", "append", "add", "set", "delete"])
 def test_write_that_may_have_been_applied_is_not_replayed(fake, op):
     """The nothing-sent rule: the server takes the command, executes it and closes without
