@@ -227,7 +227,7 @@ class FakeMemcached:
         if act.startswith("line:"):
             self._send(c, act[5:].encode() + b"\r\n")
             return
-        if act == "close_before_apply":
+        if act in ("close_before_apply", "close_after_apply"):
             raise _Stop(close=True)
         raise AssertionError("unknown rule %r" % act)
 
@@ -270,6 +270,14 @@ class FakeMemcached:
             return
         key = parts[1] if len(parts) > 1 else b""
         act = self._action(key)
+        if act in ("long", "short", "wrong_key"):
+            # no data block to damage here: answer with a reply of the wrong kind
+            self._send(c, b"VALUE %s 0 1\r\nx\r\nEND\r\n" % key)
+            return
+        if act == "extra":
+            reply = self._execute(cmd, parts, data)
+            self._send(c, reply + reply)
+            return
         if act is not None and act != "close_after_apply":
             self._out_fault(c, act, b"STORED\r\n")
             return

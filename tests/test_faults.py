@@ -856,3 +856,59 @@ def test_binary_protocol_is_refused_so_it_cannot_corrupt_values():
     gusdan/django-elasticache#6): binary=True is refused with NotSupportedError."""
     with pytest.raises(fastmc.NotSupportedError):
         fastmc.Client(["127.0.0.1"], binary=True)
+
+
+def test_random_faults_never_return_a_wrong_value():
+    """Chaos over two fake servers: random keys get random damage (cut, garbage, wrong key,
+    extra bytes, too long or short, trickled, error lines, closes before or after applying),
+    while a client reads and writes them. Every value returned is one written for that key;
+    everything else is a pylibmc-class exception."""
+    import random
+
+    rnd = random.Random(4)
+    fakes = [FakeMemcached(), FakeMemcached()]
+    damage = ["close_mid", "long", "short", "garbage", "wrong_key", "extra",
+              "line:SERVER_ERROR out of memory storing object", "line:CLIENT_ERROR nope",
+              "close_before_apply", "close_after_apply", "hang_mid", "delay:0.01"]
+    try:
+        mc = fastmc.Client([f.address for f in fakes],
+                           behaviors={"retry_timeout": -1, "receive_timeout": 100_000})
+        keys = ["cx%d" % i for i in range(30)]
+        seq = 0
+        errors = 0
+        for _ in range(300):
+            for f in fakes:
+                f.rules.clear()
+            for k in rnd.sample(keys, 3):
+                for f in fakes:
+                    f.rule(k, rnd.choice(damage))
+            for f in fakes:
+                f.trickle = rnd.random() < 0.1
+            try:
+                r = rnd.random()
+                if r < 0.3:
+                    seq += 1
+                    k = rnd.choice(keys)
+                    mc.set(k, "%s=%d" % (k, seq))
+                elif r < 0.5:
+                    seq += 1
+                    mc.set_multi({k: "%s=%d" % (k, seq) for k in rnd.sample(keys, 6)})
+                elif r < 0.75:
+                    k = rnd.choice(keys)
+                    v = mc.get(k)
+                    assert v is None or v.startswith(k + "="), (k, v)
+                else:
+                    for k, v in mc.get_multi(rnd.sample(keys, 8)).items():
+                        assert v.startswith(k + "="), (k, v)
+            except fastmc.Error:
+                errors += 1
+        assert errors > 20  # the faults did happen
+        for f in fakes:
+            f.rules.clear()
+            f.trickle = False
+        final = {k: "%s=final" % k for k in keys}
+        assert mc.set_multi(final) == []
+        assert mc.get_multi(keys) == final
+    finally:
+        for f in fakes:
+            f.close()
