@@ -451,8 +451,11 @@ struct Active {
 }
 
 impl Active {
+    /// Finished: failed, or every reply is in and every byte of the requests is out. (A server
+    /// may answer before it has read all of a request: memcached refuses a too-large value
+    /// after its command line and swallows the data block, which must still be sent in full.)
     fn done(&self) -> bool {
-        self.failed.is_some() || self.req >= self.job.reqs.len()
+        self.failed.is_some() || (self.req >= self.job.reqs.len() && !self.writing())
     }
 
     fn writing(&self) -> bool {

@@ -15,6 +15,8 @@ that key:
 - ``"delay:<seconds>"``: answer normally after a pause;
 - ``"line:<text>"``: answer this one line instead (``SERVER_ERROR out of memory ...``,
   ``CLIENT_ERROR ...``), after reading the whole command, so the stream stays in sync;
+- ``"early:<text>"``: for a storage command, answer this line as soon as the command line is
+  read, then swallow the data block (memcached does this for a too-large value);
 - ``"close_before_apply"``: close the connection without executing the command;
 - ``"close_after_apply"``: execute the command, then close without answering.
 
@@ -180,6 +182,25 @@ class FakeMemcached:
                 del buf[: end + 2]
                 parts = line.split()
                 data = None
+                early = self.rules.get(parts[1]) if len(parts) > 1 else None
+                if early and early.startswith("early:") and parts[0] in STORAGE:
+                    # like memcached for a too-large value: answer at once, then swallow (with a
+                    # small `rcvbuf` the client is still writing the block when the reply comes)
+                    with self.lock:
+                        self.commands.append((cid, line))
+                        self.times.append(time.monotonic())
+                    self._send(c, early[6:].encode() + b"\r\n")
+                    left = int(parts[4]) + 2
+                    while left > 0:
+                        if not buf:
+                            chunk = c.recv(65536)
+                            if not chunk:
+                                raise EOFError
+                            buf.extend(chunk)
+                        n = min(left, len(buf))
+                        del buf[:n]
+                        left -= n
+                    continue
                 if parts and parts[0] in STORAGE and len(parts) >= 5:
                     n = int(parts[4])
                     need(n + 2)

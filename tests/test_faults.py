@@ -183,6 +183,27 @@ def test_error_lines_fail_only_their_key_and_keep_the_connection(fake, line, exc
     assert fake.accepted == 1
 
 
+@pytest.mark.parametrize("multi", [False, True])
+def test_reply_before_the_value_is_sent_still_sends_the_value(multi):
+    """memcached answers `SERVER_ERROR object too large` as soon as it has read the command
+    line, then swallows the data block. The client must still send the whole block before the
+    connection is reused; otherwise the server swallows the next request (a desync). Found by
+    this suite: a request whose replies were all in was taken as finished while still writing."""
+    with FakeMemcached(rcvbuf=4096) as f, FakeMemcached() as g:
+        mc = fastmc.Client([f.address, g.address] if multi else [f.address], behaviors=AGAIN)
+        key, other = [k for k in ("eb%d" % i for i in range(100)) if mc.hash(k) == 0][:2]
+        f.put(other, b"the other value", flags=16)
+        f.rule(key, "early:SERVER_ERROR object too large for cache")
+        with pytest.raises(fastmc.TooBig):
+            if multi:
+                mc.set_multi({key: b"x" * (4 * 1024 * 1024), "elsewhere": 1})
+            else:
+                mc.set(key, b"x" * (4 * 1024 * 1024))
+        assert mc.get(other) == "the other value"
+        assert mc.set(other, "v2") and mc.get(other) == "v2"
+        assert f.accepted == 1
+
+
 def test_real_server_errors_keep_the_stream_in_sync(mcd):
     """Landscape 6.5 with real memcached: `object too large` fails the key, the server unlinks the
     old value (the key is gone, not stale), CLIENT_ERROR on incr of a non-number (5f: Django
@@ -264,7 +285,7 @@ def test_flag_bits_match_pylibmc(fake):
 
 def within_10_percent(elapsed, expect):
     # 10% of the timeout, plus scheduling slack for a loaded 2-core CI machine
-    return expect * 0.9 <= elapsed <= expect * 1.1 + 0.03
+    return expect * 0.9 <= elapsed <= expect * 1.1 + 0.05
 
 
 @pytest.mark.parametrize(
@@ -401,9 +422,10 @@ def test_stalled_server_fails_only_its_keys_in_a_batch():
                 strict.get_multi(keys)
         finally:
             os.kill(procs[1].proc.pid, signal.SIGCONT)
-        # the late replies went to dropped connections: everything reads back right
-        # (the stalled server may still apply the writes it had received: a timed-out write
-        # is "unknown", never "not done")
+        # The stalled server may still apply the writes it had received (a timed-out write is
+        # "unknown", never "not done"): give it time to work through its backlog. The late
+        # replies went to dropped connections, so everything reads back right.
+        time.sleep(0.5)
         got = mc.get_multi(keys)
         assert set(got) == set(keys)
         for k in keys:
@@ -450,7 +472,7 @@ def test_dead_server_fails_fast_instead_of_paying_the_connect_timeout():
             t0 = time.monotonic()
             with pytest.raises(fastmc.ServerDown):
                 call()
-            assert time.monotonic() - t0 < 0.05
+            assert time.monotonic() - t0 < 0.1
     finally:
         for s in socks:
             s.close()
