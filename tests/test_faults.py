@@ -15,7 +15,7 @@ import pytest
 
 import fastmc
 from fakeserver import FakeMemcached, stalled_listener
-from memcached_proc import Memcached, free_port
+from memcached_proc import Memcached, free_port, sigstop
 
 # No fail-fast window: every call after a fault really talks to the server again.
 AGAIN = {"retry_timeout": -1, "_poll_timeout": 400}
@@ -37,21 +37,6 @@ def mcd():
 
 def total_connections(mc, i=0):
     return int(mc.get_stats()[i][1]["total_connections"])
-
-
-def sigstop(pid):
-    """SIGSTOP a process and wait until every one of its threads is stopped."""
-    os.kill(pid, signal.SIGSTOP)
-    deadline = time.monotonic() + 2
-    while time.monotonic() < deadline:
-        states = []
-        for t in os.listdir("/proc/%d/task" % pid):
-            with open("/proc/%d/task/%s/stat" % (pid, t)) as f:
-                states.append(f.read().rsplit(")", 1)[1].split()[0])
-        if all(s in ("T", "t") for s in states):
-            return
-        time.sleep(0.005)
-    raise AssertionError("process %d did not stop" % pid)
 
 
 def run_threads(n, fn):
