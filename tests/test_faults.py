@@ -919,3 +919,34 @@ def test_random_faults_never_return_a_wrong_value():
     finally:
         for f in fakes:
             f.close()
+
+
+def test_restart_over_a_unix_socket_is_invisible(tmp_path):
+    """The same restart guarantee over a UNIX socket (the stale-connection probe and the read
+    replay do not depend on TCP)."""
+    import subprocess
+
+    path = str(tmp_path / "mc.sock")
+
+    def start():
+        p = subprocess.Popen(["memcached", "-u", "root", "-s", path, "-m", "16"])
+        deadline = time.monotonic() + 5
+        while not os.path.exists(path) and time.monotonic() < deadline:
+            time.sleep(0.01)
+        time.sleep(0.05)
+        return p
+
+    proc = start()
+    try:
+        mc = fastmc.Client([path])
+        assert run_threads(4, lambda i: [mc.set("u%d" % i, i) for _ in range(50)]) == []
+        proc.kill()
+        proc.wait()
+        os.unlink(path)
+        proc = start()
+        assert run_threads(4, lambda i: mc.get("u%d" % i) is None or 1 / 0) == []
+        assert run_threads(4, lambda i: mc.set("u%d" % i, -i) or 1 / 0) == []
+        assert mc.get_multi(["u%d" % i for i in range(4)]) == {"u%d" % i: -i for i in range(4)}
+    finally:
+        proc.kill()
+        proc.wait()
