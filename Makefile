@@ -8,7 +8,7 @@ BIN    := $(VENV)/bin
 export VIRTUAL_ENV := $(abspath $(VENV))
 export PATH := $(abspath $(BIN)):$(PATH)
 
-.PHONY: test bench bench-full develop lint check-rust pytest memcached venv fuzz clean
+.PHONY: test bench bench-full develop lint check-rust pytest memcached venv fuzz soak clean
 
 $(BIN)/.installed: requirements-dev.txt
 	$(PYTHON) -m venv $(VENV)
@@ -45,6 +45,19 @@ bench: memcached venv develop
 
 bench-full: memcached venv develop
 	$(BIN)/python benches/bench.py $(if $(SERVERS),--servers $(SERVERS))
+
+# The soak test (8 threads, SOAK_SECONDS of mixed operations while servers are killed and
+# restarted); marked `soak`, so it is not part of `make test`.
+SOAK_SECONDS ?= 60
+soak: memcached venv develop
+	SOAK_SECONDS=$(SOAK_SECONDS) $(BIN)/python -m pytest -q -s -m soak tests/test_soak.py
+
+# Fuzz the reply parser for FUZZ_SECONDS (not part of `make test`). cargo fuzz wants nightly;
+# RUSTC_BOOTSTRAP=1 lets the stable toolchain accept its flags.
+FUZZ_SECONDS ?= 60
+fuzz:
+	@command -v cargo-fuzz >/dev/null 2>&1 || cargo install cargo-fuzz --locked
+	cd fuzz && RUSTC_BOOTSTRAP=1 cargo fuzz run parse_reply -- -max_total_time=$(FUZZ_SECONDS) -max_len=20000
 
 clean:
 	rm -rf target $(VENV) results

@@ -307,6 +307,10 @@ trait Sink {
     ) -> Result<bool>;
     /// These keys will get no reply: fail them.
     fn fail(&mut self, keys: &[u32], e: &Error);
+    /// The stream broke the protocol: fail these keys even if they already have an outcome.
+    fn revoke(&mut self, keys: &[u32], e: &Error) {
+        self.fail(keys, e);
+    }
     /// A `noreply` batch ended: `errors` is what the server reported for it (unattributable).
     fn noreply_done(&mut self, keys: &[u32], errors: &[Error]) {
         if let Some(first) = errors.first() {
@@ -348,6 +352,11 @@ impl<T> Outcomes<T> {
     fn fail(&mut self, keys: &[u32], e: &Error) {
         for &k in keys {
             self.set_if_empty(k, Err(e.clone()));
+        }
+    }
+    fn revoke(&mut self, keys: &[u32], e: &Error) {
+        for &k in keys {
+            self.set(k, Err(e.clone()));
         }
     }
     fn finish(self) -> Vec<Result<T>> {
@@ -422,6 +431,9 @@ impl Sink for GetSink<'_> {
     fn fail(&mut self, keys: &[u32], e: &Error) {
         self.out.fail(keys, e);
     }
+    fn revoke(&mut self, keys: &[u32], e: &Error) {
+        self.out.revoke(keys, e);
+    }
     fn assume_ok(&mut self, _: &[u32]) {}
 }
 
@@ -450,6 +462,9 @@ impl<T: Clone, F: FnMut(Reply<'_>) -> Result<T>> Sink for LineSink<T, F> {
     }
     fn fail(&mut self, keys: &[u32], e: &Error) {
         self.out.fail(keys, e);
+    }
+    fn revoke(&mut self, keys: &[u32], e: &Error) {
+        self.out.revoke(keys, e);
     }
     fn assume_ok(&mut self, keys: &[u32]) {
         if let Some(v) = &self.noreply_value {
@@ -567,6 +582,8 @@ struct Active {
     /// Index of the next entry of `job.record_ends` to honour.
     record: usize,
     reused: bool,
+    /// Whether the requests may be sent again after a reply-less failure (reads only).
+    replay_safe: bool,
     wpos: usize,
     req: usize,
     cursor: usize,
@@ -579,8 +596,11 @@ struct Active {
 }
 
 impl Active {
+    /// Finished: failed, or every reply is in and every byte of the requests is out. (A server
+    /// may answer before it has read all of a request: memcached refuses a too-large value
+    /// after its command line and swallows the data block, which must still be sent in full.)
     fn done(&self) -> bool {
-        self.failed.is_some() || self.req >= self.job.reqs.len()
+        self.failed.is_some() || (self.req >= self.job.reqs.len() && !self.writing())
     }
 
     fn writing(&self) -> bool {
@@ -747,6 +767,12 @@ impl Active {
 
     /// The remaining keys of this job, which will get no reply now.
     fn fail_rest(&self, sink: &mut dyn Sink, e: &Error) {
+        if matches!(e, Error::Protocol(_)) {
+            // A reply for a key not asked for, or bytes after the last reply: the stream is out
+            // of step, so no reply on it is trusted, not even the ones that looked complete.
+            sink.revoke(&self.job.keys, e);
+            return;
+        }
         for (i, req) in self.job.reqs.iter().enumerate().skip(self.req) {
             let keys = &self.job.keys[req.start as usize..(req.start + req.len) as usize];
             let from = if i == self.req {
@@ -1017,7 +1043,7 @@ impl Client {
         for (i, e) in bad {
             sink.out.set(i, Err(e));
         }
-        self.run(&st, jobs, &mut sink);
+        self.run(&st, jobs, &mut sink, true);
         Fetched {
             items: sink.out.finish(),
             data: sink.data,
@@ -1125,7 +1151,7 @@ impl Client {
         for (i, e) in bad {
             sink.out.set(i, Err(e));
         }
-        self.run(&st, jobs, &mut sink);
+        self.run(&st, jobs, &mut sink, false);
         sink.out.finish()
     }
 
@@ -1174,7 +1200,7 @@ impl Client {
         for (i, e) in bad {
             sink.out.set(i, Err(e));
         }
-        self.run(&st, jobs, &mut sink);
+        self.run(&st, jobs, &mut sink, false);
         sink.out.finish()
     }
 
@@ -1203,7 +1229,7 @@ impl Client {
         for (i, e) in bad {
             sink.out.set(i, Err(e));
         }
-        self.run(&st, jobs, &mut sink);
+        self.run(&st, jobs, &mut sink, false);
         sink.out.finish()
     }
 
@@ -1244,7 +1270,7 @@ impl Client {
         for (i, e) in bad {
             sink.out.set(i, Err(e));
         }
-        self.run(&st, jobs, &mut sink);
+        self.run(&st, jobs, &mut sink, false);
         sink.out.finish()
     }
 
@@ -1271,7 +1297,7 @@ impl Client {
             },
             None,
         );
-        self.run(&st, jobs, &mut sink);
+        self.run(&st, jobs, &mut sink, false);
         sink.out.finish()
     }
 
@@ -1300,7 +1326,7 @@ impl Client {
             out: (0..n).map(|_| None).collect(),
             acc: Vec::new(),
         };
-        self.run(&st, jobs, &mut sink);
+        self.run(&st, jobs, &mut sink, true);
         sink.out
             .into_iter()
             .map(|s| s.unwrap_or_else(|| Err(Error::Protocol("no reply".into()))))
@@ -1319,7 +1345,10 @@ impl Client {
     }
 
     /// Check out connections for the jobs and drive them to completion.
-    fn run(&self, st: &State, jobs: Vec<Job>, sink: &mut dyn Sink) {
+    /// `replay_safe`: the requests only read, so a stale pooled connection that failed before any
+    /// reply byte may replay them on a new one. Writes are replayed only if nothing was sent, and
+    /// their pooled connections are probed for a server-side close before anything is sent.
+    fn run(&self, st: &State, jobs: Vec<Job>, sink: &mut dyn Sink, replay_safe: bool) {
         if jobs.is_empty() {
             return;
         }
@@ -1331,7 +1360,7 @@ impl Client {
                 fail_job(&job, sink, &e);
                 continue;
             }
-            match server.checkout(&st.opts) {
+            match server.checkout(&st.opts, !replay_safe) {
                 Ok((mut conn, reused)) => {
                     conn.begin_request();
                     actives.push(Active {
@@ -1340,6 +1369,7 @@ impl Client {
                         binary: st.behaviors.binary,
                         record: 0,
                         reused,
+                        replay_safe,
                         wpos: 0,
                         req: 0,
                         cursor: 0,
@@ -1370,11 +1400,13 @@ impl Client {
     }
 
     /// Replace a stale pooled connection that failed before any reply byte with a new one and
-    /// start the job over. Returns false if that is not safe or the reconnect failed.
+    /// start the job over. Returns false if that is not safe or the reconnect failed: a write
+    /// that reached the server may have been applied, so it is replayed only if nothing was sent.
     fn retry_fresh(&self, st: &State, a: &mut Active, e: &Error) -> bool {
         if !(a.reused
             && !a.conn.received_since_begin()
             && a.req == 0
+            && (a.replay_safe || a.wpos == 0)
             && is_stale_connection_error(e))
         {
             return false;
@@ -1396,7 +1428,8 @@ impl Client {
     }
 
     /// One server: write, then blocking reads with the socket's timeout (one `send`, one `recv`
-    /// for a small request). Falls back to the poll loop if the request does not fit the socket.
+    /// for a small request). Falls back to the poll loop if the request does not fit the socket
+    /// or a signal interrupts a read.
     fn drive_one(&self, st: &State, mut a: Active, sink: &mut dyn Sink) -> Active {
         loop {
             let r = (|| -> Result<bool> {
@@ -1409,7 +1442,13 @@ impl Client {
                     if a.done() {
                         return Ok(true);
                     }
-                    a.conn.recv_blocking()?;
+                    if a.conn.recv_blocking()? == 0 {
+                        // A signal interrupted the wait. Waiting again would restart the socket's
+                        // timeout (periodic signals would stretch it forever): the poll loop
+                        // goes on against the deadline counted from the last progress.
+                        return Ok(false);
+                    }
+                    a.last_progress = Instant::now();
                 }
             })();
             match r {

@@ -350,6 +350,16 @@ impl Connection {
         self.received_since_begin
     }
 
+    /// For an idle connection: false if the server closed it (or sent something unasked), as a
+    /// restarted server's old connections do. One non-blocking peek, nothing consumed.
+    pub fn peer_still_open(&self) -> bool {
+        let mut b = [0u8; 1];
+        matches!(
+            rustix::net::recv(self.fd(), &mut b, RecvFlags::PEEK | RecvFlags::DONTWAIT),
+            Err(rustix::io::Errno::AGAIN)
+        )
+    }
+
     /// Write without blocking; returns how many bytes the kernel took (0 when its buffer is full).
     /// With TLS: how many plaintext bytes were taken (sealed records may still be pending).
     pub fn send_nonblocking(&mut self, data: &[u8]) -> Result<usize> {

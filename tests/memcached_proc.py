@@ -79,3 +79,19 @@ def sasl_memcached(directory, user, password):
             os.environ["SASL_CONF_PATH"] = old
     proc.sasl_dir = str(directory)
     return proc
+
+
+def sigstop(pid, timeout=2.0):
+    """SIGSTOP a process and wait until every one of its threads has stopped (the signal is
+    asynchronous: a call made right after kill() may still be answered)."""
+    os.kill(pid, signal.SIGSTOP)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        states = []
+        for t in os.listdir("/proc/%d/task" % pid):
+            with open("/proc/%d/task/%s/stat" % (pid, t)) as f:
+                states.append(f.read().rsplit(")", 1)[1].split()[0])
+        if all(s in ("T", "t") for s in states):
+            return
+        time.sleep(0.005)
+    raise AssertionError("process %d did not stop" % pid)

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 import fastmc
-from memcached_proc import Memcached, free_port
+from memcached_proc import Memcached, free_port, sigstop
 
 HERE = Path(__file__).parent
 
@@ -115,7 +115,7 @@ def test_stopped_server_times_out_and_next_call_gets_its_own_value(core_server):
     )
     assert mc.set("a", "value-a")
     assert mc.set("b", "value-b")
-    os.kill(core_server.proc.pid, signal.SIGSTOP)
+    sigstop(core_server.proc.pid)
     try:
         t0 = time.monotonic()
         with pytest.raises(fastmc.Error) as ei:

@@ -133,6 +133,8 @@ pub fn encode_quit(buf: &mut Vec<u8>) {
 /// Find the end of the line that starts at `buf[0]`: the index of its `\r\n`.
 pub(super) fn find_line(buf: &[u8]) -> Result<Option<usize>> {
     match memchr::memchr(b'\n', buf) {
+        // The same limit whether the line arrived whole or in pieces.
+        Some(nl) if nl > MAX_LINE => Err(Error::Protocol("reply line too long".into())),
         Some(nl) => {
             if nl == 0 || buf[nl - 1] != b'\r' {
                 return Err(Error::Protocol("reply line not terminated by CRLF".into()));

@@ -1348,9 +1348,17 @@ fn arith_one(
             type_name(delta)
         )));
     }
-    let d: i64 = delta
-        .extract()
-        .map_err(|_| PyOverflowError::new_err("signed integer is greater than maximum"))?;
+    // pylibmc parses the delta as a C int: OverflowError outside its range, either side.
+    let d: i64 = match delta.extract() {
+        Ok(d) => d,
+        Err(_) if delta.lt(0).unwrap_or(false) => i64::MIN,
+        Err(_) => i64::MAX,
+    };
+    if d < i32::MIN as i64 {
+        return Err(PyOverflowError::new_err(
+            "signed integer is less than minimum",
+        ));
+    }
     if d < 0 {
         return Err(PyValueError::new_err("delta must be positive"));
     }
