@@ -307,6 +307,11 @@ trait Sink {
     ) -> Result<bool>;
     /// These keys will get no reply: fail them.
     fn fail(&mut self, keys: &[u32], e: &Error);
+    /// One of these keys failed with `e` and the others succeeded, but the server did not say
+    /// which (an error line in a quiet meta batch): fail them, to be settled by the caller.
+    fn ambiguous(&mut self, keys: &[u32], e: &Error) {
+        self.fail(keys, e);
+    }
     /// The stream broke the protocol: fail these keys even if they already have an outcome.
     fn revoke(&mut self, keys: &[u32], e: &Error) {
         self.fail(keys, e);
@@ -442,6 +447,8 @@ struct LineSink<T, F: FnMut(Reply<'_>) -> Result<T>> {
     out: Outcomes<T>,
     map: F,
     noreply_value: Option<T>,
+    /// Keys failed by an error that may belong to another key of the same range.
+    ambiguous: Vec<u32>,
 }
 
 impl<T: Clone, F: FnMut(Reply<'_>) -> Result<T>> Sink for LineSink<T, F> {
@@ -462,6 +469,12 @@ impl<T: Clone, F: FnMut(Reply<'_>) -> Result<T>> Sink for LineSink<T, F> {
     }
     fn fail(&mut self, keys: &[u32], e: &Error) {
         self.out.fail(keys, e);
+    }
+    fn ambiguous(&mut self, keys: &[u32], e: &Error) {
+        self.out.fail(keys, e);
+        if keys.len() > 1 {
+            self.ambiguous.extend_from_slice(keys);
+        }
     }
     fn revoke(&mut self, keys: &[u32], e: &Error) {
         self.out.revoke(keys, e);
@@ -484,6 +497,7 @@ fn line_sink<T, F: FnMut(Reply<'_>) -> Result<T>>(
         out: Outcomes::new(n),
         map,
         noreply_value,
+        ambiguous: Vec::new(),
     }
 }
 
@@ -546,7 +560,7 @@ impl QuietBatch {
                     ));
                 }
                 for (from, e) in self.pending.drain(..) {
-                    sink.fail(&keys[from..pos], &e);
+                    sink.ambiguous(&keys[from..pos], &e);
                 }
                 match sink.reply(ReplyKind::MetaStore, &keys[pos..=pos], &mut 0, *status) {
                     Ok(_) => {}
@@ -556,14 +570,15 @@ impl QuietBatch {
                 self.from = pos + 1;
                 Ok(false)
             }
-            // An error line carries no token: it fails every key it may belong to.
+            // An error line carries no token: it belongs to one of the keys after the last one
+            // answered and before the next one answered (or the end of the segment).
             Reply::Failed(e) => {
                 self.pending.push((self.from, e));
                 Ok(false)
             }
             Reply::MetaNoop => {
                 for (from, e) in self.pending.drain(..) {
-                    sink.fail(&keys[from..], &e);
+                    sink.ambiguous(&keys[from..], &e);
                 }
                 sink.assume_ok(keys);
                 self.from = 0;
@@ -998,6 +1013,32 @@ impl Client {
         }
     }
 
+    /// Read back the keys of ambiguous ranges (see `Sink::ambiguous`): for each, whether the
+    /// server has it now, with its flags and bytes. A key whose read fails is left out (it
+    /// keeps its error).
+    #[allow(clippy::type_complexity)]
+    fn read_back<'k>(
+        &self,
+        mut idx: Vec<u32>,
+        key: impl Fn(u32) -> &'k [u8],
+    ) -> Vec<(u32, Option<(u32, Vec<u8>)>)> {
+        if idx.is_empty() {
+            return Vec::new();
+        }
+        idx.sort_unstable();
+        idx.dedup();
+        let keys: Vec<&[u8]> = idx.iter().map(|&i| key(i)).collect();
+        let got = self.get_multi(&keys, false);
+        idx.iter()
+            .zip(&got.items)
+            .filter_map(|(&i, r)| match r {
+                Ok(Some(item)) => Some((i, Some((item.flags, got.bytes(item).to_vec())))),
+                Ok(None) => Some((i, None)),
+                Err(_) => None,
+            })
+            .collect()
+    }
+
     /// Fetch keys (`gets` when `with_cas`). Duplicates should be removed by the caller.
     pub fn get_multi(&self, keys: &[&[u8]], with_cas: bool) -> Fetched {
         let st = self.snapshot();
@@ -1152,6 +1193,16 @@ impl Client {
             sink.out.set(i, Err(e));
         }
         self.run(&st, jobs, &mut sink, false);
+        // A key stored in an ambiguous range reads back as exactly what was sent.
+        let amb = self.read_back(std::mem::take(&mut sink.ambiguous), |i| {
+            items[i as usize].key
+        });
+        for (i, found) in amb {
+            let it = &items[i as usize];
+            if found.is_some_and(|(flags, data)| flags == it.flags && data == it.data) {
+                sink.out.set(i, Ok(StoreStatus::Stored));
+            }
+        }
         sink.out.finish()
     }
 
@@ -1201,6 +1252,13 @@ impl Client {
             sink.out.set(i, Err(e));
         }
         self.run(&st, jobs, &mut sink, false);
+        // A key deleted in an ambiguous range is gone: read the range back.
+        let amb = self.read_back(std::mem::take(&mut sink.ambiguous), |i| keys[i as usize]);
+        for (i, found) in amb {
+            if found.is_none() {
+                sink.out.set(i, Ok(true));
+            }
+        }
         sink.out.finish()
     }
 

@@ -141,9 +141,11 @@ def test_probe_that_closes_the_connection_is_not_a_server_failure():
         fake.close()
 
 
-def test_error_line_without_token_fails_the_keys_it_may_belong_to():
-    """An error line in a quiet batch names no key: every key it may belong to (between the
-    neighbouring answered keys) is reported failed, and every key reported stored is stored."""
+def test_error_line_without_token_is_settled_by_reading_back():
+    """An error line in a quiet batch names no key: it belongs to one of the keys between the
+    neighbouring answered keys. fastmc reads those keys back: each that holds exactly what was
+    sent is stored, the others fail. So exactly the failed keys are reported, for set, add and
+    delete, and every key reported stored is stored."""
     bad = {b"k17", b"k40"}
     fake = MiniMemcached(meta=True)
     try:
@@ -153,17 +155,24 @@ def test_error_line_without_token_fails_the_keys_it_may_belong_to():
         # some keys exist already: `add` answers NS for them (with their token)
         mc.set_multi({k: 0 for k in keys[10:20] + keys[30:35]})
         fake.server_error_keys = bad
-        with pytest.raises(fastmc.Error) as ei:
-            mc.add_multi({k: 1 for k in keys})
-        failed = set(ei.value.failed_keys)
         existing = set(keys[10:20] + keys[30:35])
-        assert {"k17", "k40"} | existing <= failed
+        with pytest.raises(fastmc.ServerError) as ei:
+            mc.add_multi({k: 1 for k in keys})
+        # k17 lies between two answered keys (k16 and k18 answered NS): it alone is to blame.
+        # After k34 nothing answered, so k40's error could be any of k35..k59: read back.
+        assert set(ei.value.failed_keys) == existing | {"k17", "k40"}
         for k in keys:
-            if k not in failed:
+            if k not in ei.value.failed_keys:
                 assert fake.data[k.encode()] == (4, b"1"), k
-        # k17 lies between two answered keys (k16, k18): it alone is blamed. After k34 nothing
-        # else answered, so k40's error may belong to any of k35..k59.
-        assert failed - existing == set(keys[35:60])
+        received = fake.commands()
+        assert received.count(b"get") >= 1  # the read-back, one classic get line
+        with pytest.raises(fastmc.ServerError) as ei:
+            mc.set_multi({k: 2 for k in keys})
+        assert sorted(ei.value.failed_keys) == ["k17", "k40"]
+        assert mc.get_multi(keys) == {k: 2 for k in keys if k not in ("k17", "k40")} | {"k17": 0}
+        fake.server_error_keys = set()
+        assert mc.delete_multi(keys) is False  # k40 was never stored
+        assert mc.get_multi(keys) == {}
     finally:
         fake.close()
 
