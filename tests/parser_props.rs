@@ -7,16 +7,7 @@ use fastmc::protocol::text::parse_reply;
 use fastmc::protocol::{Parsed, ReplyKind};
 use proptest::prelude::*;
 
-const KINDS: [ReplyKind; 8] = [
-    ReplyKind::Retrieval,
-    ReplyKind::Storage,
-    ReplyKind::Delete,
-    ReplyKind::Arith,
-    ReplyKind::Touch,
-    ReplyKind::Ok,
-    ReplyKind::Stats,
-    ReplyKind::Version,
-];
+const KINDS: [ReplyKind; 11] = ReplyKind::ALL;
 
 /// Parse units from `buf` until the parser wants more or fails; checks the consumption bounds.
 /// Returns the units (as text) and whether it stopped on an error.
@@ -106,6 +97,9 @@ fn lines(kind: ReplyKind) -> impl Strategy<Value = (Vec<u8>, usize)> {
         ReplyKind::Arith => vec!["NOT_FOUND", "0", "18446744073709551615", "42  "],
         ReplyKind::Ok => vec!["OK"],
         ReplyKind::Version => vec!["VERSION 1.6.38", "VERSION x"],
+        ReplyKind::MetaStore => vec!["NS O3", "EX O0", "NF O12 k", "HD O4294967295", "MN"],
+        ReplyKind::MetaDelete => vec!["NF O7", "HD O1", "MN"],
+        ReplyKind::MetaProbe => vec!["MN"],
         _ => vec!["STAT pid 1", "STAT a b c", "END"],
     };
     let errors = vec![

@@ -7,16 +7,7 @@ use fastmc::protocol::text::parse_reply;
 use fastmc::protocol::{Parsed, ReplyKind};
 use libfuzzer_sys::fuzz_target;
 
-const KINDS: [ReplyKind; 8] = [
-    ReplyKind::Retrieval,
-    ReplyKind::Storage,
-    ReplyKind::Delete,
-    ReplyKind::Arith,
-    ReplyKind::Touch,
-    ReplyKind::Ok,
-    ReplyKind::Stats,
-    ReplyKind::Version,
-];
+const KINDS: [ReplyKind; 11] = ReplyKind::ALL;
 
 /// Units parsed from `buf` arriving in pieces of `step` bytes (0 = all at once).
 fn units(kind: ReplyKind, buf: &[u8], step: usize) -> (Vec<String>, bool) {
@@ -48,7 +39,7 @@ fuzz_target!(|data: &[u8]| {
     let Some((&sel, rest)) = data.split_first() else {
         return;
     };
-    let kind = KINDS[(sel & 7) as usize];
+    let kind = KINDS[(sel as usize) % KINDS.len()];
     let step = (sel >> 3) as usize;
     let whole = units(kind, rest, 0);
     let pieces = units(kind, rest, step);

@@ -750,16 +750,7 @@ mod tests {
 
     #[test]
     fn no_panic_on_any_short_input() {
-        let kinds = [
-            ReplyKind::Retrieval,
-            ReplyKind::Storage,
-            ReplyKind::Delete,
-            ReplyKind::Arith,
-            ReplyKind::Touch,
-            ReplyKind::Ok,
-            ReplyKind::Stats,
-            ReplyKind::Version,
-        ];
+        let kinds = ReplyKind::ALL;
         let base = resp(op::GETKQ, 0, 0, 0, &[0; 4], b"key", b"value");
         for k in kinds {
             for a in 0..=255u8 {

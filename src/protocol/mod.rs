@@ -102,6 +102,23 @@ pub enum ReplyKind {
     MetaProbe,
 }
 
+impl ReplyKind {
+    /// Every kind, for tests and fuzzing that must cover them all.
+    pub const ALL: [ReplyKind; 11] = [
+        ReplyKind::Retrieval,
+        ReplyKind::Storage,
+        ReplyKind::Delete,
+        ReplyKind::Arith,
+        ReplyKind::Touch,
+        ReplyKind::Ok,
+        ReplyKind::Stats,
+        ReplyKind::Version,
+        ReplyKind::MetaStore,
+        ReplyKind::MetaDelete,
+        ReplyKind::MetaProbe,
+    ];
+}
+
 /// One unit of a reply, borrowing from the read buffer.
 #[derive(Debug, PartialEq, Eq)]
 pub enum Reply<'a> {

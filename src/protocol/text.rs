@@ -467,16 +467,7 @@ mod tests {
     #[test]
     fn no_panic_on_any_short_input() {
         // every 1- and 2-byte input, for every kind
-        let kinds = [
-            ReplyKind::Retrieval,
-            ReplyKind::Storage,
-            ReplyKind::Delete,
-            ReplyKind::Arith,
-            ReplyKind::Touch,
-            ReplyKind::Ok,
-            ReplyKind::Stats,
-            ReplyKind::Version,
-        ];
+        let kinds = ReplyKind::ALL;
         for k in kinds {
             for a in 0..=255u8 {
                 let _ = parse_reply(k, &[a]);
