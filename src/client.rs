@@ -24,6 +24,10 @@ use crate::ring::{Ring, RingServer};
 /// Keys per `get` line: keeps lines short for every server (memcached 1.6.12 rejected huge ones).
 const KEYS_PER_GET: usize = 100;
 
+/// After this many unwaited `noreply` writes on a connection, the next one waits for the server
+/// to catch up (`Job::prepend_sync`): what it may owe stays bounded.
+const MAX_UNSYNCED: u32 = 1024;
+
 /// Values at least this large go in a quiet meta segment of their own (see `store_multi`).
 const QUIET_ALONE: usize = 8 * 1024;
 
@@ -201,6 +205,8 @@ struct Job {
     reqs: Vec<Req>,
     /// Where the open quiet meta segment starts in `keys`.
     quiet_start: u32,
+    /// A single `noreply` write sent without waiting for anything (`close_noreply`).
+    forget: bool,
     /// Binary protocol: the quiet batch is `noreply`, so soft failures (not stored, not found)
     /// count as success, as pylibmc reports them.
     noreply: bool,
@@ -219,6 +225,7 @@ impl Job {
             keys: Vec::new(),
             reqs: Vec::new(),
             quiet_start: 0,
+            forget: false,
             noreply: false,
             record_ends: Vec::new(),
         }
@@ -262,6 +269,39 @@ impl Job {
             marker: true,
         });
         self.quiet_start = end;
+    }
+
+    /// Close the `noreply` commands of a write. A single one is not waited for at all, as with
+    /// pylibmc: the connection notes it as unsynced, and the next request other than such a
+    /// write starts with a marker that reads whatever the server answered to it
+    /// (`prepend_sync`), so no such answer is ever taken for another request's reply. Several
+    /// are closed by a marker, whose round trip reports errors for the batch.
+    fn close_noreply(&mut self, single: bool) {
+        if single {
+            self.forget = true;
+        } else {
+            self.push_marker(0, None);
+        }
+    }
+
+    /// Start with a `version` marker whose answer confirms that every earlier `noreply` command
+    /// on the connection was processed; whatever comes before it belongs to those commands.
+    fn prepend_sync(&mut self) {
+        let mut marker = Vec::new();
+        text::encode_version(&mut marker);
+        self.wbuf.splice(0..0, marker.iter().copied());
+        for end in &mut self.record_ends {
+            *end += marker.len();
+        }
+        self.reqs.insert(
+            0,
+            Req {
+                kind: ReplyKind::Version,
+                start: 0,
+                len: 0,
+                marker: true,
+            },
+        );
     }
 
     /// Ask whether the server speaks the meta protocol, after everything else (no keys).
@@ -648,6 +688,9 @@ impl Active {
                     Reply::Version(_) => {
                         sink.noreply_done(keys, &self.marker_errors);
                         self.marker_errors.clear();
+                        if keys.is_empty() {
+                            self.conn.synced();
+                        }
                         true
                     }
                     _ => return Err(unexpected()),
@@ -1002,11 +1045,17 @@ impl Client {
 
     /// Close each job of a write batch: the meta no-op for a quiet batch, the `version` marker
     /// for classic `noreply` commands, and a probe where the server's protocols are unknown.
-    fn close_batches(jobs: &mut [Job], quiet: &[Option<bool>], noreply: bool, kind: ReplyKind) {
+    fn close_batches(
+        jobs: &mut [Job],
+        quiet: &[Option<bool>],
+        noreply: bool,
+        single: bool,
+        kind: ReplyKind,
+    ) {
         for job in jobs {
             match quiet[job.server] {
                 Some(true) => job.close_quiet(kind),
-                _ if noreply => job.push_marker(0, None),
+                _ if noreply => job.close_noreply(single),
                 Some(false) => {}
                 None => job.push_meta_probe(),
             }
@@ -1176,7 +1225,7 @@ impl Client {
                 job.push_marker(0, Some(ReplyKind::Storage));
             }
         } else {
-            Self::close_batches(&mut jobs, &quiet, noreply, ReplyKind::MetaStore);
+            Self::close_batches(&mut jobs, &quiet, noreply, items.len() == 1, ReplyKind::MetaStore);
         }
         let mut sink = line_sink(
             items.len(),
@@ -1237,7 +1286,7 @@ impl Client {
                 job.push_marker(0, Some(ReplyKind::Delete));
             }
         } else {
-            Self::close_batches(&mut jobs, &quiet, noreply, ReplyKind::MetaDelete);
+            Self::close_batches(&mut jobs, &quiet, noreply, keys.len() == 1, ReplyKind::MetaDelete);
         }
         let mut sink = line_sink(
             keys.len(),
@@ -1313,7 +1362,7 @@ impl Client {
         });
         if noreply {
             for job in &mut jobs {
-                job.push_marker(0, None);
+                job.close_noreply(keys.len() == 1);
             }
         }
         let mut sink = line_sink(
@@ -1412,7 +1461,7 @@ impl Client {
         }
         let now = Instant::now();
         let mut actives = Vec::with_capacity(jobs.len());
-        for job in jobs {
+        for mut job in jobs {
             let server = &self.servers[job.server];
             if let Err(e) = server.check_health(now) {
                 fail_job(&job, sink, &e);
@@ -1421,6 +1470,9 @@ impl Client {
             match server.checkout(&st.opts, !replay_safe) {
                 Ok((mut conn, reused)) => {
                     conn.begin_request();
+                    if conn.unsynced() > 0 && (!job.forget || conn.unsynced() >= MAX_UNSYNCED) {
+                        job.prepend_sync();
+                    }
                     actives.push(Active {
                         job,
                         conn,
@@ -1623,11 +1675,18 @@ impl Client {
         }
         match a.failed.take() {
             None if a.conn.is_idle_clean() => {
+                if a.job.forget {
+                    sink.assume_ok(&a.job.keys);
+                    a.conn.add_unsynced(a.job.keys.len() as u32);
+                }
                 server.record_success();
                 server.checkin(a.conn);
             }
             None => {}
             Some(e) => {
+                if a.job.forget {
+                    sink.fail(&a.job.keys, &e);
+                }
                 a.fail_rest(sink, &e);
                 self.server_failed(st, a.job.server, &e);
             }

@@ -156,6 +156,9 @@ pub struct Connection {
     pid: u32,
     /// Whether any reply byte arrived since `begin_request` (decides if a retry is safe).
     received_since_begin: bool,
+    /// `noreply` commands sent since the server last confirmed it had processed everything:
+    /// whatever it may have answered to them (error lines) is still to be read and discarded.
+    unsynced: u32,
 }
 
 fn io_kind_is_timeout(e: &io::Error) -> bool {
@@ -281,6 +284,7 @@ impl Connection {
             rend: 0,
             pid: std::process::id(),
             received_since_begin: false,
+            unsynced: 0,
         };
         if let Some(c) = &opts.security.sasl {
             conn.authenticate(c)?;
@@ -351,13 +355,31 @@ impl Connection {
     }
 
     /// For an idle connection: false if the server closed it (or sent something unasked), as a
-    /// restarted server's old connections do. One non-blocking peek, nothing consumed.
+    /// restarted server's old connections do. One non-blocking peek, nothing consumed. Bytes
+    /// waiting on a connection with unsynced `noreply` commands are their error lines, which the
+    /// next request's sync marker reads: such a connection is still open.
     pub fn peer_still_open(&self) -> bool {
         let mut b = [0u8; 1];
-        matches!(
-            rustix::net::recv(self.fd(), &mut b, RecvFlags::PEEK | RecvFlags::DONTWAIT),
-            Err(rustix::io::Errno::AGAIN)
-        )
+        match rustix::net::recv(self.fd(), &mut b, RecvFlags::PEEK | RecvFlags::DONTWAIT) {
+            Err(rustix::io::Errno::AGAIN) => true,
+            Ok((n, _)) => n > 0 && self.unsynced > 0,
+            Err(_) => false,
+        }
+    }
+
+    /// `noreply` commands sent and not yet confirmed (see the field).
+    pub fn unsynced(&self) -> u32 {
+        self.unsynced
+    }
+
+    /// `n` more `noreply` commands went out without a closing marker.
+    pub fn add_unsynced(&mut self, n: u32) {
+        self.unsynced = self.unsynced.saturating_add(n);
+    }
+
+    /// The server answered a marker sent after every unsynced command.
+    pub fn synced(&mut self) {
+        self.unsynced = 0;
     }
 
     /// Write without blocking; returns how many bytes the kernel took (0 when its buffer is full).

@@ -7,11 +7,15 @@ flags. Also a pass-through relay to a real server that records what the client s
 
 import socket
 import threading
+import time
 
 
 class MiniMemcached:
-    def __init__(self, meta=False, unknown="error", server_error_keys=()):
+    def __init__(self, meta=False, unknown="error", server_error_keys=(), loud_errors=False):
         self.meta = meta
+        # loud_errors: answer a failing noreply command anyway (as memcached does for a
+        # CLIENT_ERROR), to test that such an answer is never taken for another reply
+        self.loud_errors = loud_errors
         self.unknown = unknown  # "error": answer ERROR; "close": hang up
         self.server_error_keys = set(server_error_keys)
         self.data = {}
@@ -96,7 +100,8 @@ class MiniMemcached:
             k, flags = parts[1], int(parts[2])
             noreply = parts[-1] == b"noreply"
             if k in self.server_error_keys:
-                return b"" if noreply else b"SERVER_ERROR out of memory storing object\r\n"
+                quiet = noreply and not self.loud_errors
+                return b"" if quiet else b"SERVER_ERROR out of memory storing object\r\n"
             if (cmd == b"add" and k in d) or (cmd == b"replace" and k not in d):
                 return b"" if noreply else b"NOT_STORED\r\n"
             d[k] = (flags, data)
@@ -164,6 +169,17 @@ class Relay:
             out = bytes(self.sent)
             self.sent.clear()
         return out
+
+    def take_until(self, done, timeout=5.0):
+        """What the client sent since the last call, once `done(bytes)` holds (writes that are
+        not waited for may still be on their way through the relay)."""
+        deadline = time.monotonic() + timeout
+        got = b""
+        while True:
+            got += self.take()
+            if done(got) or time.monotonic() > deadline:
+                return got
+            time.sleep(0.01)
 
     def _accept(self):
         while True:
