@@ -1225,7 +1225,13 @@ impl Client {
                 job.push_marker(0, Some(ReplyKind::Storage));
             }
         } else {
-            Self::close_batches(&mut jobs, &quiet, noreply, items.len() == 1, ReplyKind::MetaStore);
+            Self::close_batches(
+                &mut jobs,
+                &quiet,
+                noreply,
+                items.len() == 1,
+                ReplyKind::MetaStore,
+            );
         }
         let mut sink = line_sink(
             items.len(),
@@ -1286,7 +1292,13 @@ impl Client {
                 job.push_marker(0, Some(ReplyKind::Delete));
             }
         } else {
-            Self::close_batches(&mut jobs, &quiet, noreply, keys.len() == 1, ReplyKind::MetaDelete);
+            Self::close_batches(
+                &mut jobs,
+                &quiet,
+                noreply,
+                keys.len() == 1,
+                ReplyKind::MetaDelete,
+            );
         }
         let mut sink = line_sink(
             keys.len(),
