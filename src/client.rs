@@ -705,18 +705,9 @@ impl Active {
                     Err(e) => return Err(e),
                 }
             };
-            self.conn.consume(used);
-            if complete {
-                self.req += 1;
-                self.cursor = 0;
-            }
+            self.step(used, complete);
         }
-        if !self.conn.is_idle_clean() {
-            return Err(Error::Protocol(
-                "the server sent more than was asked".into(),
-            ));
-        }
-        Ok(())
+        self.nothing_unasked()
     }
 
     /// Binary protocol: like `parse_available`, with batches. A batch (quiet stores or deletes,
@@ -785,18 +776,29 @@ impl Active {
                 }
                 false
             };
-            self.conn.consume(used);
-            if complete {
-                self.req += 1;
-                self.cursor = 0;
-            }
+            self.step(used, complete);
         }
-        if !self.conn.is_idle_clean() {
-            return Err(Error::Protocol(
+        self.nothing_unasked()
+    }
+
+    /// Consume a parsed unit; move on to the next request when this one is complete.
+    fn step(&mut self, used: usize, complete: bool) {
+        self.conn.consume(used);
+        if complete {
+            self.req += 1;
+            self.cursor = 0;
+        }
+    }
+
+    /// After the last reply unit that has arrived: any byte left over was never asked for.
+    fn nothing_unasked(&self) -> Result<()> {
+        if self.conn.is_idle_clean() {
+            Ok(())
+        } else {
+            Err(Error::Protocol(
                 "the server sent more than was asked".into(),
-            ));
+            ))
         }
-        Ok(())
     }
 
     /// Write what the socket takes now; true if anything was written.

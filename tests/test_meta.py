@@ -9,17 +9,7 @@ import pytest
 
 import fastmc
 from memcached_proc import Memcached
-from minimemcached import MiniMemcached, Relay
-
-
-@pytest.fixture
-def relayed():
-    """A real memcached behind a relay that records what the client sends."""
-    m = Memcached()
-    r = Relay(m.port)
-    yield m, r
-    r.close()
-    m.stop()
+from minimemcached import MiniMemcached
 
 
 def test_quiet_meta_writes_after_the_probe(relayed):

@@ -7,16 +7,7 @@ import pytest
 
 import fastmc
 from memcached_proc import Memcached
-from minimemcached import MiniMemcached, Relay
-
-
-@pytest.fixture
-def relayed():
-    m = Memcached()
-    r = Relay(m.port)
-    yield m, r
-    r.close()
-    m.stop()
+from minimemcached import MiniMemcached
 
 
 def test_single_noreply_writes_are_not_waited_for(relayed):

@@ -1,0 +1,16 @@
+"""Fixtures shared by several test modules."""
+
+import pytest
+
+from memcached_proc import Memcached
+from minimemcached import Relay
+
+
+@pytest.fixture
+def relayed():
+    """A real memcached behind a relay that records what the client sends: (server, relay)."""
+    m = Memcached()
+    r = Relay(m.port)
+    yield m, r
+    r.close()
+    m.stop()
