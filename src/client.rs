@@ -1012,11 +1012,17 @@ impl Client {
         let mut wire = Vec::with_capacity(keys.len());
         let mut bad = Vec::new();
         let mut by_server: Vec<Option<Job>> = (0..self.servers.len()).map(|_| None).collect();
+        let by_server_len = by_server.len();
         for (i, key) in keys.iter().enumerate() {
             match st.wire_key(key) {
                 Ok(w) => {
                     let s = st.route(key, &w).min(self.servers.len() - 1);
-                    let job = by_server[s].get_or_insert_with(|| Job::new(s));
+                    let job = by_server[s].get_or_insert_with(|| {
+                        let mut job = Job::new(s);
+                        // An even share of the keys, as a first guess that saves regrowing.
+                        job.keys.reserve(keys.len() / by_server_len + 1);
+                        job
+                    });
                     encode(job, i as u32, &w);
                     wire.push(w);
                 }
@@ -1098,6 +1104,10 @@ impl Client {
         // Encode the get lines per job, KEYS_PER_GET keys each.
         for job in &mut jobs {
             let n = job.keys.len();
+            let lines = n / KEYS_PER_GET + 1;
+            let key_bytes: usize = job.keys.iter().map(|&k| wire[k as usize].len() + 1).sum();
+            job.wbuf.reserve(key_bytes + lines * 8);
+            job.reqs.reserve(lines);
             let mut start = 0;
             while start < n {
                 let end = (start + KEYS_PER_GET).min(n);
