@@ -280,7 +280,7 @@ impl Job {
         if single {
             self.forget = true;
         } else {
-            self.push_marker(0, None);
+            self.push_marker(None);
         }
     }
 
@@ -317,17 +317,16 @@ impl Job {
 
     /// Close a batch of `noreply` commands (text) or quiet commands (binary): its keys all ride
     /// on the final marker: `version`, or for binary (`Some(kind of the batch)`) a NOOP.
-    fn push_marker(&mut self, start: u32, binary: Option<ReplyKind>) {
+    fn push_marker(&mut self, binary: Option<ReplyKind>) {
         if binary.is_some() {
             binary::encode_noop(&mut self.wbuf, binary::NOOP_OPAQUE);
         } else {
             text::encode_version(&mut self.wbuf);
         }
-        let len = self.keys.len() as u32 - start;
         self.reqs.push(Req {
             kind: binary.unwrap_or(ReplyKind::Version),
-            start,
-            len,
+            start: 0,
+            len: self.keys.len() as u32,
             marker: true,
         });
     }
@@ -626,6 +625,18 @@ impl QuietBatch {
             }
             _ => Err(unexpected()),
         }
+    }
+}
+
+/// Per server, how a write batch goes out: `Some(true)` as quiet meta commands, `Some(false)` as
+/// classic commands, `None` as classic commands followed by a probe (the server has not told yet
+/// whether it speaks the meta protocol). Empty when quiet commands are not wanted at all: no
+/// allocation for single-key, `noreply` or binary writes.
+struct QuietPlan(Vec<Option<bool>>);
+
+impl QuietPlan {
+    fn mode(&self, server: usize) -> Option<bool> {
+        self.0.get(server).copied().unwrap_or(Some(false))
     }
 }
 
@@ -1035,33 +1046,33 @@ impl Client {
         (wire, by_server.into_iter().flatten().collect(), bad)
     }
 
-    /// Per server, whether a write batch goes out as quiet meta commands: `Some(true)` if it
-    /// does, `Some(false)` if it goes out as classic commands, `None` if classic commands
-    /// followed by a probe (the server has not told yet whether it speaks the meta protocol).
-    fn quiet_servers(&self, wanted: bool) -> Vec<Option<bool>> {
-        self.servers
-            .iter()
-            .map(|s| {
-                if wanted {
-                    s.meta_support()
-                } else {
-                    Some(false)
-                }
-            })
-            .collect()
+    /// How a write batch goes out to each server (see `QuietPlan`); only asks the servers when
+    /// quiet meta commands are `wanted`.
+    fn quiet_plan(&self, wanted: bool) -> QuietPlan {
+        QuietPlan(if wanted {
+            self.servers.iter().map(|s| s.meta_support()).collect()
+        } else {
+            Vec::new()
+        })
     }
 
-    /// Close each job of a write batch: the meta no-op for a quiet batch, the `version` marker
-    /// for classic `noreply` commands, and a probe where the server's protocols are unknown.
+    /// Close each job of a write batch: for the binary protocol (`binary`: the batch's kind) the
+    /// closing NOOP; else the meta no-op for a quiet batch, the `version` marker for classic
+    /// `noreply` commands, and a probe where the server's protocols are unknown.
     fn close_batches(
         jobs: &mut [Job],
-        quiet: &[Option<bool>],
+        binary: Option<ReplyKind>,
+        quiet: &QuietPlan,
         noreply: bool,
         single: bool,
         kind: ReplyKind,
     ) {
         for job in jobs {
-            match quiet[job.server] {
+            if binary.is_some() {
+                job.push_marker(binary);
+                continue;
+            }
+            match quiet.mode(job.server) {
                 Some(true) => job.close_quiet(kind),
                 _ if noreply => job.close_noreply(single),
                 Some(false) => {}
@@ -1167,7 +1178,7 @@ impl Client {
         let tls = st.opts.security.tls.is_some();
         let mut too_big = Vec::new();
         let quiet =
-            self.quiet_servers(!bin && !noreply && keys.len() > 1 && meta::has_quiet_store(cmd));
+            self.quiet_plan(!bin && !noreply && keys.len() > 1 && meta::has_quiet_store(cmd));
         let (_, mut jobs, mut bad) = self.plan(&st, &keys, |job, i, w| {
             let it = &items[i as usize];
             if bin {
@@ -1195,7 +1206,7 @@ impl Client {
                 }
                 return;
             }
-            if quiet[job.server] == Some(true) {
+            if quiet.mode(job.server) == Some(true) {
                 // A large value may be refused (`SERVER_ERROR object too large`), and error
                 // lines carry no token: it gets a segment of its own, so the error is its own.
                 let alone = it.data.len() >= QUIET_ALONE;
@@ -1232,19 +1243,16 @@ impl Client {
             }
         });
         bad.append(&mut too_big);
-        if bin {
-            for job in &mut jobs {
-                job.push_marker(0, Some(ReplyKind::Storage));
-            }
-        } else {
-            Self::close_batches(
-                &mut jobs,
-                &quiet,
-                noreply,
-                items.len() == 1,
-                ReplyKind::MetaStore,
-            );
-        }
+        let binary = bin.then_some(ReplyKind::Storage);
+        let single = items.len() == 1;
+        Self::close_batches(
+            &mut jobs,
+            binary,
+            &quiet,
+            noreply,
+            single,
+            ReplyKind::MetaStore,
+        );
         let mut sink = line_sink(
             items.len(),
             |r| match r {
@@ -1278,7 +1286,7 @@ impl Client {
         let st = self.snapshot();
         let noreply = noreply || st.behaviors.noreply;
         let bin = st.behaviors.binary;
-        let quiet = self.quiet_servers(!bin && !noreply && keys.len() > 1);
+        let quiet = self.quiet_plan(!bin && !noreply && keys.len() > 1);
         let (_, mut jobs, bad) = self.plan(&st, keys, |job, i, w| {
             if bin {
                 let opaque = job.next_opaque();
@@ -1287,7 +1295,7 @@ impl Client {
                 job.noreply = noreply;
                 return;
             }
-            if quiet[job.server] == Some(true) {
+            if quiet.mode(job.server) == Some(true) {
                 let pos = job.push_quiet(i);
                 meta::encode_delete_quiet(&mut job.wbuf, w, pos);
                 return;
@@ -1299,19 +1307,16 @@ impl Client {
                 job.push_req(ReplyKind::Delete, i);
             }
         });
-        if bin {
-            for job in &mut jobs {
-                job.push_marker(0, Some(ReplyKind::Delete));
-            }
-        } else {
-            Self::close_batches(
-                &mut jobs,
-                &quiet,
-                noreply,
-                keys.len() == 1,
-                ReplyKind::MetaDelete,
-            );
-        }
+        let binary = bin.then_some(ReplyKind::Delete);
+        let single = keys.len() == 1;
+        Self::close_batches(
+            &mut jobs,
+            binary,
+            &quiet,
+            noreply,
+            single,
+            ReplyKind::MetaDelete,
+        );
         let mut sink = line_sink(
             keys.len(),
             |r| match r {

@@ -6,6 +6,14 @@ from memcached_proc import Memcached
 from minimemcached import Relay
 
 
+@pytest.fixture(scope="module")
+def server():
+    """One real memcached for a test module."""
+    p = Memcached()
+    yield p
+    p.stop()
+
+
 @pytest.fixture
 def relayed():
     """A real memcached behind a relay that records what the client sends: (server, relay)."""

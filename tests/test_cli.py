@@ -8,14 +8,7 @@ import sys
 import pytest
 
 import fastmc
-from memcached_proc import Memcached, free_port
-
-
-@pytest.fixture(scope="module")
-def server():
-    p = Memcached()
-    yield p
-    p.stop()
+from memcached_proc import free_port
 
 
 @pytest.fixture

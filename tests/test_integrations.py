@@ -14,17 +14,10 @@ import time
 import pytest
 
 import fastmc
-from memcached_proc import Memcached, sasl_memcached
+from memcached_proc import sasl_memcached
 
 PYLIBMC_MODULES = ("pylibmc", "_pylibmc", "pylibmc.client", "pylibmc.consts", "pylibmc.pools",
                    "pylibmc.test", "pylibmc.autoconf")
-
-
-@pytest.fixture(scope="module")
-def server():
-    p = Memcached()
-    yield p
-    p.stop()
 
 
 @pytest.fixture

@@ -10,7 +10,7 @@
 use super::{Parsed, Reply, ReplyKind, StoreCmd};
 use crate::error::{Error, Result};
 
-use super::text::{error_line, find_line, garbage, push_u64};
+use super::text::{error_line, find_line, garbage, parse_dec_u64, push_u64};
 
 /// The storage modes that have a meta equivalent with identical semantics.
 pub fn has_quiet_store(cmd: StoreCmd) -> bool {
@@ -68,25 +68,16 @@ pub fn encode_noop(buf: &mut Vec<u8>) {
 
 /// The opaque token of a meta reply line's flags (`O<n>`), if any.
 fn opaque(flags: &[u8]) -> Result<Option<u32>> {
-    for tok in flags.split(|&b| b == b' ') {
-        if let Some(n) = tok.strip_prefix(b"O") {
-            let mut v: u32 = 0;
-            if n.is_empty() || n.len() > 10 {
-                return Err(garbage(flags));
-            }
-            for &d in n {
-                if !d.is_ascii_digit() {
-                    return Err(garbage(flags));
-                }
-                v = v
-                    .checked_mul(10)
-                    .and_then(|v| v.checked_add((d - b'0') as u32))
-                    .ok_or_else(|| garbage(flags))?;
-            }
-            return Ok(Some(v));
-        }
+    match flags
+        .split(|&b| b == b' ')
+        .find_map(|tok| tok.strip_prefix(b"O"))
+    {
+        None => Ok(None),
+        Some(n) => parse_dec_u64(n)
+            .and_then(|v| u32::try_from(v).ok())
+            .map(Some)
+            .ok_or_else(|| garbage(flags)),
     }
-    Ok(None)
 }
 
 /// Parse one reply line of a quiet meta batch (`MetaStore`, `MetaDelete`) or of a probe

@@ -146,7 +146,7 @@ pub(super) fn find_line(buf: &[u8]) -> Result<Option<usize>> {
     }
 }
 
-fn parse_dec_u64(s: &[u8]) -> Option<u64> {
+pub(super) fn parse_dec_u64(s: &[u8]) -> Option<u64> {
     if s.is_empty() || s.len() > 20 {
         return None;
     }
