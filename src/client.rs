@@ -24,6 +24,9 @@ use crate::ring::{Ring, RingServer};
 /// Keys per `get` line: keeps lines short for every server (memcached 1.6.12 rejected huge ones).
 const KEYS_PER_GET: usize = 100;
 
+/// Most bytes reserved up front for the values of one `get_multi`.
+const ARENA_START: usize = 256 * 1024;
+
 /// After this many unwaited `noreply` writes on a connection, the next one waits for the server
 /// to catch up (`Job::prepend_sync`): what it may owe stays bounded.
 const MAX_UNSYNCED: u32 = 1024;
@@ -1151,7 +1154,8 @@ impl Client {
         let mut sink = GetSink {
             wire: &wire,
             out: Outcomes::new(keys.len()),
-            data: Vec::new(),
+            // Room for small values of every key: the arena rarely has to grow.
+            data: Vec::with_capacity((keys.len() * 64).min(ARENA_START)),
         };
         for (i, e) in bad {
             sink.out.set(i, Err(e));

@@ -120,6 +120,8 @@ CASES = {
     "get_multi_1000": lambda m, c: (c.set_multi({"k%d" % i: i for i in range(1000)}),
                                     c.get_multi(["k%d" % i for i in range(1000)]) == {"k%d" % i: i for i in range(1000)}),
     "set_multi_failed_list": lambda m, c: (c.add_multi({"a": 1}), c.add_multi({"a": 2, "b": 3}), c.get_multi(["a", "b"])),
+    "add_multi_failed_str_and_bytes": lambda m, c: (c.add_multi({"d": 1}),
+                                                    c.add_multi({b"d": 2, "d": 3, b"e": 4})),
     "set_multi_empty_keys": lambda m, c: c.set_multi({"": 1, b"": 2}),
     "set_multi_not_dict": lambda m, c: c.set_multi([("a", 1)]),
     "set_multi_prefixed_too_long": lambda m, c: c.set_multi({"k" * 248: 1}, key_prefix="abc"),

@@ -13,6 +13,15 @@ pub const MAX_LINE: usize = 8 * 1024;
 pub const MAX_VALUE: usize = 1 << 30;
 
 pub(super) fn push_u64(buf: &mut Vec<u8>, mut n: u64) {
+    // Short numbers (flags, lengths of small values, opaque tokens) without a copy call.
+    if n < 10 {
+        buf.push(b'0' + n as u8);
+        return;
+    }
+    if n < 100 {
+        buf.extend_from_slice(&[b'0' + (n / 10) as u8, b'0' + (n % 10) as u8]);
+        return;
+    }
     let mut tmp = [0u8; 20];
     let mut i = tmp.len();
     loop {
@@ -192,23 +201,23 @@ pub(super) fn error_line(line: &[u8]) -> Option<Error> {
 /// `VALUE <key> <flags> <bytes> [<cas>]`, with `line` excluding the CRLF.
 fn parse_value_header(line: &[u8]) -> Result<(&[u8], u32, usize, Option<u64>)> {
     let rest = &line[6..];
-    let mut parts = rest.split(|&b| b == b' ');
-    let key = parts.next().filter(|k| !k.is_empty());
-    let flags = parts.next().and_then(parse_dec_u64);
-    let len = parts.next().and_then(parse_dec_u64);
-    let cas = match parts.next() {
-        None => None,
-        Some(c) => Some(parse_dec_u64(c).ok_or_else(|| garbage(line))?),
-    };
-    if parts.next().is_some() {
+    let sp = memchr::memchr(b' ', rest).ok_or_else(|| garbage(line))?;
+    let key = &rest[..sp];
+    // Then two or three decimal fields, one space apart, read in one pass.
+    let mut nums = [0u64; 3];
+    let mut count = 0;
+    for field in rest[sp + 1..].split(|&b| b == b' ') {
+        match (nums.get_mut(count), parse_dec_u64(field)) {
+            (Some(slot), Some(n)) => *slot = n,
+            _ => return Err(garbage(line)),
+        }
+        count += 1;
+    }
+    let [flags, len, cas] = nums;
+    if key.is_empty() || count < 2 || flags > u32::MAX as u64 || len > MAX_VALUE as u64 {
         return Err(garbage(line));
     }
-    match (key, flags, len) {
-        (Some(k), Some(f), Some(l)) if f <= u32::MAX as u64 && l <= MAX_VALUE as u64 => {
-            Ok((k, f as u32, l as usize, cas))
-        }
-        _ => Err(garbage(line)),
-    }
+    Ok((key, flags as u32, len as usize, (count == 3).then_some(cas)))
 }
 
 /// Parse one reply unit of the given kind from the start of `buf`.
@@ -221,14 +230,18 @@ pub fn parse_reply(kind: ReplyKind, buf: &[u8]) -> Result<Parsed<Reply<'_>>> {
     };
     let line = &buf[..end];
     let used = end + 2;
-    if let Some(e) = error_line(line) {
-        return Ok(Parsed::Done(Reply::Failed(e), used));
+    // A hit first: it is most of a get reply, and no error line starts with "VALUE ".
+    let is_value = kind == ReplyKind::Retrieval && line.starts_with(b"VALUE ");
+    if !is_value {
+        if let Some(e) = error_line(line) {
+            return Ok(Parsed::Done(Reply::Failed(e), used));
+        }
     }
     let reply = match kind {
         ReplyKind::Retrieval => {
             if line == b"END" {
                 Reply::End
-            } else if line.starts_with(b"VALUE ") {
+            } else if is_value {
                 let (key, flags, len, cas) = parse_value_header(line)?;
                 let total = used + len + 2;
                 if buf.len() < total {

@@ -1551,31 +1551,6 @@ fn store_multi(
         })
         .collect();
     let results = py.detach(|| core.store_multi(cmd, &items, noreply));
-    // When a key is given both as str and as bytes, pylibmc reports the str form.
-    let has_str = mapping
-        .keys()
-        .iter()
-        .any(|k| k.is_instance_of::<PyString>());
-    let has_bytes = mapping.keys().iter().any(|k| k.is_instance_of::<PyBytes>());
-    if has_str && has_bytes {
-        let mut str_form = std::collections::HashMap::new();
-        for k in mapping.keys() {
-            if k.is_instance_of::<PyString>() {
-                str_form.insert(key_bytes(&k, KeyType::MustBeBytes)?.to_vec(), k);
-            }
-        }
-        for i in 0..failed.len() {
-            let k = failed.get_item(i)?;
-            if let Some(s) = str_form.get(key_bytes(&k, KeyType::MustBeBytes)?) {
-                failed.set_item(i, s)?;
-            }
-        }
-        for o in objs.iter_mut() {
-            if let Some(s) = str_form.get(key_bytes(o, KeyType::MustBeBytes)?) {
-                *o = s.clone();
-            }
-        }
-    }
     let verify = Native::verify_keys(&core);
     let mut first_err = None;
     for (obj, r) in objs.iter().zip(results) {
@@ -1586,6 +1561,24 @@ fn store_multi(
             Err(e) => {
                 failed.append(obj)?;
                 first_err.get_or_insert(e);
+            }
+        }
+    }
+    // When a key is given both as str and as bytes, pylibmc reports the str form.
+    if !failed.is_empty()
+        && pairs.iter().any(|(k, _)| k.is_instance_of::<PyString>())
+        && pairs.iter().any(|(k, _)| k.is_instance_of::<PyBytes>())
+    {
+        let mut str_form = std::collections::HashMap::new();
+        for (k, _) in &pairs {
+            if k.is_instance_of::<PyString>() {
+                str_form.insert(key_bytes(k, KeyType::MustBeBytes)?.to_vec(), k);
+            }
+        }
+        for i in 0..failed.len() {
+            let k = failed.get_item(i)?;
+            if let Some(&s) = str_form.get(key_bytes(&k, KeyType::MustBeBytes)?) {
+                failed.set_item(i, s)?;
             }
         }
     }
