@@ -147,9 +147,11 @@ impl Server {
         Connection::connect(&self.address, opts).map(|c| (c, false))
     }
 
-    /// Return a connection that owes no reply.
+    /// Return a connection that owes no reply. (No process check here: a connection is checked
+    /// in by the thread that checked it out, which a forked child does not have; `checkout`
+    /// checks every connection it hands out.)
     pub fn checkin(&self, mut conn: Connection) {
-        if !conn.is_idle_clean() || !conn.owned_by_this_process() {
+        if !conn.is_idle_clean() {
             return;
         }
         conn.shrink();
