@@ -14,6 +14,15 @@ def server():
     p.stop()
 
 
+@pytest.fixture(scope="module")
+def servers():
+    """Three real memcached processes for a test module: their addresses."""
+    procs = [Memcached() for _ in range(3)]
+    yield [p.address for p in procs]
+    for p in procs:
+        p.stop()
+
+
 @pytest.fixture
 def relayed():
     """A real memcached behind a relay that records what the client sends: (server, relay)."""

@@ -9,6 +9,8 @@ import socket
 import threading
 import time
 
+from testkit import listener
+
 
 class MiniMemcached:
     def __init__(self, meta=False, unknown="error", server_error_keys=(), loud_errors=False):
@@ -22,11 +24,7 @@ class MiniMemcached:
         self.received = bytearray()
         self.cmds = []
         self.lock = threading.Lock()
-        self.sock = socket.socket()
-        self.sock.bind(("127.0.0.1", 0))
-        self.sock.listen(64)
-        self.port = self.sock.getsockname()[1]
-        self.address = "127.0.0.1:%d" % self.port
+        self.sock, self.address = listener(64)
         self.conns = []
         self.closed = False
         threading.Thread(target=self._accept, daemon=True).start()
@@ -157,10 +155,7 @@ class Relay:
         self.target_port = target_port
         self.sent = bytearray()
         self.lock = threading.Lock()
-        self.sock = socket.socket()
-        self.sock.bind(("127.0.0.1", 0))
-        self.sock.listen(64)
-        self.address = "127.0.0.1:%d" % self.sock.getsockname()[1]
+        self.sock, self.address = listener(64)
         threading.Thread(target=self._accept, daemon=True).start()
 
     def take(self):

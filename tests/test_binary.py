@@ -4,7 +4,6 @@ the same freshly flushed memcached; outcomes must be equal. Then binary-specific
 quiet batches attribute each failure to its key, text and binary clients share data, and the
 connection survives per-key errors that pylibmc's does not."""
 
-import socket
 import struct
 import threading
 
@@ -12,16 +11,8 @@ import pylibmc
 import pytest
 
 import fastmc
-from memcached_proc import Memcached
+from testkit import listener, run_threads
 from test_pylibmc_diff import CASES, outcome
-
-
-@pytest.fixture(scope="module")
-def servers():
-    procs = [Memcached() for _ in range(3)]
-    yield [p.address for p in procs]
-    for p in procs:
-        p.stop()
 
 
 def run_both(addrs, case, behaviors=None):
@@ -151,10 +142,7 @@ class GarbageServer:
 
     def __init__(self, reply):
         self.reply = reply
-        self.sock = socket.socket()
-        self.sock.bind(("127.0.0.1", 0))
-        self.sock.listen(8)
-        self.address = "127.0.0.1:%d" % self.sock.getsockname()[1]
+        self.sock, self.address = listener(8)
         threading.Thread(target=self._accept, daemon=True).start()
 
     def _accept(self):
@@ -198,27 +186,18 @@ def test_garbage_from_the_server_is_a_protocol_error(op, reply, message):
 
 def test_threads_share_one_binary_client(servers):
     mc = fastmc.Client(servers, binary=True)
-    errors = []
 
     def work(t):
-        try:
-            for i in range(200):
-                k = "bt%d-%d" % (t, i)
-                assert mc.set(k, {"t": t, "i": i})
-                assert mc.get(k) == {"t": t, "i": i}
-                assert mc.add(k, 0) is False
-                if i % 4 == 0:
-                    assert mc.delete(k) and mc.get(k) is None
-                if i % 25 == 0:
-                    keys = ["bt%d-%d" % (t, j) for j in range(i + 1)]
-                    got = mc.get_multi(keys)
-                    assert got == {k: {"t": t, "i": j} for j, k in enumerate(keys) if j % 4 != 0}
-        except Exception as e:  # reported below
-            errors.append(e)
+        for i in range(200):
+            k = "bt%d-%d" % (t, i)
+            assert mc.set(k, {"t": t, "i": i})
+            assert mc.get(k) == {"t": t, "i": i}
+            assert mc.add(k, 0) is False
+            if i % 4 == 0:
+                assert mc.delete(k) and mc.get(k) is None
+            if i % 25 == 0:
+                keys = ["bt%d-%d" % (t, j) for j in range(i + 1)]
+                got = mc.get_multi(keys)
+                assert got == {k: {"t": t, "i": j} for j, k in enumerate(keys) if j % 4 != 0}
 
-    threads = [threading.Thread(target=work, args=(t,)) for t in range(8)]
-    for th in threads:
-        th.start()
-    for th in threads:
-        th.join()
-    assert errors == []
+    assert run_threads(work, 8) == []

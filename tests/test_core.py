@@ -15,6 +15,7 @@ import pytest
 
 import fastmc
 from memcached_proc import Memcached, free_port, sigstop
+from testkit import in_forked_child, listener, run_threads
 
 HERE = Path(__file__).parent
 
@@ -37,11 +38,7 @@ class FakeServer:
     def __init__(self, mode):
         self.mode = mode
         self.received = bytearray()
-        self.sock = socket.socket()
-        self.sock.bind(("127.0.0.1", 0))
-        self.sock.listen(16)
-        self.port = self.sock.getsockname()[1]
-        self.address = "127.0.0.1:%d" % self.port
+        self.sock, self.address = listener(16)
         self.conns = []
         self.stopping = False
         threading.Thread(target=self._accept, daemon=True).start()
@@ -76,36 +73,27 @@ class FakeServer:
 
 def test_sixteen_threads_share_one_client(core_server):
     mc = fastmc.Client([core_server.address])
-    errors = []
 
     def work(t):
-        try:
-            for i in range(300):
-                k = "t%d-%d" % (t, i)
-                v = {"t": t, "i": i, "s": "x" * (i % 50)}
-                assert mc.set(k, v)
-                assert mc.get(k) == v
-                assert mc.add(k, 0) is False
-                if i % 3 == 0:
-                    assert mc.delete(k)
-                    assert mc.get(k) is None
-                if i % 10 == 0:
-                    got = mc.get_multi(["t%d-%d" % (t, j) for j in range(i + 1)])
-                    for kk, vv in got.items():
-                        assert vv["t"] == t and kk == "t%d-%d" % (t, vv["i"])
-            assert mc.set("ctr%d" % t, 0)
-            for _ in range(50):
-                mc.incr("ctr%d" % t)
-            assert mc.get("ctr%d" % t) == 50
-        except Exception as e:  # report in the main thread
-            errors.append((t, repr(e)))
+        for i in range(300):
+            k = "t%d-%d" % (t, i)
+            v = {"t": t, "i": i, "s": "x" * (i % 50)}
+            assert mc.set(k, v)
+            assert mc.get(k) == v
+            assert mc.add(k, 0) is False
+            if i % 3 == 0:
+                assert mc.delete(k)
+                assert mc.get(k) is None
+            if i % 10 == 0:
+                got = mc.get_multi(["t%d-%d" % (t, j) for j in range(i + 1)])
+                for kk, vv in got.items():
+                    assert vv["t"] == t and kk == "t%d-%d" % (t, vv["i"])
+        assert mc.set("ctr%d" % t, 0)
+        for _ in range(50):
+            mc.incr("ctr%d" % t)
+        assert mc.get("ctr%d" % t) == 50
 
-    threads = [threading.Thread(target=work, args=(t,)) for t in range(16)]
-    for th in threads:
-        th.start()
-    for th in threads:
-        th.join()
-    assert errors == []
+    assert run_threads(work, 16) == []
 
 
 def test_stopped_server_times_out_and_next_call_gets_its_own_value(core_server):
@@ -205,17 +193,7 @@ def test_fork_child_never_reuses_parent_socket(core_server):
     assert mc.set("f", "parent")
     stats = lambda: int(mc.get_stats()[0][1]["total_connections"])  # noqa: E731
     before = stats()
-    pid = os.fork()
-    if pid == 0:
-        code = 0
-        try:
-            if mc.get("f") != "parent" or not mc.set("f", "child"):
-                code = 2
-        except BaseException:
-            code = 3
-        os._exit(code)
-    _, status = os.waitpid(pid, 0)
-    assert os.WEXITSTATUS(status) == 0
+    assert in_forked_child(lambda: mc.get("f") == "parent" and mc.set("f", "child")) == 0
     # the child opened its own connection(s); the parent's pooled one still works and is in sync
     assert stats() > before
     assert mc.get("f") == "child"

@@ -16,6 +16,7 @@ import pytest
 import fastmc
 from fakeserver import FakeMemcached, stalled_listener
 from memcached_proc import Memcached, free_port, sigstop
+from testkit import in_forked_child
 
 # No fail-fast window: every call after a fault really talks to the server again.
 AGAIN = {"retry_timeout": -1, "_poll_timeout": 400}
@@ -717,18 +718,12 @@ def test_fork_child_never_shares_a_socket_with_the_parent(fake):
     mc = fastmc.Client([fake.address])
     assert mc.set("f", "parent")
     assert fake.accepted == 1
-    pid = os.fork()
-    if pid == 0:
-        code = 0
-        try:
-            mc.disconnect_all()
-            if mc.get("f") != "parent" or not mc.set("f", "child"):
-                code = 2
-        except BaseException:
-            code = 3
-        os._exit(code)
-    _, status = os.waitpid(pid, 0)
-    assert os.WEXITSTATUS(status) == 0
+
+    def child():
+        mc.disconnect_all()
+        return mc.get("f") == "parent" and mc.set("f", "child")
+
+    assert in_forked_child(child) == 0
     assert fake.accepted == 2
     parent_conn = fake.commands[0][0]
     assert all(cid != parent_conn for cid, _ in fake.commands[1:])

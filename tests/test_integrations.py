@@ -8,13 +8,13 @@ test so that the other test modules keep the real pylibmc as their oracle."""
 import asyncio
 import subprocess
 import sys
-import threading
 import time
 
 import pytest
 
 import fastmc
 from memcached_proc import sasl_memcached
+from testkit import run_threads
 
 PYLIBMC_MODULES = ("pylibmc", "_pylibmc", "pylibmc.client", "pylibmc.consts", "pylibmc.pools",
                    "pylibmc.test", "pylibmc.autoconf")
@@ -258,25 +258,17 @@ def test_fastmc_backend_shares_one_client_across_threads(server, raw, django_set
     conf = _django_caches("fastmc.django.FastMCCache", server)
     conf["tuned"] = dict(conf["default"], OPTIONS={"behaviors": {"no_block": True}})
     with override_settings(CACHES=conf):
-        backends, clients, errors = [], [], []
+        backends, clients = [], []
 
         def worker(i):
-            try:
-                cache = caches["default"]  # Django builds one backend object per thread
-                for j in range(50):
-                    cache.set("th%d" % i, j)
-                    assert cache.get("th%d" % i) == j
-                backends.append(cache)
-                clients.append(cache._cache)
-            except Exception as e:  # pragma: no cover - reported below
-                errors.append(e)
+            cache = caches["default"]  # Django builds one backend object per thread
+            for j in range(50):
+                cache.set("th%d" % i, j)
+                assert cache.get("th%d" % i) == j
+            backends.append(cache)
+            clients.append(cache._cache)
 
-        threads = [threading.Thread(target=worker, args=(i,)) for i in range(8)]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
-        assert errors == []
+        assert run_threads(worker, 8) == []
         assert len({id(b) for b in backends}) == 8
         assert all(cl is clients[0] for cl in clients)
         # the key prefix is Django's business: same servers and options, same client
@@ -430,22 +422,13 @@ def test_flask_caching_with_a_shared_fastmc_client(server, raw):
     assert cache.set("k", [1, 2]) and cache.get("k") == [1, 2]
     assert raw.get("direct:k") == [1, 2]
     assert cache.get_many("k", "zz") == [[1, 2], None]
-    errors = []
 
     def worker(i):
-        try:
-            for j in range(30):
-                cache.set("t%d" % i, j)
-                assert cache.get("t%d" % i) == j
-        except Exception as e:  # pragma: no cover - reported below
-            errors.append(e)
+        for j in range(30):
+            cache.set("t%d" % i, j)
+            assert cache.get("t%d" % i) == j
 
-    threads = [threading.Thread(target=worker, args=(i,)) for i in range(6)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    assert errors == []
+    assert run_threads(worker, 6) == []
 
 
 def test_flask_caching_sasl_backend(tmp_path, as_pylibmc):
@@ -539,25 +522,17 @@ def test_dogpile_expiration(region):
 
 
 def test_dogpile_distributed_lock_creates_once_across_threads(region, raw):
-    calls, results, errors = [], [], []
+    calls, results = [], []
 
     def create():
         calls.append(1)
         time.sleep(0.3)  # hold the memcached lock while the other threads arrive
         return "made"
 
-    def worker():
-        try:
-            results.append(region.get_or_create("locked", create))
-        except Exception as e:  # pragma: no cover - reported below
-            errors.append(e)
+    def worker(_i):
+        results.append(region.get_or_create("locked", create))
 
-    threads = [threading.Thread(target=worker) for _ in range(6)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    assert errors == []
+    assert run_threads(worker, 6) == []
     assert results == ["made"] * 6
     assert len(calls) == 1
     from dogpile.cache.util import sha1_mangle_key

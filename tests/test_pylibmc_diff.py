@@ -11,15 +11,6 @@ import pylibmc
 import pytest
 
 import fastmc
-from memcached_proc import Memcached
-
-
-@pytest.fixture(scope="module")
-def servers():
-    procs = [Memcached() for _ in range(3)]
-    yield [p.address for p in procs]
-    for p in procs:
-        p.stop()
 
 
 def outcome(fn):

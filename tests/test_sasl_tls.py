@@ -4,7 +4,6 @@ real memcached started with -Z and certificates made here with the openssl CLI."
 
 import glob
 import os
-import socket
 import struct
 import subprocess
 import sys
@@ -14,6 +13,7 @@ import pytest
 
 import fastmc
 from memcached_proc import Memcached, sasl_memcached
+from testkit import listener, run_threads
 
 USER, PASSWORD = "alice", "s3cret pass"
 
@@ -38,22 +38,13 @@ def test_sasl_on_every_new_pooled_connection(sasl_server):
     # The server refuses any command on an unauthenticated connection, so each of the many
     # connections the threads open must have authenticated first.
     mc = fastmc.Client([sasl_server.address], binary=True, username=USER, password=PASSWORD)
-    errors = []
 
     def work(t):
-        try:
-            for i in range(50):
-                assert mc.set("t%d-%d" % (t, i), i)
-                assert mc.get("t%d-%d" % (t, i)) == i
-        except Exception as e:  # reported below
-            errors.append(e)
+        for i in range(50):
+            assert mc.set("t%d-%d" % (t, i), i)
+            assert mc.get("t%d-%d" % (t, i)) == i
 
-    threads = [threading.Thread(target=work, args=(t,)) for t in range(8)]
-    for th in threads:
-        th.start()
-    for th in threads:
-        th.join()
-    assert errors == []
+    assert run_threads(work, 8) == []
     # after disconnect_all and a server-side close, new connections authenticate again
     mc.disconnect_all()
     assert mc.get("t0-0") == 0
@@ -114,10 +105,7 @@ class AuthRecorder:
     def __init__(self, ok):
         self.ok = ok
         self.requests = []
-        self.sock = socket.socket()
-        self.sock.bind(("127.0.0.1", 0))
-        self.sock.listen(4)
-        self.address = "127.0.0.1:%d" % self.sock.getsockname()[1]
+        self.sock, self.address = listener(4)
         self.thread = threading.Thread(target=self._serve, daemon=True)
         self.thread.start()
 
@@ -245,22 +233,13 @@ def test_tls_with_several_servers_and_threads(pki):
              for _ in range(2)]
     try:
         mc = fastmc.Client([p.address for p in procs], tls_ca_file=str(pki / "ca.pem"))
-        errors = []
 
         def work(t):
-            try:
-                data = {"t%d-%d" % (t, i): "v" * (i * 37 % 3000) for i in range(300)}
-                assert mc.set_multi(data) == []
-                assert mc.get_multi(list(data)) == data
-            except Exception as e:  # reported below
-                errors.append(e)
+            data = {"t%d-%d" % (t, i): "v" * (i * 37 % 3000) for i in range(300)}
+            assert mc.set_multi(data) == []
+            assert mc.get_multi(list(data)) == data
 
-        threads = [threading.Thread(target=work, args=(t,)) for t in range(4)]
-        for th in threads:
-            th.start()
-        for th in threads:
-            th.join()
-        assert errors == []
+        assert run_threads(work, 4) == []
     finally:
         for p in procs:
             p.stop()

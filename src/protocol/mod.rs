@@ -15,15 +15,7 @@ pub const MAX_KEY_LEN: usize = 250;
 /// Space, control characters and DEL would split or end the command line, so they are always
 /// rejected; `ascii_only` (pylibmc's `verify_keys`) also rejects bytes >= 0x80.
 pub fn validate_text_key(key: &[u8], ascii_only: bool) -> Result<()> {
-    if key.is_empty() {
-        return Err(Error::BadKey("empty key".into()));
-    }
-    if key.len() > MAX_KEY_LEN {
-        return Err(Error::BadKey(format!(
-            "key length {} too long, max is {MAX_KEY_LEN}",
-            key.len()
-        )));
-    }
+    validate_binary_key(key)?; // the length rules are the same in both protocols
     let bad = key
         .iter()
         .position(|&b| b <= b' ' || b == 0x7f || (ascii_only && b >= 0x80));

@@ -1,0 +1,47 @@
+"""Small pieces several test modules share: worker threads, a listening socket for in-process
+fake servers, and a forked child."""
+
+import os
+import socket
+import threading
+
+
+def run_threads(work, n):
+    """Run ``work(i)`` for i in range(n), each in its own thread, all at once; returns the
+    exceptions the workers raised (an empty list when every one succeeded)."""
+    errors = []
+
+    def guarded(i):
+        try:
+            work(i)
+        except Exception as e:  # returned to the test, which asserts on the list
+            errors.append(e)
+
+    threads = [threading.Thread(target=guarded, args=(i,)) for i in range(n)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    return errors
+
+
+def listener(backlog):
+    """A socket listening on a free port of 127.0.0.1, and its "host:port" address."""
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    sock.listen(backlog)
+    return sock, "127.0.0.1:%d" % sock.getsockname()[1]
+
+
+def in_forked_child(check):
+    """Fork; the child runs ``check()`` and exits 0 when it returns true, 2 when false and 3
+    when it raises. Returns the child's exit status."""
+    pid = os.fork()
+    if pid == 0:
+        code = 3
+        try:
+            code = 0 if check() else 2
+        finally:
+            os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    return os.WEXITSTATUS(status)
