@@ -85,7 +85,8 @@ pub struct Behaviors {
     /// Speak the binary protocol (pylibmc's `binary=True`); fixed at construction.
     pub binary: bool,
     /// SASL credentials and TLS settings (constructor arguments, not behaviors in pylibmc).
-    pub security: crate::security::Security,
+    /// Shared: `Behaviors` is cloned on every call that reads it.
+    pub security: std::sync::Arc<crate::security::Security>,
 }
 
 impl Default for Behaviors {
@@ -116,7 +117,7 @@ impl Default for Behaviors {
             dead_timeout_s: 0,
             get_multi_raise_on_error: false,
             binary: false,
-            security: crate::security::Security::default(),
+            security: Default::default(),
         }
     }
 }

@@ -1119,8 +1119,18 @@ impl Client {
         for job in &mut jobs {
             let n = job.keys.len();
             let lines = n / KEYS_PER_GET + 1;
-            let key_bytes: usize = job.keys.iter().map(|&k| wire[k as usize].len() + 1).sum();
-            job.wbuf.reserve(key_bytes + lines * 8);
+            // Per key and per line: a space and `get ...\r\n`, or a header and a NOOP.
+            let (per_key, per_line) = if st.behaviors.binary {
+                (binary::HEADER_LEN, binary::HEADER_LEN)
+            } else {
+                (1, 8)
+            };
+            let key_bytes: usize = job
+                .keys
+                .iter()
+                .map(|&k| wire[k as usize].len() + per_key)
+                .sum();
+            job.wbuf.reserve(key_bytes + lines * per_line);
             job.reqs.reserve(lines);
             let mut start = 0;
             while start < n {

@@ -45,7 +45,7 @@ pub struct SocketOptions {
     /// The connection speaks the binary protocol (decides how `quit` is said).
     pub binary: bool,
     /// TLS and SASL, done in `connect` before any request.
-    pub security: Security,
+    pub security: std::sync::Arc<Security>,
     pub connect_timeout: Duration,
     pub read_timeout: Duration,
     pub write_timeout: Duration,
@@ -503,14 +503,9 @@ impl Connection {
             } else {
                 tls.read_tls(&mut NonBlocking(self.stream.fd()))
             };
-            match r {
-                Ok(0) => return Err(Error::Read(CLOSED.into())),
-                Ok(_) => {}
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => return Ok(0),
-                Err(e) if io_kind_is_timeout(&e) => {
-                    return if blocking { Err(Error::Timeout) } else { Ok(0) }
-                }
-                Err(e) => return Err(Error::Read(describe(&e))),
+            if !matches!(r, Ok(n) if n > 0) {
+                // Closed, interrupted, timed out or failed: the same outcomes as a plain read.
+                return self.after_read(r, blocking);
             }
             tls.process_new_packets()
                 .map_err(|e| Error::Read(format!("TLS: {e}")))?;

@@ -241,7 +241,6 @@ fn parse_spec_string(spec: &str) -> PyResult<(i64, ServerSpec)> {
     ))
 }
 
-/// Keys of a multi operation: original objects, full (prefixed) keys, keys that were empty.
 /// The keys of a multi operation: the objects with a non-empty key, their keys with the prefix
 /// (borrowed from the objects when there is no prefix), and the objects with an empty key.
 type MultiKeys<'a, 'py> = (
@@ -540,7 +539,7 @@ impl Native {
         // Behaviors apply before the servers are added, as in pylibmc.
         let mut b = Behaviors {
             binary,
-            security,
+            security: std::sync::Arc::new(security),
             ..Behaviors::default()
         };
         let mut namespace = Vec::new();
@@ -1536,7 +1535,7 @@ fn store_multi(
         }
         full.push(fk);
         values.push(enc);
-        objs.push(k.clone());
+        objs.push(k);
     }
     let core = this.core()?;
     let items: Vec<StoreItem<'_>> = full
