@@ -63,6 +63,20 @@ pub struct Native {
 
 /// How a method reports a key of the wrong type (pylibmc has two wordings).
 #[derive(Clone, Copy)]
+/// A positional argument that may be left out. Unlike `Option`, a `None` passed counts as given.
+enum MaybeArg<'a, 'py> {
+    Given(Borrowed<'a, 'py, PyAny>),
+    Missing,
+}
+
+impl<'a, 'py> FromPyObject<'a, 'py> for MaybeArg<'a, 'py> {
+    type Error = PyErr;
+
+    fn extract(obj: Borrowed<'a, 'py, PyAny>) -> PyResult<Self> {
+        Ok(MaybeArg::Given(obj))
+    }
+}
+
 enum KeyType {
     /// get, gets and the multi methods.
     MustBeBytes,
@@ -778,17 +792,29 @@ impl Native {
     }
 
     /// Delete a key.
-    #[pyo3(signature = (*args, noreply=false))]
-    fn delete(slf: &Bound<'_, Self>, args: &Bound<'_, PyTuple>, noreply: bool) -> PyResult<bool> {
+    /// The rest of the positional arguments is gathered only for pylibmc's message ("delete()
+    /// takes exactly 1 argument (N given)"): with one argument no tuple is built.
+    #[pyo3(
+        signature = (key = MaybeArg::Missing, /, *rest, noreply=false),
+        text_signature = "($self, key, /, *, noreply=False)"
+    )]
+    fn delete(
+        slf: &Bound<'_, Self>,
+        key: MaybeArg<'_, '_>,
+        rest: &Bound<'_, PyTuple>,
+        noreply: bool,
+    ) -> PyResult<bool> {
         let py = slf.py();
         let this = slf.get();
-        if args.len() != 1 {
-            return Err(PyTypeError::new_err(format!(
-                "delete() takes exactly 1 argument ({} given)",
-                args.len()
-            )));
-        }
-        let key = args.get_item(0)?;
+        let key = match key {
+            MaybeArg::Given(key) if rest.is_empty() => key,
+            _ => {
+                return Err(PyTypeError::new_err(format!(
+                    "delete() takes exactly 1 argument ({} given)",
+                    usize::from(matches!(key, MaybeArg::Given(_))) + rest.len()
+                )))
+            }
+        };
         let k = key_bytes(&key, KeyType::BytesLike)?;
         check_key_len(k)?;
         if k.is_empty() {
