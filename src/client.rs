@@ -24,6 +24,10 @@ use crate::ring::{Ring, RingServer};
 /// Keys per `get` line: keeps lines short for every server (memcached 1.6.12 rejected huge ones).
 const KEYS_PER_GET: usize = 100;
 
+/// About how many bytes a delete, incr/decr or touch request takes besides its key (the binary
+/// header is 24 bytes, `incr <key> <20 digits> noreply\r\n` 36).
+const REQUEST_BYTES: usize = 40;
+
 /// Most bytes reserved up front for the values of one `get_multi`.
 const ARENA_START: usize = 256 * 1024;
 
@@ -661,6 +665,8 @@ struct Active {
     /// What the meta probe found, if one was sent and answered.
     probe: Option<bool>,
     last_progress: Instant,
+    /// Whether an error line was among the replies (see `Connection::answered`).
+    error_reply: bool,
     failed: Option<Error>,
 }
 
@@ -687,6 +693,7 @@ impl Active {
             let Parsed::Done(reply, used) = parsed else {
                 return Ok(());
             };
+            self.error_reply |= matches!(reply, Reply::Failed(_));
             let keys = &self.job.keys[req.start as usize..(req.start + req.len) as usize];
             let complete = if req.kind == ReplyKind::MetaProbe {
                 self.probe = Some(matches!(reply, Reply::MetaNoop));
@@ -736,6 +743,7 @@ impl Active {
             let Parsed::Done((reply, opaque), used) = parsed else {
                 return Ok(());
             };
+            self.error_reply |= matches!(reply, Reply::Failed(_));
             let keys = &self.job.keys[req.start as usize..(req.start + req.len) as usize];
             let batch = req.marker || req.kind == ReplyKind::Retrieval;
             let complete = if !batch {
@@ -1018,8 +1026,10 @@ impl Client {
     }
 
     /// Validate keys and group them by server. Returns per-key wire keys (empty on error), the
-    /// jobs, and pre-failed keys.
-    fn plan<'k, F>(&self, st: &State, keys: &[&'k [u8]], mut encode: F) -> Plan<'k>
+    /// jobs, and pre-failed keys. `per_key`: about how many bytes a key's request takes besides
+    /// the key; each job's request buffer is sized for its share of the keys up front, so that
+    /// encoding (above all of a single key) does not regrow it step by step.
+    fn plan<'k, F>(&self, st: &State, keys: &[&'k [u8]], per_key: usize, mut encode: F) -> Plan<'k>
     where
         F: FnMut(&mut Job, u32, &[u8]),
     {
@@ -1034,7 +1044,11 @@ impl Client {
                     let job = by_server[s].get_or_insert_with(|| {
                         let mut job = Job::new(s);
                         // An even share of the keys, as a first guess that saves regrowing.
-                        job.keys.reserve(keys.len() / by_server_len + 1);
+                        let share = keys.len() / by_server_len + 1;
+                        job.keys.reserve(share);
+                        if per_key > 0 {
+                            job.wbuf.reserve(share * (w.len() + per_key));
+                        }
                         job
                     });
                     encode(job, i as u32, &w);
@@ -1114,7 +1128,7 @@ impl Client {
     pub fn get_multi(&self, keys: &[&[u8]], with_cas: bool) -> Fetched {
         let st = self.snapshot();
         let with_cas = with_cas || st.behaviors.cas;
-        let (wire, mut jobs, bad) = self.plan(&st, keys, |job, i, _| job.keys.push(i));
+        let (wire, mut jobs, bad) = self.plan(&st, keys, 0, |job, i, _| job.keys.push(i));
         // Encode the get lines per job, KEYS_PER_GET keys each.
         for job in &mut jobs {
             let n = job.keys.len();
@@ -1193,7 +1207,10 @@ impl Client {
         let mut too_big = Vec::new();
         let quiet =
             self.quiet_plan(!bin && !noreply && keys.len() > 1 && meta::has_quiet_store(cmd));
-        let (_, mut jobs, mut bad) = self.plan(&st, &keys, |job, i, w| {
+        // Command, flags, expiry, length, CAS and line ends, plus the average value.
+        let value_bytes: usize = items.iter().map(|it| it.data.len()).sum();
+        let per_key = 64 + value_bytes / items.len().max(1);
+        let (_, mut jobs, mut bad) = self.plan(&st, &keys, per_key, |job, i, w| {
             let it = &items[i as usize];
             if bin {
                 // Quiet opcodes: only failures answer, then the closing NOOP.
@@ -1301,7 +1318,7 @@ impl Client {
         let noreply = noreply || st.behaviors.noreply;
         let bin = st.behaviors.binary;
         let quiet = self.quiet_plan(!bin && !noreply && keys.len() > 1);
-        let (_, mut jobs, bad) = self.plan(&st, keys, |job, i, w| {
+        let (_, mut jobs, bad) = self.plan(&st, keys, REQUEST_BYTES, |job, i, w| {
             if bin {
                 let opaque = job.next_opaque();
                 binary::encode_delete(&mut job.wbuf, w, true, opaque);
@@ -1358,7 +1375,7 @@ impl Client {
     pub fn arith_multi(&self, incr: bool, keys: &[&[u8]], delta: u64) -> Vec<Result<Option<u64>>> {
         let st = self.snapshot();
         let bin = st.behaviors.binary;
-        let (_, jobs, bad) = self.plan(&st, keys, |job, i, w| {
+        let (_, jobs, bad) = self.plan(&st, keys, REQUEST_BYTES, |job, i, w| {
             if bin {
                 let opaque = job.next_opaque();
                 binary::encode_arith(&mut job.wbuf, incr, w, delta, opaque);
@@ -1390,7 +1407,7 @@ impl Client {
         let bin = st.behaviors.binary;
         // The binary protocol has no quiet touch: every touch answers.
         let noreply = noreply && !bin;
-        let (_, mut jobs, bad) = self.plan(&st, keys, |job, i, w| {
+        let (_, mut jobs, bad) = self.plan(&st, keys, REQUEST_BYTES, |job, i, w| {
             if bin {
                 let opaque = job.next_opaque();
                 binary::encode_touch(&mut job.wbuf, w, exptime, opaque);
@@ -1510,7 +1527,7 @@ impl Client {
                 fail_job(&job, sink, &e);
                 continue;
             }
-            match server.checkout(&st.opts, !replay_safe) {
+            match server.checkout(&st.opts, !replay_safe, now) {
                 Ok((mut conn, reused)) => {
                     conn.begin_request();
                     if conn.unsynced() > 0 && (!job.forget || conn.unsynced() >= MAX_UNSYNCED) {
@@ -1530,6 +1547,7 @@ impl Client {
                         quiet: QuietBatch::default(),
                         probe: None,
                         last_progress: now,
+                        error_reply: false,
                         failed: None,
                     });
                 }
@@ -1590,10 +1608,15 @@ impl Client {
                 if a.writing() {
                     return Ok(false);
                 }
+                let mut received = false;
                 loop {
                     a.parse_available(sink)?;
                     if a.done() {
                         return Ok(true);
+                    }
+                    // The clock is read only when a reply takes more than one read.
+                    if received {
+                        a.last_progress = Instant::now();
                     }
                     if a.conn.recv_blocking()? == 0 {
                         // A signal interrupted the wait. Waiting again would restart the socket's
@@ -1601,7 +1624,7 @@ impl Client {
                         // goes on against the deadline counted from the last progress.
                         return Ok(false);
                     }
-                    a.last_progress = Instant::now();
+                    received = true;
                 }
             })();
             match r {
@@ -1721,6 +1744,9 @@ impl Client {
                 if a.job.forget {
                     sink.assume_ok(&a.job.keys);
                     a.conn.add_unsynced(a.job.keys.len() as u32);
+                } else {
+                    // The server answered at the last progress noted, or later.
+                    a.conn.answered((!a.error_reply).then_some(a.last_progress));
                 }
                 server.record_success();
                 server.checkin(a.conn);

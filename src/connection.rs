@@ -14,7 +14,8 @@ use std::io::{self, Read, Write};
 use std::net::{TcpStream, ToSocketAddrs};
 use std::os::fd::{AsFd, BorrowedFd};
 use std::os::unix::net::UnixStream;
-use std::time::Duration;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
 
 use rustix::net::{RecvFlags, SendFlags};
 
@@ -139,6 +140,20 @@ fn flush_tls(tls: &mut rustls::ClientConnection, fd: BorrowedFd<'_>) -> Result<(
     Ok(())
 }
 
+/// Counts the forks this process came out of. Cheaper than asking for the pid on every
+/// checkout (a system call): the binding calls `note_fork_in_child` from an
+/// `os.register_at_fork(after_in_child=...)` hook, which every fork that goes on running Python
+/// runs (`os.fork`, multiprocessing, `PyOS_AfterFork_Child`).
+static FORK_GENERATION: AtomicU64 = AtomicU64::new(0);
+
+/// Called in a forked child: every connection opened before the fork is now the parent's.
+pub fn note_fork_in_child() {
+    FORK_GENERATION.fetch_add(1, Ordering::Relaxed);
+}
+
+/// See `Connection::needs_probe`.
+const PROBE_AFTER: Duration = Duration::from_millis(1);
+
 const READ_CHUNK: usize = 64 * 1024;
 /// A read buffer that grew past this (for a huge value) is given back when the connection idles.
 const KEEP_READ_BUF: usize = 1024 * 1024;
@@ -152,8 +167,12 @@ pub struct Connection {
     rbuf: Vec<u8>,
     rpos: usize,
     rend: usize,
-    /// The process that opened the socket: a forked child must never use it.
-    pid: u32,
+    /// The fork generation (see `note_fork_in_child`) the socket was opened in: a forked child
+    /// must never use it.
+    generation: u64,
+    /// When the server last answered on this connection without an error line: see
+    /// `needs_probe`.
+    answered_at: Option<Instant>,
     /// Whether any reply byte arrived since `begin_request` (decides if a retry is safe).
     received_since_begin: bool,
     /// `noreply` commands sent since the server last confirmed it had processed everything:
@@ -282,7 +301,8 @@ impl Connection {
             rbuf: vec![0; READ_CHUNK],
             rpos: 0,
             rend: 0,
-            pid: std::process::id(),
+            generation: FORK_GENERATION.load(Ordering::Relaxed),
+            answered_at: None,
             received_since_begin: false,
             unsynced: 0,
         };
@@ -337,7 +357,7 @@ impl Connection {
 
     /// False in a forked child: the socket is shared with the parent and must not be used.
     pub fn owned_by_this_process(&self) -> bool {
-        self.pid == std::process::id()
+        self.generation == FORK_GENERATION.load(Ordering::Relaxed)
     }
 
     /// Whether the connection is clean: nothing unread is left over.
@@ -352,6 +372,25 @@ impl Connection {
 
     pub fn received_since_begin(&self) -> bool {
         self.received_since_begin
+    }
+
+    /// The server's last answers on this connection arrived at `at`; `None` when one of them
+    /// was an error line (a server or proxy may close the connection after one).
+    pub fn answered(&mut self, at: Option<Instant>) {
+        self.answered_at = at;
+    }
+
+    /// Whether a write should `peer_still_open` first: yes, unless the server answered without
+    /// an error within `PROBE_AFTER`. A server that closed the connection since could not
+    /// have come back yet (a restart takes longer), so a new connection would fail as well.
+    /// Should it happen anyway, the write fails with an error and is not replayed: never
+    /// silently lost, never applied twice. The peek is a system call, which tight loops of
+    /// writes save.
+    pub fn needs_probe(&self, now: Instant) -> bool {
+        match self.answered_at {
+            Some(at) => now.saturating_duration_since(at) >= PROBE_AFTER,
+            None => true,
+        }
     }
 
     /// For an idle connection: false if the server closed it (or sent something unasked), as a

@@ -132,14 +132,20 @@ impl Server {
     /// An idle connection if there is a usable one, else a new one. The flag says whether the
     /// connection was reused (only those get a transparent retry when found closed). With
     /// `probe`, idle connections the server has closed (a restart) are skipped before anything
-    /// is sent on them: writes cannot be replayed once sent.
-    pub fn checkout(&self, opts: &SocketOptions, probe: bool) -> Result<(Connection, bool)> {
+    /// is sent on them (unless the server answered on them just now, see
+    /// `Connection::needs_probe`): writes cannot be replayed once sent.
+    pub fn checkout(
+        &self,
+        opts: &SocketOptions,
+        probe: bool,
+        now: Instant,
+    ) -> Result<(Connection, bool)> {
         loop {
             let c = self.idle.lock().pop();
             match c {
                 // Inherited across fork(): drop our handle, never touch the shared socket.
                 Some(c) if !c.owned_by_this_process() => continue,
-                Some(c) if probe && !c.peer_still_open() => continue,
+                Some(c) if probe && c.needs_probe(now) && !c.peer_still_open() => continue,
                 Some(c) => return Ok((c, true)),
                 None => break,
             }

@@ -15,6 +15,8 @@ that key:
 - ``"delay:<seconds>"``: answer normally after a pause;
 - ``"line:<text>"``: answer this one line instead (``SERVER_ERROR out of memory ...``,
   ``CLIENT_ERROR ...``), after reading the whole command, so the stream stays in sync;
+- ``"line_close:<text>"``: answer this one line, then close the connection (as a proxy may
+  after a backend error);
 - ``"early:<text>"``: for a storage command, answer this line as soon as the command line is
   read, then swallow the data block (memcached does this for a too-large value);
 - ``"close_before_apply"``: close the connection without executing the command;
@@ -107,6 +109,12 @@ class FakeMemcached:
 
     def close(self):
         self.stopping.set()
+        try:
+            # wakes the accept() in _accept; a bare close() would leave the socket listening
+            # until that accept() returns
+            self.sock.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
         self.sock.close()
         self.drop_connections()
 
@@ -248,6 +256,13 @@ class FakeMemcached:
         if act.startswith("line:"):
             self._send(c, act[5:].encode() + b"\r\n")
             return
+        if act.startswith("line_close:"):
+            # corked, the line and the FIN leave in one segment: the client never sees the
+            # line without the close
+            c.setsockopt(socket.IPPROTO_TCP, socket.TCP_CORK, 1)
+            c.sendall(act[11:].encode() + b"\r\n")
+            c.shutdown(socket.SHUT_WR)
+            raise _Stop(close=True)
         if act in ("close_before_apply", "close_after_apply"):
             raise _Stop(close=True)
         raise AssertionError("unknown rule %r" % act)

@@ -188,6 +188,38 @@ def test_overlong_keys(core_server):
     assert mc.get("k" * 250) == 1
 
 
+_MP_CLIENT = None
+
+
+def _mp_worker(n):
+    """Runs in a multiprocessing worker forked after the parent used ``_MP_CLIENT``."""
+    mc = _MP_CLIENT
+    for i in range(50):
+        k = "mp-%d-%d" % (n, i)
+        if not (mc.set(k, k) and mc.get(k) == k and mc.get_multi([k, "mp-parent"]) ==
+                {k: k, "mp-parent": "parent"}):
+            return False
+    return True
+
+
+def test_multiprocessing_fork_workers_never_share_the_parents_socket(core_server):
+    """Landscape 6.6 (preloading apps: a client made before the workers fork): multiprocessing
+    workers forked from a parent with a pooled connection each open their own and read only
+    their own replies, and the parent's connection stays in sync."""
+    import multiprocessing
+
+    global _MP_CLIENT
+    _MP_CLIENT = mc = fastmc.Client([core_server.address])
+    assert mc.set("mp-parent", "parent")
+    try:
+        with multiprocessing.get_context("fork").Pool(3) as pool:
+            assert pool.map(_mp_worker, range(12)) == [True] * 12
+    finally:
+        _MP_CLIENT = None
+    assert mc.get("mp-parent") == "parent"
+    assert mc.get_multi(["mp-3-7", "mp-11-49"]) == {"mp-3-7": "mp-3-7", "mp-11-49": "mp-11-49"}
+
+
 def test_fork_child_never_reuses_parent_socket(core_server):
     mc = fastmc.Client([core_server.address])
     assert mc.set("f", "parent")

@@ -596,6 +596,48 @@ def test_restart_is_invisible_on_every_pooled_connection_writes(fake, op):
     assert fake.accepted == 8
 
 
+@pytest.mark.parametrize("op", ["set", "delete", "set_multi"])
+def test_close_after_an_error_line_is_invisible_to_the_next_write(fake, op):
+    """A server or proxy that answers an error line and closes the connection at once (twemproxy
+    does after a backend failure): the next write, sent right away, still goes out exactly once
+    on a new connection, because a connection whose last answer was an error line is always
+    checked before a write."""
+    mc = fastmc.Client([fake.address])
+    assert mc.set("good", "old")
+    fake.rule("bad", "line_close:SERVER_ERROR backend down")
+    with pytest.raises(fastmc.Error):
+        mc.set("bad", "x")
+    assert fake.accepted == 1
+    if op == "set":
+        assert mc.set("good", "new") is True
+    elif op == "delete":
+        assert mc.delete("good") is True
+    else:
+        assert mc.set_multi({"good": "new", "more": 1}) == []
+    assert fake.accepted == 2
+    assert (b"good" in fake.data) == (op != "delete")
+    assert fake.command_names().count(b"delete" if op == "delete" else b"set") == (
+        1 if op == "delete" else 3 + (op == "set_multi"))
+
+
+def test_write_right_after_an_answer_on_a_connection_closed_since_lands_once_or_raises(fake):
+    """Within a millisecond of a successful answer a pooled connection is not peeked at before a
+    write (a system call that tight loops of writes save). If the server closed it in that
+    moment, the write raises and is not replayed; if the peek did run, it goes out on a new
+    connection. Either way it is applied at most once and never reported done when it was not."""
+    mc = fastmc.Client([fake.address])
+    assert mc.set("w", "old")
+    fake.drop_connections(forget=False)
+    seen = len(fake.commands)
+    try:
+        done = mc.set("w", "new")
+    except fastmc.Error:
+        done = False
+    sets = fake.command_names()[seen:].count(b"set")
+    assert fake.data[b"w"][1] == (b"new" if done else b"old")
+    assert sets == (1 if done else 0)
+
+
 def test_restart_of_several_servers_is_invisible_to_batches():
     """Both servers of a batch restart: get_multi and set_multi drive the stale pooled
     connections in the poll loop, replace them, and each write is sent exactly once."""
@@ -731,6 +773,23 @@ def test_fork_child_never_shares_a_socket_with_the_parent(fake):
     assert mc.get("f") == "child"
     assert fake.commands[-1][0] == parent_conn  # still the parent's own connection
     assert fake.accepted == 2
+
+
+def test_grandchild_never_uses_its_parents_socket(fake):
+    """Landscape 6.6, one generation further: a child that opened its own connection forks
+    again, and the grandchild opens a third one instead of using the child's."""
+    mc = fastmc.Client([fake.address])
+    assert mc.set("f", "parent")
+
+    def child():
+        return mc.get("f") == "parent" and in_forked_child(lambda: mc.get("f") == "parent") == 0
+
+    assert in_forked_child(child) == 0
+    assert fake.accepted == 3
+    conns = [cid for cid, _ in fake.commands]
+    assert len(set(conns)) == 3  # parent, child and grandchild each used their own
+    assert mc.get("f") == "parent"
+    assert fake.commands[-1][0] == conns[0]
 
 
 def test_child_killed_mid_operation_does_not_affect_the_parent(fake):
