@@ -1086,6 +1086,9 @@ impl Client {
     ) {
         for job in jobs {
             if binary.is_some() {
+                // Quiet opcodes answer only failures, noreply or not; with `noreply` the
+                // not-stored and not-found answers are dropped (`parse_available_binary`).
+                job.noreply = noreply;
                 job.push_marker(binary);
                 continue;
             }
@@ -1231,7 +1234,6 @@ impl Client {
                     opaque,
                 );
                 job.keys.push(i);
-                job.noreply = noreply;
                 if tls {
                     job.record_ends.push(job.wbuf.len());
                 }
@@ -1323,7 +1325,6 @@ impl Client {
                 let opaque = job.next_opaque();
                 binary::encode_delete(&mut job.wbuf, w, true, opaque);
                 job.keys.push(i);
-                job.noreply = noreply;
                 return;
             }
             if quiet.mode(job.server) == Some(true) {
