@@ -638,6 +638,21 @@ def test_write_right_after_an_answer_on_a_connection_closed_since_lands_once_or_
     assert sets == (1 if done else 0)
 
 
+def test_noreply_writes_after_an_idle_close_go_out_on_a_new_connection(fake):
+    """A `noreply` write gets no answer to prove the connection alive, so the peek before it
+    is what keeps it from vanishing into a connection the server closed while idle. The peek
+    counts as an answer for the next millisecond, so a run of noreply writes peeks once."""
+    mc = fastmc.Client([fake.address])
+    assert mc.set("a", "1")
+    fake.drop_connections(forget=False)
+    time.sleep(0.05)
+    mc.set("b", "2", noreply=True)
+    mc.set("c", "3", noreply=True)
+    mc.delete("a", noreply=True)
+    assert mc.get_multi(["a", "b", "c"]) == {"b": "2", "c": "3"}
+    assert fake.accepted == 2
+
+
 def test_restart_of_several_servers_is_invisible_to_batches():
     """Both servers of a batch restart: get_multi and set_multi drive the stale pooled
     connections in the poll loop, replace them, and each write is sent exactly once."""
