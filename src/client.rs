@@ -16,7 +16,7 @@ use rustix::event::{PollFd, PollFlags};
 use crate::behaviors::{Behaviors, Rejected};
 use crate::connection::{is_stale_connection_error, Address, Connection, SocketOptions};
 use crate::error::{Error, Result};
-use crate::pool::{FailurePolicy, Server};
+use crate::pool::{FailurePolicy, Probe, Server};
 use crate::protocol::{binary, meta, text};
 use crate::protocol::{validate_binary_key, validate_text_key, Parsed, Reply, ReplyKind, StoreCmd};
 use crate::ring::{Ring, RingServer};
@@ -1210,10 +1210,10 @@ impl Client {
         let mut too_big = Vec::new();
         let quiet =
             self.quiet_plan(!bin && !noreply && keys.len() > 1 && meta::has_quiet_store(cmd));
-        // Command, flags, expiry, length, CAS and line ends, plus the average value.
-        let value_bytes: usize = items.iter().map(|it| it.data.len()).sum();
-        let per_key = 64 + value_bytes / items.len().max(1);
-        let (_, mut jobs, mut bad) = self.plan(&st, &keys, per_key, |job, i, w| {
+        // No room for values ahead: each encoder reserves exactly what its request takes, and a
+        // guess from the average value would reserve twice a single value (or, for a value too
+        // big to send, far more than is ever written).
+        let (_, mut jobs, mut bad) = self.plan(&st, &keys, 0, |job, i, w| {
             let it = &items[i as usize];
             if bin {
                 // Quiet opcodes: only failures answer, then the closing NOOP.
@@ -1520,7 +1520,7 @@ impl Client {
         if jobs.is_empty() {
             return;
         }
-        let now = Instant::now();
+        let mut now = Instant::now();
         let mut actives = Vec::with_capacity(jobs.len());
         for mut job in jobs {
             let server = &self.servers[job.server];
@@ -1528,8 +1528,19 @@ impl Client {
                 fail_job(&job, sink, &e);
                 continue;
             }
-            match server.checkout(&st.opts, !replay_safe, now) {
+            let probe = if replay_safe {
+                Probe::Never
+            } else if job.forget {
+                Probe::Always
+            } else {
+                Probe::UnlessAnswered(now)
+            };
+            match server.checkout(&st.opts, probe) {
                 Ok((mut conn, reused)) => {
+                    if !reused {
+                        // Connecting may have taken a while: the next checkout needs the time.
+                        now = Instant::now();
+                    }
                     conn.begin_request();
                     if conn.unsynced() > 0 && (!job.forget || conn.unsynced() >= MAX_UNSYNCED) {
                         job.prepend_sync();

@@ -14,7 +14,6 @@ use std::io::{self, Read, Write};
 use std::net::{TcpStream, ToSocketAddrs};
 use std::os::fd::{AsFd, BorrowedFd};
 use std::os::unix::net::UnixStream;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use rustix::net::{RecvFlags, SendFlags};
@@ -140,17 +139,6 @@ fn flush_tls(tls: &mut rustls::ClientConnection, fd: BorrowedFd<'_>) -> Result<(
     Ok(())
 }
 
-/// Counts the forks this process came out of. Cheaper than asking for the pid on every
-/// checkout (a system call): the binding calls `note_fork_in_child` from an
-/// `os.register_at_fork(after_in_child=...)` hook, which every fork that goes on running Python
-/// runs (`os.fork`, multiprocessing, `PyOS_AfterFork_Child`).
-static FORK_GENERATION: AtomicU64 = AtomicU64::new(0);
-
-/// Called in a forked child: every connection opened before the fork is now the parent's.
-pub fn note_fork_in_child() {
-    FORK_GENERATION.fetch_add(1, Ordering::Relaxed);
-}
-
 /// See `Connection::needs_probe`.
 const PROBE_AFTER: Duration = Duration::from_millis(1);
 
@@ -167,9 +155,9 @@ pub struct Connection {
     rbuf: Vec<u8>,
     rpos: usize,
     rend: usize,
-    /// The fork generation (see `note_fork_in_child`) the socket was opened in: a forked child
-    /// must never use it.
-    generation: u64,
+    /// The process that opened the socket: a forked child must never use it. (A pid, not an
+    /// `os.register_at_fork` hook: uWSGI forks its workers without running Python's hooks.)
+    pid: u32,
     /// When the server last answered on this connection without an error line: see
     /// `needs_probe`.
     answered_at: Option<Instant>,
@@ -301,7 +289,7 @@ impl Connection {
             rbuf: vec![0; READ_CHUNK],
             rpos: 0,
             rend: 0,
-            generation: FORK_GENERATION.load(Ordering::Relaxed),
+            pid: std::process::id(),
             answered_at: None,
             received_since_begin: false,
             unsynced: 0,
@@ -357,7 +345,7 @@ impl Connection {
 
     /// False in a forked child: the socket is shared with the parent and must not be used.
     pub fn owned_by_this_process(&self) -> bool {
-        self.generation == FORK_GENERATION.load(Ordering::Relaxed)
+        self.pid == std::process::id()
     }
 
     /// Whether the connection is clean: nothing unread is left over.
@@ -388,8 +376,9 @@ impl Connection {
     /// writes save.
     pub fn needs_probe(&self, now: Instant) -> bool {
         match self.answered_at {
-            Some(at) => now.saturating_duration_since(at) >= PROBE_AFTER,
-            None => true,
+            // (An answer after `now`, from another thread, says nothing about `now`.)
+            Some(at) if at <= now => now.duration_since(at) >= PROBE_AFTER,
+            _ => true,
         }
     }
 

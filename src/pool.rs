@@ -15,6 +15,19 @@ use crate::error::{Error, Result};
 /// How many idle connections a server keeps; more are closed when returned.
 const MAX_IDLE: usize = 64;
 
+/// When `checkout` peeks at an idle connection before handing it out.
+#[derive(Clone, Copy, Debug)]
+pub enum Probe {
+    /// Reads: a read that finds the connection closed is simply sent again on a new one.
+    Never,
+    /// `noreply` writes: nothing would ever tell that one went into a closed connection.
+    Always,
+    /// Writes that wait for their answer: unless the server answered on the connection without
+    /// an error line shortly before this instant (see `Connection::needs_probe`). Should the
+    /// connection be closed after all, the write fails with an error and is not sent again.
+    UnlessAnswered(Instant),
+}
+
 /// libmemcached's failure policy, from the behaviors.
 #[derive(Clone, Copy, Debug)]
 pub struct FailurePolicy {
@@ -130,31 +143,26 @@ impl Server {
     }
 
     /// An idle connection if there is a usable one, else a new one. The flag says whether the
-    /// connection was reused (only those get a transparent retry when found closed). With
-    /// `probe`, idle connections the server has closed (a restart) are skipped before anything
-    /// is sent on them (unless the server answered on them just now, see
-    /// `Connection::needs_probe`): writes cannot be replayed once sent.
-    pub fn checkout(
-        &self,
-        opts: &SocketOptions,
-        probe: bool,
-        now: Instant,
-    ) -> Result<(Connection, bool)> {
+    /// connection was reused (only those get a transparent retry when found closed). `probe`
+    /// says when idle connections are peeked at first, to skip those the server has closed (a
+    /// restart) before anything is sent on them: writes cannot be replayed once sent.
+    pub fn checkout(&self, opts: &SocketOptions, probe: Probe) -> Result<(Connection, bool)> {
         loop {
             let c = self.idle.lock().pop();
             match c {
                 // Inherited across fork(): drop our handle, never touch the shared socket.
                 Some(c) if !c.owned_by_this_process() => continue,
-                Some(mut c) if probe && c.needs_probe(now) => {
-                    if !c.peer_still_open() {
+                Some(c) => {
+                    let peek = match probe {
+                        Probe::Never => false,
+                        Probe::Always => true,
+                        Probe::UnlessAnswered(now) => c.needs_probe(now),
+                    };
+                    if peek && !c.peer_still_open() {
                         continue;
                     }
-                    // As good as an answer: a run of `noreply` writes (which get none) peeks
-                    // once per `needs_probe` window, not once per write.
-                    c.answered(Some(now));
                     return Ok((c, true));
                 }
-                Some(c) => return Ok((c, true)),
                 None => break,
             }
         }

@@ -640,8 +640,7 @@ def test_write_right_after_an_answer_on_a_connection_closed_since_lands_once_or_
 
 def test_noreply_writes_after_an_idle_close_go_out_on_a_new_connection(fake):
     """A `noreply` write gets no answer to prove the connection alive, so the peek before it
-    is what keeps it from vanishing into a connection the server closed while idle. The peek
-    counts as an answer for the next millisecond, so a run of noreply writes peeks once."""
+    is what keeps it from vanishing into a connection the server closed while idle."""
     mc = fastmc.Client([fake.address])
     assert mc.set("a", "1")
     fake.drop_connections(forget=False)
@@ -788,6 +787,30 @@ def test_fork_child_never_shares_a_socket_with_the_parent(fake):
     assert mc.get("f") == "child"
     assert fake.commands[-1][0] == parent_conn  # still the parent's own connection
     assert fake.accepted == 2
+
+
+def test_fork_without_python_hooks_never_shares_a_socket(fake):
+    """uWSGI forks its workers with a plain C fork() that runs none of Python's at-fork hooks
+    (unless py-call-osafterfork is set): with an app preloaded in the master, the worker still
+    opens its own connection."""
+    import ctypes
+
+    mc = fastmc.Client([fake.address])
+    assert mc.set("f", "parent")
+    pid = ctypes.PyDLL(None).fork()  # PyDLL: the GIL stays held across the fork, as in uWSGI
+    if pid == 0:
+        code = 3
+        try:
+            code = 0 if mc.get("f") == "parent" and mc.set("f", "child") else 2
+        finally:
+            os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    assert os.WEXITSTATUS(status) == 0
+    assert fake.accepted == 2
+    parent_conn = fake.commands[0][0]
+    assert all(cid != parent_conn for cid, _ in fake.commands[1:])
+    assert mc.get("f") == "child"
+    assert fake.commands[-1][0] == parent_conn
 
 
 def test_grandchild_never_uses_its_parents_socket(fake):

@@ -142,6 +142,7 @@ pub fn encode_store(
     let with_extras = !matches!(cmd, StoreCmd::Append | StoreCmd::Prepend);
     let extras = if with_extras { 8 } else { 0 };
     let cas = if cmd == StoreCmd::Cas { cas } else { 0 };
+    buf.reserve(HEADER_LEN + extras + key.len() + data.len());
     header(
         buf,
         store_opcode(cmd, quiet),

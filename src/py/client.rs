@@ -61,8 +61,6 @@ pub struct Native {
     user_deserialize: AtomicBool,
 }
 
-/// How a method reports a key of the wrong type (pylibmc has two wordings).
-#[derive(Clone, Copy)]
 /// A positional argument that may be left out. Unlike `Option`, a `None` passed counts as given.
 enum MaybeArg<'a, 'py> {
     Given(Borrowed<'a, 'py, PyAny>),
@@ -77,6 +75,8 @@ impl<'a, 'py> FromPyObject<'a, 'py> for MaybeArg<'a, 'py> {
     }
 }
 
+/// How a method reports a key of the wrong type (pylibmc has two wordings).
+#[derive(Clone, Copy)]
 enum KeyType {
     /// get, gets and the multi methods.
     MustBeBytes,

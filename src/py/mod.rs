@@ -48,17 +48,5 @@ fn _fastmc(m: &Bound<'_, PyModule>) -> PyResult<()> {
     )?;
     m.add("callback_namespace", 0)?;
     m.add("all_callbacks", vec!["namespace"])?;
-    // A forked child must never use the parent's sockets (see `note_fork_in_child`).
-    let hook = wrap_pyfunction!(after_fork_in_child, m)?;
-    let kwargs = pyo3::types::PyDict::new(py);
-    kwargs.set_item("after_in_child", hook)?;
-    py.import("os")?
-        .getattr("register_at_fork")?
-        .call((), Some(&kwargs))?;
     Ok(())
-}
-
-#[pyfunction]
-fn after_fork_in_child() {
-    crate::connection::note_fork_in_child();
 }
