@@ -1025,42 +1025,65 @@ impl Client {
         }
     }
 
-    /// Validate keys and group them by server. Returns per-key wire keys (empty on error), the
-    /// jobs, and pre-failed keys. `per_key`: about how many bytes a key's request takes besides
-    /// the key; each job's request buffer is sized for its share of the keys up front, so that
-    /// encoding (above all of a single key) does not regrow it step by step.
-    fn plan<'k, F>(&self, st: &State, keys: &[&'k [u8]], per_key: usize, mut encode: F) -> Plan<'k>
+    /// Validate keys and group them by server. Returns per-key wire keys (empty on error; only
+    /// with `keep_wire`, else none at all), the jobs, and pre-failed keys. `per_key`: about how
+    /// many bytes a key's request takes besides the key; each job's request buffer is sized for
+    /// its share of the keys up front, so that encoding (above all of a single key) does not
+    /// regrow it step by step.
+    fn plan<'k, F>(
+        &self,
+        st: &State,
+        keys: &[&'k [u8]],
+        keep_wire: bool,
+        per_key: usize,
+        mut encode: F,
+    ) -> Plan<'k>
     where
         F: FnMut(&mut Job, u32, &[u8]),
     {
-        let mut wire = Vec::with_capacity(keys.len());
+        let mut wire = Vec::with_capacity(if keep_wire { keys.len() } else { 0 });
         let mut bad = Vec::new();
-        let mut by_server: Vec<Option<Job>> = (0..self.servers.len()).map(|_| None).collect();
-        let by_server_len = by_server.len();
+        let n = self.servers.len();
+        let mut jobs: Vec<Job> = Vec::new();
+        // Which job serves each server (`usize::MAX`: none yet); on the stack for a few servers.
+        let mut few = [usize::MAX; 16];
+        let mut many = Vec::new();
+        let slot: &mut [usize] = if n <= few.len() {
+            &mut few[..n]
+        } else {
+            many.resize(n, usize::MAX);
+            &mut many
+        };
         for (i, key) in keys.iter().enumerate() {
             match st.wire_key(key) {
                 Ok(w) => {
-                    let s = st.route(key, &w).min(self.servers.len() - 1);
-                    let job = by_server[s].get_or_insert_with(|| {
+                    let s = st.route(key, &w).min(n - 1);
+                    if slot[s] == usize::MAX {
+                        slot[s] = jobs.len();
                         let mut job = Job::new(s);
                         // An even share of the keys, as a first guess that saves regrowing.
-                        let share = keys.len() / by_server_len + 1;
+                        let share = keys.len() / n + 1;
                         job.keys.reserve(share);
                         if per_key > 0 {
                             job.wbuf.reserve(share * (w.len() + per_key));
                         }
-                        job
-                    });
+                        jobs.push(job);
+                    }
+                    let job = &mut jobs[slot[s]];
                     encode(job, i as u32, &w);
-                    wire.push(w);
+                    if keep_wire {
+                        wire.push(w);
+                    }
                 }
                 Err(e) => {
                     bad.push((i as u32, e));
-                    wire.push(Cow::Borrowed(&[]));
+                    if keep_wire {
+                        wire.push(Cow::Borrowed(&[]));
+                    }
                 }
             }
         }
-        (wire, by_server.into_iter().flatten().collect(), bad)
+        (wire, jobs, bad)
     }
 
     /// How a write batch goes out to each server (see `QuietPlan`); only asks the servers when
@@ -1131,7 +1154,7 @@ impl Client {
     pub fn get_multi(&self, keys: &[&[u8]], with_cas: bool) -> Fetched {
         let st = self.snapshot();
         let with_cas = with_cas || st.behaviors.cas;
-        let (wire, mut jobs, bad) = self.plan(&st, keys, 0, |job, i, _| job.keys.push(i));
+        let (wire, mut jobs, bad) = self.plan(&st, keys, true, 0, |job, i, _| job.keys.push(i));
         // Encode the get lines per job, KEYS_PER_GET keys each.
         for job in &mut jobs {
             let n = job.keys.len();
@@ -1213,7 +1236,7 @@ impl Client {
         // No room for values ahead: each encoder reserves exactly what its request takes, and a
         // guess from the average value would reserve twice a single value (or, for a value too
         // big to send, far more than is ever written).
-        let (_, mut jobs, mut bad) = self.plan(&st, &keys, 0, |job, i, w| {
+        let (_, mut jobs, mut bad) = self.plan(&st, &keys, false, 0, |job, i, w| {
             let it = &items[i as usize];
             if bin {
                 // Quiet opcodes: only failures answer, then the closing NOOP.
@@ -1320,7 +1343,7 @@ impl Client {
         let noreply = noreply || st.behaviors.noreply;
         let bin = st.behaviors.binary;
         let quiet = self.quiet_plan(!bin && !noreply && keys.len() > 1);
-        let (_, mut jobs, bad) = self.plan(&st, keys, REQUEST_BYTES, |job, i, w| {
+        let (_, mut jobs, bad) = self.plan(&st, keys, false, REQUEST_BYTES, |job, i, w| {
             if bin {
                 let opaque = job.next_opaque();
                 binary::encode_delete(&mut job.wbuf, w, true, opaque);
@@ -1376,7 +1399,7 @@ impl Client {
     pub fn arith_multi(&self, incr: bool, keys: &[&[u8]], delta: u64) -> Vec<Result<Option<u64>>> {
         let st = self.snapshot();
         let bin = st.behaviors.binary;
-        let (_, jobs, bad) = self.plan(&st, keys, REQUEST_BYTES, |job, i, w| {
+        let (_, jobs, bad) = self.plan(&st, keys, false, REQUEST_BYTES, |job, i, w| {
             if bin {
                 let opaque = job.next_opaque();
                 binary::encode_arith(&mut job.wbuf, incr, w, delta, opaque);
@@ -1408,7 +1431,7 @@ impl Client {
         let bin = st.behaviors.binary;
         // The binary protocol has no quiet touch: every touch answers.
         let noreply = noreply && !bin;
-        let (_, mut jobs, bad) = self.plan(&st, keys, REQUEST_BYTES, |job, i, w| {
+        let (_, mut jobs, bad) = self.plan(&st, keys, false, REQUEST_BYTES, |job, i, w| {
             if bin {
                 let opaque = job.next_opaque();
                 binary::encode_touch(&mut job.wbuf, w, exptime, opaque);
@@ -1516,58 +1539,25 @@ impl Client {
     /// `replay_safe`: the requests only read, so a stale pooled connection that failed before any
     /// reply byte may replay them on a new one. Writes are replayed only if nothing was sent, and
     /// their pooled connections are probed for a server-side close before anything is sent.
-    fn run(&self, st: &State, jobs: Vec<Job>, sink: &mut dyn Sink, replay_safe: bool) {
+    fn run(&self, st: &State, mut jobs: Vec<Job>, sink: &mut dyn Sink, replay_safe: bool) {
         if jobs.is_empty() {
             return;
         }
         let mut now = Instant::now();
+        if jobs.len() == 1 {
+            // One server: no list of connections to keep.
+            if let Some(a) = jobs
+                .pop()
+                .and_then(|job| self.start(st, job, sink, replay_safe, &mut now))
+            {
+                let a = self.drive_one(st, a, sink);
+                self.finish(st, a, sink);
+            }
+            return;
+        }
         let mut actives = Vec::with_capacity(jobs.len());
-        for mut job in jobs {
-            let server = &self.servers[job.server];
-            if let Err(e) = server.check_health(now) {
-                fail_job(&job, sink, &e);
-                continue;
-            }
-            let probe = if replay_safe {
-                Probe::Never
-            } else if job.forget {
-                Probe::Always
-            } else {
-                Probe::UnlessAnswered(now)
-            };
-            match server.checkout(&st.opts, probe) {
-                Ok((mut conn, reused)) => {
-                    if !reused {
-                        // Connecting may have taken a while: the next checkout needs the time.
-                        now = Instant::now();
-                    }
-                    conn.begin_request();
-                    if conn.unsynced() > 0 && (!job.forget || conn.unsynced() >= MAX_UNSYNCED) {
-                        job.prepend_sync();
-                    }
-                    actives.push(Active {
-                        job,
-                        conn,
-                        binary: st.behaviors.binary,
-                        record: 0,
-                        reused,
-                        replay_safe,
-                        wpos: 0,
-                        req: 0,
-                        cursor: 0,
-                        marker_errors: Vec::new(),
-                        quiet: QuietBatch::default(),
-                        probe: None,
-                        last_progress: now,
-                        error_reply: false,
-                        failed: None,
-                    });
-                }
-                Err(e) => {
-                    self.server_failed(st, job.server, &e);
-                    fail_job(&job, sink, &e);
-                }
-            }
+        for job in jobs {
+            actives.extend(self.start(st, job, sink, replay_safe, &mut now));
         }
         if actives.len() == 1 {
             if let Some(a) = actives.pop() {
@@ -1579,6 +1569,64 @@ impl Client {
         self.drive_many(st, &mut actives, sink);
         for a in actives {
             self.finish(st, a, sink);
+        }
+    }
+
+    /// Check out a connection for `job`; `None` when that failed (the job's keys are failed).
+    /// `now` is read again after a checkout that had to connect.
+    fn start(
+        &self,
+        st: &State,
+        mut job: Job,
+        sink: &mut dyn Sink,
+        replay_safe: bool,
+        now: &mut Instant,
+    ) -> Option<Active> {
+        let server = &self.servers[job.server];
+        if let Err(e) = server.check_health(*now) {
+            fail_job(&job, sink, &e);
+            return None;
+        }
+        let probe = if replay_safe {
+            Probe::Never
+        } else if job.forget {
+            Probe::Always
+        } else {
+            Probe::UnlessAnswered(*now)
+        };
+        match server.checkout(&st.opts, probe) {
+            Ok((mut conn, reused)) => {
+                if !reused {
+                    // Connecting may have taken a while: the next checkout needs the time.
+                    *now = Instant::now();
+                }
+                conn.begin_request();
+                if conn.unsynced() > 0 && (!job.forget || conn.unsynced() >= MAX_UNSYNCED) {
+                    job.prepend_sync();
+                }
+                Some(Active {
+                    job,
+                    conn,
+                    binary: st.behaviors.binary,
+                    record: 0,
+                    reused,
+                    replay_safe,
+                    wpos: 0,
+                    req: 0,
+                    cursor: 0,
+                    marker_errors: Vec::new(),
+                    quiet: QuietBatch::default(),
+                    probe: None,
+                    last_progress: *now,
+                    error_reply: false,
+                    failed: None,
+                })
+            }
+            Err(e) => {
+                self.server_failed(st, job.server, &e);
+                fail_job(&job, sink, &e);
+                None
+            }
         }
     }
 
