@@ -753,20 +753,20 @@ class Bound(Floor):
         else:
             self.ready[op] = self._del_blobs(arg, True)
 
+    def _take(self, op: str, arg: Any) -> list:
+        """The requests `prepare` built for `op` (built now if it was not called)."""
+        if op not in self.ready:
+            self.prepare(op, arg)
+        return self.ready.pop(op)
+
     def _b_set(self, mapping: dict) -> list:
-        if "set_multi" not in self.ready:
-            self.prepare("set_multi", mapping)
-        return self._run(self.ready.pop("set_multi"), self.marker_reply)
+        return self._run(self._take("set_multi", mapping), self.marker_reply)
 
     def _b_get(self, keys: list) -> tuple:
-        if "get_multi" not in self.ready:
-            self.prepare("get_multi", keys)
-        return self._parts(keys), self._run(self.ready.pop("get_multi"), b"END\r\n")
+        return self._parts(keys), self._run(self._take("get_multi", keys), b"END\r\n")
 
     def _b_del(self, keys: list) -> list:
-        if "delete_multi" not in self.ready:
-            self.prepare("delete_multi", keys)
-        return self._run(self.ready.pop("delete_multi"), self.marker_reply)
+        return self._run(self._take("delete_multi", keys), self.marker_reply)
 
     # Quiet writes answer only the marker when every key succeeded (meta); text `noreply`
     # answers nothing either way, and the read-back checks it.

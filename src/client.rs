@@ -1539,33 +1539,29 @@ impl Client {
     /// `replay_safe`: the requests only read, so a stale pooled connection that failed before any
     /// reply byte may replay them on a new one. Writes are replayed only if nothing was sent, and
     /// their pooled connections are probed for a server-side close before anything is sent.
-    fn run(&self, st: &State, mut jobs: Vec<Job>, sink: &mut dyn Sink, replay_safe: bool) {
-        if jobs.is_empty() {
-            return;
-        }
+    fn run(&self, st: &State, jobs: Vec<Job>, sink: &mut dyn Sink, replay_safe: bool) {
         let mut now = Instant::now();
-        if jobs.len() == 1 {
-            // One server: no list of connections to keep.
-            if let Some(a) = jobs
-                .pop()
-                .and_then(|job| self.start(st, job, sink, replay_safe, &mut now))
-            {
-                let a = self.drive_one(st, a, sink);
-                self.finish(st, a, sink);
+        let n = jobs.len();
+        let mut started = jobs
+            .into_iter()
+            .filter_map(|job| self.start(st, job, &mut *sink, replay_safe, &mut now));
+        let (first, second) = (started.next(), started.next());
+        let mut actives: Vec<Active> = match (first, second) {
+            (Some(a), Some(b)) => {
+                let mut all = Vec::with_capacity(n);
+                all.extend([a, b].into_iter().chain(started));
+                all
             }
-            return;
-        }
-        let mut actives = Vec::with_capacity(jobs.len());
-        for job in jobs {
-            actives.extend(self.start(st, job, sink, replay_safe, &mut now));
-        }
-        if actives.len() == 1 {
-            if let Some(a) = actives.pop() {
-                let a = self.drive_one(st, a, sink);
-                self.finish(st, a, sink);
+            // One connection (or none): no list of them to keep, no poll loop.
+            (one, _) => {
+                drop(started);
+                if let Some(a) = one {
+                    let a = self.drive_one(st, a, sink);
+                    self.finish(st, a, sink);
+                }
+                return;
             }
-            return;
-        }
+        };
         self.drive_many(st, &mut actives, sink);
         for a in actives {
             self.finish(st, a, sink);

@@ -16,7 +16,7 @@ import pytest
 import fastmc
 from fakeserver import FakeMemcached, stalled_listener
 from memcached_proc import Memcached, free_port, sigstop
-from testkit import in_forked_child
+from testkit import in_forked_child, run_threads
 
 # No fail-fast window: every call after a fault really talks to the server again.
 AGAIN = {"retry_timeout": -1, "_poll_timeout": 400}
@@ -38,26 +38,6 @@ def mcd():
 
 def total_connections(mc, i=0):
     return int(mc.get_stats()[i][1]["total_connections"])
-
-
-def run_threads(n, fn):
-    """Run fn(i) in n threads started together; return the exceptions they raised."""
-    errors = []
-    barrier = threading.Barrier(n)
-
-    def body(i):
-        try:
-            barrier.wait()
-            fn(i)
-        except BaseException as e:  # report in the main thread
-            errors.append((i, repr(e)))
-
-    ts = [threading.Thread(target=body, args=(i,)) for i in range(n)]
-    for t in ts:
-        t.start()
-    for t in ts:
-        t.join()
-    return errors
 
 
 # -- replies that are slow, broken or not the protocol ---------------------------------------
@@ -550,7 +530,7 @@ def test_no_server_at_all_raises_everywhere():
 def _pool_of(fake, mc, n):
     """Make the client hold `n` pooled connections: n threads call at once on a slow fake."""
     fake.delay = 0.15
-    assert run_threads(n, lambda i: mc.set("p%d" % i, i)) == []
+    assert run_threads(lambda i: mc.set("p%d" % i, i), n) == []
     assert fake.accepted == n
 
 
@@ -563,7 +543,7 @@ def test_restart_is_invisible_on_every_pooled_connection_reads(fake):
     fake.drop_connections(forget=False)
     time.sleep(0.05)
     got = {}
-    assert run_threads(4, lambda i: got.__setitem__(i, mc.get("p%d" % i))) == []
+    assert run_threads(lambda i: got.__setitem__(i, mc.get("p%d" % i)), 4) == []
     assert got == {i: i for i in range(4)}
     assert fake.accepted == 8  # every stale connection was replaced
 
@@ -588,7 +568,7 @@ def test_restart_is_invisible_on_every_pooled_connection_writes(fake, op):
         "touch": lambda i: mc.touch("w%d" % i, 100),
     }
     results = {}
-    assert run_threads(4, lambda i: results.__setitem__(i, calls[op](i))) == []
+    assert run_threads(lambda i: results.__setitem__(i, calls[op](i)), 4) == []
     assert results == {i: (15 if op == "incr" else True) for i in range(4)}
     wire = {"set": b"set", "incr": b"incr", "add": b"add", "append": b"append",
             "delete": b"delete", "touch": b"touch"}[op]
@@ -707,7 +687,7 @@ def test_real_restart_is_invisible_for_threads_reading_and_writing(mcd):
     """Landscape 5c with a real memcached killed and restarted: threads that had pooled
     connections keep reading and writing without an error."""
     mc = fastmc.Client([mcd.address])
-    assert run_threads(6, lambda i: [mc.set("t%d" % i, j) for j in range(100)]) == []
+    assert run_threads(lambda i: [mc.set("t%d" % i, j) for j in range(100)], 6) == []
     for _ in range(2):
         mcd.restart()
         time.sleep(0.05)
@@ -718,7 +698,7 @@ def test_real_restart_is_invisible_for_threads_reading_and_writing(mcd):
             assert mc.set("n%d" % i, 1) and mc.incr("n%d" % i) == 2
             assert mc.get("t%d" % i) == "x%d" % i
 
-        assert run_threads(6, work) == []
+        assert run_threads(work, 6) == []
 
 
 # -- interruption and fork --------------------------------------------------------------------
@@ -797,15 +777,12 @@ def test_fork_without_python_hooks_never_shares_a_socket(fake):
 
     mc = fastmc.Client([fake.address])
     assert mc.set("f", "parent")
-    pid = ctypes.PyDLL(None).fork()  # PyDLL: the GIL stays held across the fork, as in uWSGI
-    if pid == 0:
-        code = 3
-        try:
-            code = 0 if mc.get("f") == "parent" and mc.set("f", "child") else 2
-        finally:
-            os._exit(code)
-    _, status = os.waitpid(pid, 0)
-    assert os.WEXITSTATUS(status) == 0
+
+    def child():
+        return mc.get("f") == "parent" and mc.set("f", "child")
+
+    # PyDLL: the GIL stays held across the fork, as in uWSGI
+    assert in_forked_child(child, fork=ctypes.PyDLL(None).fork) == 0
     assert fake.accepted == 2
     parent_conn = fake.commands[0][0]
     assert all(cid != parent_conn for cid, _ in fake.commands[1:])
@@ -869,7 +846,7 @@ def test_threads_sharing_one_client_never_get_another_keys_value(mcd):
                 ks = ["own-%d-%d" % (t, j) for j in range(20)]
                 assert all(kk == vv for kk, vv in mc.get_multi(ks).items())
 
-    assert run_threads(8, work) == []
+    assert run_threads(work, 8) == []
 
 
 def test_big_pipelines_do_not_deadlock_and_get_lines_stay_short(fake):
@@ -1051,13 +1028,13 @@ def test_restart_over_a_unix_socket_is_invisible(tmp_path):
     proc = start()
     try:
         mc = fastmc.Client([path])
-        assert run_threads(4, lambda i: [mc.set("u%d" % i, i) for _ in range(50)]) == []
+        assert run_threads(lambda i: [mc.set("u%d" % i, i) for _ in range(50)], 4) == []
         proc.kill()
         proc.wait()
         os.unlink(path)
         proc = start()
-        assert run_threads(4, lambda i: mc.get("u%d" % i) is None or 1 / 0) == []
-        assert run_threads(4, lambda i: mc.set("u%d" % i, -i) or 1 / 0) == []
+        assert run_threads(lambda i: mc.get("u%d" % i) is None or 1 / 0, 4) == []
+        assert run_threads(lambda i: mc.set("u%d" % i, -i) or 1 / 0, 4) == []
         assert mc.get_multi(["u%d" % i for i in range(4)]) == {"u%d" % i: -i for i in range(4)}
     finally:
         proc.kill()

@@ -7,15 +7,18 @@ import threading
 
 
 def run_threads(work, n):
-    """Run ``work(i)`` for i in range(n), each in its own thread, all at once; returns the
-    exceptions the workers raised (an empty list when every one succeeded)."""
+    """Run ``work(i)`` for i in range(n), each in its own thread, started together (a barrier);
+    returns ``(i, repr(exception))`` for each worker that raised (an empty list when every one
+    succeeded)."""
     errors = []
+    barrier = threading.Barrier(n)
 
     def guarded(i):
         try:
+            barrier.wait()
             work(i)
-        except Exception as e:  # returned to the test, which asserts on the list
-            errors.append(e)
+        except BaseException as e:  # returned to the test, which asserts on the list
+            errors.append((i, repr(e)))
 
     threads = [threading.Thread(target=guarded, args=(i,)) for i in range(n)]
     for th in threads:
@@ -33,10 +36,10 @@ def listener(backlog):
     return sock, "127.0.0.1:%d" % sock.getsockname()[1]
 
 
-def in_forked_child(check):
-    """Fork; the child runs ``check()`` and exits 0 when it returns true, 2 when false and 3
-    when it raises. Returns the child's exit status."""
-    pid = os.fork()
+def in_forked_child(check, fork=os.fork):
+    """Fork with ``fork``; the child runs ``check()`` and exits 0 when it returns true, 2 when
+    false and 3 when it raises. Returns the child's exit status."""
+    pid = fork()
     if pid == 0:
         code = 3
         try:
