@@ -1,0 +1,153 @@
+"""Throwaway memcached processes, for the tests and the benchmark alike: one place that picks a
+free port, starts the server (killed with its parent, and at exit), waits until it accepts
+connections, restarts it on the same port and stops it; one that requires SASL authentication
+(Debian's saslpasswd2 makes its password database); and a SIGSTOP that waits for every thread."""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import time
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    """A TCP port nobody listens on at the moment (the usual race: bind it soon)."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family) as s:
+        s.bind((host, 0))
+        return int(s.getsockname()[1])
+
+
+def wait_listening(host: str, port: int, timeout: float = 10.0) -> bool:
+    """Poll until something accepts connections on host:port; False when `timeout` ran out."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            socket.create_connection((host, port), timeout=0.2).close()
+            return True
+        except OSError:
+            time.sleep(0.02)
+    return False
+
+
+def _die_with_parent() -> None:  # runs in the child between fork and exec
+    os.setsid()
+    with contextlib.suppress(Exception):
+        import ctypes
+
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+
+
+def memcached_binary() -> str:
+    return os.environ.get("MEMCACHED") or shutil.which("memcached") or "/usr/bin/memcached"
+
+
+class Memcached:
+    """A memcached on a free port of `host` (extra args go to memcached), killed when this
+    process exits or dies. ``memory_mb`` and ``threads`` are memcached's -m and -t."""
+
+    ALL: list[Memcached] = []
+
+    def __init__(self, *extra: str, host: str = "127.0.0.1", memory_mb: int = 64,
+                 threads: int | None = None, connections: int | None = None) -> None:
+        self.host = host
+        self.extra = extra
+        self.args_tail = ["-U", "0", "-m", str(memory_mb)]
+        if threads is not None:
+            self.args_tail += ["-t", str(threads)]
+        if connections is not None:
+            self.args_tail += ["-c", str(connections)]
+        self.proc: subprocess.Popen[bytes] | None = None
+        Memcached.ALL.append(self)
+        last_err = ""
+        for _attempt in range(5):
+            self.port = free_port(host)
+            if self.start():
+                return
+            self.stop()
+            assert self.proc is not None and self.proc.stderr is not None
+            last_err = (self.proc.stderr.read() or b"").decode(errors="replace")
+        raise RuntimeError(f"could not start memcached ({' '.join(self.args)}): {last_err}")
+
+    @property
+    def address(self) -> str:
+        return ("[%s]:%d" if ":" in self.host else "%s:%d") % (self.host, self.port)
+
+    @property
+    def args(self) -> list[str]:
+        user = ["-u", "root"] if os.geteuid() == 0 else []  # memcached refuses root without -u
+        return [memcached_binary(), *user, "-l", self.host, "-p", str(self.port),
+                *self.args_tail, *self.extra]
+
+    def start(self) -> bool:
+        self.proc = subprocess.Popen(self.args, stdout=subprocess.DEVNULL,
+                                     stderr=subprocess.PIPE, preexec_fn=_die_with_parent)
+        return wait_listening(self.host, self.port) and self.proc.poll() is None
+
+    def restart(self) -> None:
+        assert self.proc is not None
+        self.proc.kill()
+        self.proc.wait()
+        self.start()
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(self.proc.pid, signal.SIGCONT)
+            self.proc.kill()
+            with contextlib.suppress(Exception):
+                self.proc.wait(timeout=5)
+
+    @classmethod
+    def stop_all(cls) -> None:
+        for m in cls.ALL:
+            with contextlib.suppress(Exception):
+                m.stop()
+
+
+atexit.register(Memcached.stop_all)
+
+
+def sasl_memcached(directory: object, user: str, password: str) -> Memcached:
+    """A memcached started with -S whose only account is user/password (mech PLAIN), its SASL
+    configuration and password database in `directory`."""
+    saslpasswd2 = shutil.which("saslpasswd2") or "/usr/sbin/saslpasswd2"
+    if not os.path.exists(saslpasswd2):
+        raise RuntimeError("saslpasswd2 missing: install Debian's sasl2-bin (make memcached does)")
+    db = os.path.join(str(directory), "sasldb2")
+    with open(os.path.join(str(directory), "memcached.conf"), "w") as f:
+        f.write("mech_list: plain\nsasldb_path: %s\n" % db)
+    subprocess.run([saslpasswd2, "-p", "-a", "memcached", "-c", "-f", db, user],
+                   input=password.encode(), check=True)
+    old = os.environ.get("SASL_CONF_PATH")
+    os.environ["SASL_CONF_PATH"] = str(directory)
+    try:
+        proc = Memcached("-S")
+    finally:
+        if old is None:
+            del os.environ["SASL_CONF_PATH"]
+        else:
+            os.environ["SASL_CONF_PATH"] = old
+    proc.sasl_dir = str(directory)  # type: ignore[attr-defined]
+    return proc
+
+
+def sigstop(pid: int, timeout: float = 2.0) -> None:
+    """SIGSTOP a process and wait until every one of its threads has stopped (the signal is
+    asynchronous: a call made right after kill() may still be answered)."""
+    os.kill(pid, signal.SIGSTOP)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        states = []
+        for t in os.listdir("/proc/%d/task" % pid):
+            with open("/proc/%d/task/%s/stat" % (pid, t)) as f:
+                states.append(f.read().rsplit(")", 1)[1].split()[0])
+        if all(s in ("T", "t") for s in states):
+            return
+        time.sleep(0.005)
+    raise AssertionError("process %d did not stop" % pid)
