@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 
 use rustix::net::{RecvFlags, SendFlags};
 
-use crate::error::{Error, Result};
+use crate::error::{Error, IoFailure, Result};
 use crate::protocol::{binary, Parsed};
 use crate::security::{Credentials, Security};
 
@@ -133,7 +133,7 @@ fn flush_tls(tls: &mut rustls::ClientConnection, fd: BorrowedFd<'_>) -> Result<(
             Ok(_) => {}
             Err(e) if io_kind_is_timeout(&e) => break,
             Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-            Err(e) => return Err(Error::Write(describe(&e))),
+            Err(e) => return Err(Error::write(&e)),
         }
     }
     Ok(())
@@ -175,23 +175,6 @@ fn io_kind_is_timeout(e: &io::Error) -> bool {
     )
 }
 
-fn describe(e: &io::Error) -> String {
-    e.to_string()
-}
-
-/// Whether an error on a reused connection means "the server closed it while idle", so that the
-/// request can be replayed on a new connection without any risk of doing it twice.
-pub fn is_stale_connection_error(e: &Error) -> bool {
-    match e {
-        Error::Read(m) | Error::Write(m) => {
-            m == CLOSED || m.contains("reset by peer") || m.contains("Broken pipe")
-        }
-        _ => false,
-    }
-}
-
-const CLOSED: &str = "connection closed by server";
-
 impl Connection {
     /// Resolve and connect, honouring the connect timeout.
     pub fn connect(addr: &Address, opts: &SocketOptions) -> Result<Connection> {
@@ -223,13 +206,13 @@ impl Connection {
                 let s = match found {
                     Some(s) => s,
                     None => {
-                        let msg = last.map_or_else(|| "no address".to_string(), |e| describe(&e));
+                        let msg = last.map_or_else(|| "no address".to_string(), |e| e.to_string());
                         return Err(Error::Connect(format!("{}: {msg}", addr.display_name())));
                     }
                 };
                 // Requests are written whole; Nagle would only delay the tail of a pipeline.
                 s.set_nodelay(true)
-                    .map_err(|e| Error::Connect(describe(&e)))?;
+                    .map_err(|e| Error::Connect(e.to_string()))?;
                 if opts.tcp_keepalive {
                     rustix::net::sockopt::set_socket_keepalive(&s, true)
                         .map_err(|e| Error::Connect(e.to_string()))?;
@@ -238,7 +221,7 @@ impl Connection {
             }
             Address::Unix(path) => {
                 let s = UnixStream::connect(path)
-                    .map_err(|e| Error::Connect(format!("{path}: {}", describe(&e))))?;
+                    .map_err(|e| Error::Connect(format!("{path}: {e}")))?;
                 Stream::Unix(s)
             }
         };
@@ -249,7 +232,7 @@ impl Connection {
         if let Some(n) = opts.recv_buffer {
             let _ = rustix::net::sockopt::set_socket_recv_buffer_size(fd, n);
         }
-        let set = |r: io::Result<()>| r.map_err(|e| Error::Connect(describe(&e)));
+        let set = |r: io::Result<()>| r.map_err(|e| Error::Connect(e.to_string()));
         match &stream {
             Stream::Tcp(s) => {
                 set(s.set_read_timeout(Some(opts.read_timeout)))?;
@@ -324,7 +307,7 @@ impl Connection {
             if io_kind_is_timeout(&e) {
                 Error::Timeout
             } else {
-                Error::Write(describe(&e))
+                Error::write(&e)
             }
         };
         match &mut self.tls {
@@ -422,7 +405,7 @@ impl Connection {
             let n = tls
                 .writer()
                 .write(&data[..data.len().min(TLS_CHUNK)])
-                .map_err(|e| Error::Write(describe(&e)))?;
+                .map_err(|e| Error::write(&e))?;
             flush_tls(tls, fd)?;
             return Ok(n);
         }
@@ -430,7 +413,7 @@ impl Connection {
             Ok(n) => Ok(n),
             Err(rustix::io::Errno::AGAIN) => Ok(0),
             Err(rustix::io::Errno::INTR) => Ok(0),
-            Err(e) => Err(Error::Write(io::Error::from(e).to_string())),
+            Err(e) => Err(Error::write(&io::Error::from(e))),
         }
     }
 
@@ -471,7 +454,7 @@ impl Connection {
 
     fn after_read(&mut self, r: io::Result<usize>, blocking: bool) -> Result<usize> {
         match r {
-            Ok(0) => Err(Error::Read(CLOSED.into())),
+            Ok(0) => Err(Error::Read(IoFailure::closed())),
             Ok(n) => {
                 self.rend += n;
                 self.received_since_begin = true;
@@ -485,7 +468,7 @@ impl Connection {
                     Ok(0)
                 }
             }
-            Err(e) => Err(Error::Read(describe(&e))),
+            Err(e) => Err(Error::read(&e)),
         }
     }
 
@@ -501,7 +484,7 @@ impl Connection {
             match tls.reader().read(&mut self.rbuf[end..]) {
                 Ok(0) => {
                     if total == 0 {
-                        return Err(Error::Read(CLOSED.into()));
+                        return Err(Error::Read(IoFailure::closed()));
                     }
                     break;
                 }
@@ -512,9 +495,9 @@ impl Connection {
                 }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
                 Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => {
-                    return Err(Error::Read(CLOSED.into()))
+                    return Err(Error::Read(IoFailure::closed()))
                 }
-                Err(e) => return Err(Error::Read(format!("TLS: {e}"))),
+                Err(e) => return Err(Error::Read(IoFailure::tls(e.kind(), &e))),
             }
         }
         Ok(total)
@@ -536,7 +519,7 @@ impl Connection {
                 return self.after_read(r, blocking);
             }
             tls.process_new_packets()
-                .map_err(|e| Error::Read(format!("TLS: {e}")))?;
+                .map_err(|e| Error::Read(IoFailure::tls(io::ErrorKind::InvalidData, e)))?;
             // Post-handshake messages (key updates) may need an answer.
             flush_tls(tls, self.stream.fd())?;
             let n = self.drain_plaintext()?;
@@ -600,7 +583,7 @@ impl Connection {
 
     fn send_nonblocking_ref(&self, data: &[u8]) -> Result<usize> {
         rustix::net::send(self.fd(), data, SendFlags::DONTWAIT | SendFlags::NOSIGNAL)
-            .map_err(|e| Error::Write(io::Error::from(e).to_string()))
+            .map_err(|e| Error::write(&io::Error::from(e)))
     }
 }
 

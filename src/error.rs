@@ -1,5 +1,6 @@
 //! The core error type. Every failure the core can produce is one `Error`; the binding maps each
-//! kind to the pylibmc exception class in one table (`py/errors.rs`). Depends on nothing.
+//! kind to the pylibmc exception class and message in one place (`py/errors.rs`). Depends on
+//! nothing.
 //!
 //! Two families matter to the rest of the core:
 //! - per-key outcomes that leave the connection in sync (a `CLIENT_ERROR` or `SERVER_ERROR` line
@@ -7,7 +8,46 @@
 //! - connection failures (I/O errors, timeouts, garbage from the server, a closed socket): the
 //!   connection is dropped and the server's health is updated.
 
-use std::fmt;
+use std::{fmt, io};
+
+/// A failed read or write: its kind, which decides whether a pooled connection was merely stale
+/// (`Error::is_stale_connection`), and the text shown to the user.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct IoFailure {
+    pub kind: io::ErrorKind,
+    pub detail: String,
+}
+
+impl IoFailure {
+    pub fn from_io(e: &io::Error) -> IoFailure {
+        IoFailure {
+            kind: e.kind(),
+            detail: e.to_string(),
+        }
+    }
+
+    /// The server closed the connection (a read found its end).
+    pub fn closed() -> IoFailure {
+        IoFailure {
+            kind: io::ErrorKind::UnexpectedEof,
+            detail: "connection closed by server".into(),
+        }
+    }
+
+    /// A TLS failure: `kind` from the I/O error underneath, if there was one.
+    pub fn tls(kind: io::ErrorKind, e: impl fmt::Display) -> IoFailure {
+        IoFailure {
+            kind,
+            detail: format!("TLS: {e}"),
+        }
+    }
+}
+
+impl fmt::Display for IoFailure {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.detail)
+    }
+}
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Error {
@@ -16,9 +56,9 @@ pub enum Error {
     /// Connecting failed (refused, unreachable, connect timeout).
     Connect(String),
     /// Writing to the socket failed.
-    Write(String),
+    Write(IoFailure),
     /// Reading from the socket failed, or the peer closed the connection.
-    Read(String),
+    Read(IoFailure),
     /// No progress within the configured poll/receive/send timeout.
     Timeout,
     /// The server sent bytes that are not the protocol.
@@ -51,6 +91,30 @@ pub enum Error {
 }
 
 impl Error {
+    pub fn read(e: &io::Error) -> Error {
+        Error::Read(IoFailure::from_io(e))
+    }
+
+    pub fn write(e: &io::Error) -> Error {
+        Error::Write(IoFailure::from_io(e))
+    }
+
+    /// Whether this failure on a reused connection means "the server closed it while idle"
+    /// (end of stream, reset, broken pipe), so that a request that got no reply byte can be
+    /// replayed on a new connection without any risk of doing it twice. Decided by the I/O
+    /// error's kind, never its text (which differs by OS and libc).
+    pub fn is_stale_connection(&self) -> bool {
+        match self {
+            Error::Read(f) | Error::Write(f) => matches!(
+                f.kind,
+                io::ErrorKind::UnexpectedEof
+                    | io::ErrorKind::ConnectionReset
+                    | io::ErrorKind::BrokenPipe
+            ),
+            _ => false,
+        }
+    }
+
     /// Whether a connection may go back to the pool after this error: only errors that were a
     /// complete, well-formed reply (or that happened before anything was sent) qualify.
     pub fn is_resumable(&self) -> bool {

@@ -40,6 +40,15 @@ pub struct FailurePolicy {
     pub dead_timeout: Duration,
 }
 
+/// Whether a server speaks the meta protocol.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum MetaSupport {
+    /// No probe has been answered since the server was last seen failing.
+    Unknown,
+    Yes,
+    No,
+}
+
 #[derive(Debug, Default)]
 struct Health {
     failures: u32,
@@ -71,12 +80,12 @@ impl Server {
         }
     }
 
-    /// Whether the server speaks the meta protocol, if a probe has told.
-    pub fn meta_support(&self) -> Option<bool> {
+    /// Whether the server speaks the meta protocol, as far as a probe has told.
+    pub fn meta_support(&self) -> MetaSupport {
         match self.meta.load(Ordering::Relaxed) {
-            META_YES => Some(true),
-            META_NO => Some(false),
-            _ => None,
+            META_YES => MetaSupport::Yes,
+            META_NO => MetaSupport::No,
+            _ => MetaSupport::Unknown,
         }
     }
 

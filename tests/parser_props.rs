@@ -1,9 +1,9 @@
-//! Property tests of the text-protocol reply parser (`protocol::text::parse_reply`): on any
+//! Property tests of the text-protocol reply parsers (`protocol::parse_text_reply`: classic and meta): on any
 //! bytes it never panics and never claims to consume more than it was given; valid replies give
 //! the same units however they are split into arrivals; a mutated valid stream is parsed without
 //! a panic, and a unit once complete does not change when more bytes arrive.
 
-use fastmc::protocol::text::parse_reply;
+use fastmc::protocol::parse_text_reply as parse_reply;
 use fastmc::protocol::{Parsed, ReplyKind};
 use proptest::prelude::*;
 

@@ -5,7 +5,7 @@
 #![no_main]
 
 use fastmc::error::Result;
-use fastmc::protocol::{binary, text, Parsed, ReplyKind};
+use fastmc::protocol::{binary, parse_text_reply, Parsed, ReplyKind};
 use libfuzzer_sys::fuzz_target;
 
 const KINDS: [ReplyKind; 11] = ReplyKind::ALL;
@@ -18,7 +18,7 @@ fn parse(binary_protocol: bool, kind: ReplyKind, buf: &[u8]) -> Result<Parsed<St
             Parsed::NeedMore => Parsed::NeedMore,
         }
     } else {
-        match text::parse_reply(kind, buf)? {
+        match parse_text_reply(kind, buf)? {
             Parsed::Done(r, n) => Parsed::Done(format!("{r:?}"), n),
             Parsed::NeedMore => Parsed::NeedMore,
         }

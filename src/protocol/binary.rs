@@ -8,7 +8,7 @@
 //! the request's `opaque`, which the client sets to the key's position in its batch.
 //! Keys are length-prefixed, so any byte may appear in them (only the length is checked).
 
-use super::{Parsed, Reply, ReplyKind, StoreCmd};
+use super::{Parsed, Reply, ReplyKind, StoreCmd, StoreItem};
 use crate::error::{Error, Result};
 
 /// Size of every request and response header.
@@ -126,19 +126,22 @@ fn store_opcode(cmd: StoreCmd, quiet: bool) -> u8 {
 
 /// SET/ADD/REPLACE (extras: flags, exptime), APPEND/PREPEND (no extras), and their quiet forms.
 /// `cas` is sent for `StoreCmd::Cas` only (0 there means "unconditional", as in pylibmc).
-/// The caller checks `body_fits` first.
-#[allow(clippy::too_many_arguments)]
+/// The caller checks `body_fits` first. `item` goes under its wire key `key`.
 pub fn encode_store(
     buf: &mut Vec<u8>,
     cmd: StoreCmd,
     key: &[u8],
-    flags: u32,
-    exptime: u32,
-    data: &[u8],
-    cas: u64,
+    item: &StoreItem<'_>,
     quiet: bool,
     opaque: u32,
 ) {
+    let StoreItem {
+        flags,
+        exptime,
+        data,
+        cas,
+        ..
+    } = *item;
     let with_extras = !matches!(cmd, StoreCmd::Append | StoreCmd::Prepend);
     let extras = if with_extras { 8 } else { 0 };
     let cas = if cmd == StoreCmd::Cas { cas } else { 0 };
@@ -773,7 +776,20 @@ mod tests {
     #[test]
     fn encoders_write_the_binary_wire_format() {
         let mut b = Vec::new();
-        encode_store(&mut b, StoreCmd::Set, b"k", 16, 5, b"hi", 99, false, 7);
+        encode_store(
+            &mut b,
+            StoreCmd::Set,
+            b"k",
+            &StoreItem {
+                key: b"",
+                flags: 16,
+                exptime: 5,
+                data: b"hi",
+                cas: 99,
+            },
+            false,
+            7,
+        );
         assert_eq!(
             b,
             [
@@ -786,11 +802,37 @@ mod tests {
             .concat()
         );
         b.clear();
-        encode_store(&mut b, StoreCmd::Cas, b"k", 0, 0, b"", 2847, true, 1);
+        encode_store(
+            &mut b,
+            StoreCmd::Cas,
+            b"k",
+            &StoreItem {
+                key: b"",
+                flags: 0,
+                exptime: 0,
+                data: b"",
+                cas: 2847,
+            },
+            true,
+            1,
+        );
         assert_eq!(b[1], op::SETQ);
         assert_eq!(be64(&b[16..24]), 2847);
         b.clear();
-        encode_store(&mut b, StoreCmd::Append, b"k", 16, 5, b"x", 0, true, 0);
+        encode_store(
+            &mut b,
+            StoreCmd::Append,
+            b"k",
+            &StoreItem {
+                key: b"",
+                flags: 16,
+                exptime: 5,
+                data: b"x",
+                cas: 0,
+            },
+            true,
+            0,
+        );
         assert_eq!((b[1], b[4], be32(&b[8..12])), (op::APPENDQ, 0, 2));
         b.clear();
         encode_getkq(&mut b, b"a b", 3);

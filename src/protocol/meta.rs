@@ -2,15 +2,14 @@
 //! commands: quiet multi-key writes. `ms`/`md` with the `q` flag are answered only when they do
 //! not succeed, each such reply carrying the request's opaque token (`O<n>`), and a closing `mn`
 //! (answered `MN`) says the server has processed everything before it. Pure: no I/O; depends on
-//! `protocol` and `error`. Keys must already be validated (`validate_text_key`).
+//! `protocol` (its vocabulary), `ascii` (line framing) and `error`. Keys must already be validated (`validate_text_key`).
 //!
 //! Whether a server speaks it is probed with a bare `mn`: a server without the meta protocol
 //! answers `ERROR`, and nothing else changes on the connection.
 
-use super::{Parsed, Reply, ReplyKind, StoreCmd};
+use super::ascii::{error_line, find_line, garbage, parse_dec_u64, push_u64};
+use super::{Parsed, Reply, ReplyKind, StoreCmd, StoreItem};
 use crate::error::{Error, Result};
-
-use super::text::{error_line, find_line, garbage, parse_dec_u64, push_u64};
 
 /// The storage modes that have a meta equivalent with identical semantics.
 pub fn has_quiet_store(cmd: StoreCmd) -> bool {
@@ -18,15 +17,20 @@ pub fn has_quiet_store(cmd: StoreCmd) -> bool {
 }
 
 /// `ms <key> <bytes> [T<exptime>] [F<flags>] [M<mode>] q O<opaque>\r\n<data>\r\n`.
+/// `item` goes under its wire key `key`.
 pub fn encode_store_quiet(
     buf: &mut Vec<u8>,
     cmd: StoreCmd,
     key: &[u8],
-    flags: u32,
-    exptime: u32,
-    data: &[u8],
+    item: &StoreItem<'_>,
     opaque: u32,
 ) {
+    let StoreItem {
+        flags,
+        exptime,
+        data,
+        ..
+    } = *item;
     buf.reserve(key.len() + data.len() + 48);
     buf.extend_from_slice(b"ms ");
     buf.extend_from_slice(key);
@@ -210,9 +214,45 @@ mod tests {
     #[test]
     fn encoders() {
         let mut b = Vec::new();
-        encode_store_quiet(&mut b, StoreCmd::Set, b"k", 0, 0, b"v", 0);
-        encode_store_quiet(&mut b, StoreCmd::Add, b"k2", 16, 60, b"", 41);
-        encode_store_quiet(&mut b, StoreCmd::Replace, b"k3", 1, 0, b"xy", 2);
+        encode_store_quiet(
+            &mut b,
+            StoreCmd::Set,
+            b"k",
+            &StoreItem {
+                key: b"",
+                flags: 0,
+                exptime: 0,
+                data: b"v",
+                cas: 0,
+            },
+            0,
+        );
+        encode_store_quiet(
+            &mut b,
+            StoreCmd::Add,
+            b"k2",
+            &StoreItem {
+                key: b"",
+                flags: 16,
+                exptime: 60,
+                data: b"",
+                cas: 0,
+            },
+            41,
+        );
+        encode_store_quiet(
+            &mut b,
+            StoreCmd::Replace,
+            b"k3",
+            &StoreItem {
+                key: b"",
+                flags: 1,
+                exptime: 0,
+                data: b"xy",
+                cas: 0,
+            },
+            2,
+        );
         encode_delete_quiet(&mut b, b"k", 9);
         encode_noop(&mut b);
         assert_eq!(

@@ -1,6 +1,11 @@
-//! Protocol-independent pieces: key validation and the reply vocabulary shared by the encoders
-//! and parsers. Pure: depends only on `error`.
+//! Protocol-independent pieces: key validation, the request and reply vocabulary shared by the
+//! encoders and parsers, and the one dispatcher between the two line-based parsers. Pure:
+//! depends only on `error`.
+//!
+//! Layering: `text` and `meta` both use `ascii` (line framing) and never each other; `binary`
+//! stands alone.
 
+mod ascii;
 pub mod binary;
 pub mod meta;
 pub mod text;
@@ -64,6 +69,28 @@ impl StoreCmd {
             StoreCmd::Prepend => "prepend",
             StoreCmd::Cas => "cas",
         }
+    }
+}
+
+/// One storage request: the user's key (the encoders take its wire form separately) and what
+/// goes with it. `cas` counts for `StoreCmd::Cas` only.
+#[derive(Clone, Copy, Debug)]
+pub struct StoreItem<'a> {
+    pub key: &'a [u8],
+    pub flags: u32,
+    pub exptime: u32,
+    pub data: &'a [u8],
+    pub cas: u64,
+}
+
+/// Parse one reply unit of a line-based request: the meta kinds (quiet batches, the probe) are
+/// `meta`'s, every other kind the classic `text` parser's.
+pub fn parse_text_reply(kind: ReplyKind, buf: &[u8]) -> Result<Parsed<Reply<'_>>> {
+    match kind {
+        ReplyKind::MetaStore | ReplyKind::MetaDelete | ReplyKind::MetaProbe => {
+            meta::parse_reply(kind, buf)
+        }
+        _ => text::parse_reply(kind, buf),
     }
 }
 

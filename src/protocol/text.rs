@@ -1,39 +1,16 @@
 //! The classic text (ASCII) protocol: encoders that append commands to a caller's buffer, and an
 //! incremental parser that takes whatever bytes have arrived and returns either one complete reply
-//! unit or "need more". Pure: no I/O; depends on `protocol` and `error`.
+//! unit or "need more". Pure: no I/O; depends on `protocol` (its vocabulary), `ascii` (line
+//! framing) and `error`. Knows nothing of the meta commands (`protocol::parse_text_reply`
+//! dispatches between the two).
 //!
 //! Keys must already be validated (`validate_text_key`): the encoders write them verbatim.
 
-use super::{Parsed, Reply, ReplyKind, StoreCmd};
+use super::ascii::{error_line, find_line, garbage, parse_dec_u64, push_u64, MAX_VALUE};
+use super::{Parsed, Reply, ReplyKind, StoreCmd, StoreItem};
 use crate::error::{Error, Result};
 
-/// Longest reply line we accept before deciding the peer is not speaking the protocol.
-pub const MAX_LINE: usize = 8 * 1024;
-/// Largest data block we accept in a `VALUE` reply (memcached's own maximum item size is 1 GiB).
-pub const MAX_VALUE: usize = 1 << 30;
-
-pub(super) fn push_u64(buf: &mut Vec<u8>, mut n: u64) {
-    // Short numbers (flags, lengths of small values, opaque tokens) without a copy call.
-    if n < 10 {
-        buf.push(b'0' + n as u8);
-        return;
-    }
-    if n < 100 {
-        buf.extend_from_slice(&[b'0' + (n / 10) as u8, b'0' + (n % 10) as u8]);
-        return;
-    }
-    let mut tmp = [0u8; 20];
-    let mut i = tmp.len();
-    loop {
-        i -= 1;
-        tmp[i] = b'0' + (n % 10) as u8;
-        n /= 10;
-        if n == 0 {
-            break;
-        }
-    }
-    buf.extend_from_slice(&tmp[i..]);
-}
+pub use super::ascii::MAX_LINE;
 
 /// `get k1 k2 ...\r\n` (or `gets`). The caller keeps lines to a sensible length.
 pub fn encode_get<'k>(buf: &mut Vec<u8>, with_cas: bool, keys: impl IntoIterator<Item = &'k [u8]>) {
@@ -45,18 +22,22 @@ pub fn encode_get<'k>(buf: &mut Vec<u8>, with_cas: bool, keys: impl IntoIterator
     buf.extend_from_slice(b"\r\n");
 }
 
-/// `<cmd> <key> <flags> <exptime> <bytes> [<cas>] [noreply]\r\n<data>\r\n`.
-#[allow(clippy::too_many_arguments)]
+/// `<cmd> <key> <flags> <exptime> <bytes> [<cas>] [noreply]\r\n<data>\r\n`, for `item` under its
+/// wire key `key`.
 pub fn encode_store(
     buf: &mut Vec<u8>,
     cmd: StoreCmd,
     key: &[u8],
-    flags: u32,
-    exptime: u32,
-    data: &[u8],
-    cas: u64,
+    item: &StoreItem<'_>,
     noreply: bool,
 ) {
+    let StoreItem {
+        flags,
+        exptime,
+        data,
+        cas,
+        ..
+    } = *item;
     buf.reserve(key.len() + data.len() + 48);
     buf.extend_from_slice(cmd.name().as_bytes());
     buf.push(b' ');
@@ -137,65 +118,6 @@ pub fn encode_version(buf: &mut Vec<u8>) {
 /// `quit\r\n`.
 pub fn encode_quit(buf: &mut Vec<u8>) {
     buf.extend_from_slice(b"quit\r\n");
-}
-
-/// Find the end of the line that starts at `buf[0]`: the index of its `\r\n`.
-pub(super) fn find_line(buf: &[u8]) -> Result<Option<usize>> {
-    match memchr::memchr(b'\n', buf) {
-        // The same limit whether the line arrived whole or in pieces.
-        Some(nl) if nl > MAX_LINE => Err(Error::Protocol("reply line too long".into())),
-        Some(nl) => {
-            if nl == 0 || buf[nl - 1] != b'\r' {
-                return Err(Error::Protocol("reply line not terminated by CRLF".into()));
-            }
-            Ok(Some(nl - 1))
-        }
-        None if buf.len() > MAX_LINE => Err(Error::Protocol("reply line too long".into())),
-        None => Ok(None),
-    }
-}
-
-pub(super) fn parse_dec_u64(s: &[u8]) -> Option<u64> {
-    if s.is_empty() || s.len() > 20 {
-        return None;
-    }
-    let mut n: u64 = 0;
-    for &b in s {
-        if !b.is_ascii_digit() {
-            return None;
-        }
-        n = n.checked_mul(10)?.checked_add((b - b'0') as u64)?;
-    }
-    Some(n)
-}
-
-pub(super) fn garbage(line: &[u8]) -> Error {
-    let shown: String = String::from_utf8_lossy(&line[..line.len().min(64)]).into_owned();
-    Error::Protocol(format!("unexpected reply {shown:?}"))
-}
-
-/// Map an error line to its per-request failure, if it is one.
-pub(super) fn error_line(line: &[u8]) -> Option<Error> {
-    if line == b"ERROR" {
-        return Some(Error::UnknownCommand);
-    }
-    if let Some(msg) = line.strip_prefix(b"CLIENT_ERROR") {
-        let msg = String::from_utf8_lossy(msg.strip_prefix(b" ").unwrap_or(msg)).into_owned();
-        return Some(Error::ClientError(msg));
-    }
-    if let Some(msg) = line.strip_prefix(b"SERVER_ERROR") {
-        let msg = msg.strip_prefix(b" ").unwrap_or(msg);
-        if msg.starts_with(b"object too large") {
-            return Some(Error::TooBig);
-        }
-        if msg.starts_with(b"out of memory") {
-            return Some(Error::OutOfMemory);
-        }
-        return Some(Error::ServerError(
-            String::from_utf8_lossy(msg).into_owned(),
-        ));
-    }
-    None
 }
 
 /// `VALUE <key> <flags> <bytes> [<cas>]`, with `line` excluding the CRLF.
@@ -318,7 +240,8 @@ pub fn parse_reply(kind: ReplyKind, buf: &[u8]) -> Result<Parsed<Reply<'_>>> {
             None => return Err(garbage(line)),
         },
         ReplyKind::MetaStore | ReplyKind::MetaDelete | ReplyKind::MetaProbe => {
-            return super::meta::parse_reply(kind, buf)
+            // Meta replies are `meta::parse_reply`'s (see `protocol::parse_text_reply`).
+            return Err(Error::Protocol(format!("{kind:?} is not a classic reply")));
         }
     };
     Ok(Parsed::Done(reply, used))
@@ -495,10 +418,58 @@ mod tests {
     #[test]
     fn encoders_write_pylibmc_wire_format() {
         let mut b = Vec::new();
-        encode_store(&mut b, StoreCmd::Set, b"w1", 16, 0, b"hello", 0, false);
-        encode_store(&mut b, StoreCmd::Set, b"w3", 16, u32::MAX, b"x", 0, false);
-        encode_store(&mut b, StoreCmd::Cas, b"c1", 16, 0, b"v2", 2847, false);
-        encode_store(&mut b, StoreCmd::Set, b"nr", 4, 0, b"1", 0, true);
+        encode_store(
+            &mut b,
+            StoreCmd::Set,
+            b"w1",
+            &StoreItem {
+                key: b"",
+                flags: 16,
+                exptime: 0,
+                data: b"hello",
+                cas: 0,
+            },
+            false,
+        );
+        encode_store(
+            &mut b,
+            StoreCmd::Set,
+            b"w3",
+            &StoreItem {
+                key: b"",
+                flags: 16,
+                exptime: u32::MAX,
+                data: b"x",
+                cas: 0,
+            },
+            false,
+        );
+        encode_store(
+            &mut b,
+            StoreCmd::Cas,
+            b"c1",
+            &StoreItem {
+                key: b"",
+                flags: 16,
+                exptime: 0,
+                data: b"v2",
+                cas: 2847,
+            },
+            false,
+        );
+        encode_store(
+            &mut b,
+            StoreCmd::Set,
+            b"nr",
+            &StoreItem {
+                key: b"",
+                flags: 4,
+                exptime: 0,
+                data: b"1",
+                cas: 0,
+            },
+            true,
+        );
         encode_delete(&mut b, b"nr", true);
         encode_delete(&mut b, b"w3", false);
         encode_touch(&mut b, b"w1", 50, false);

@@ -1,0 +1,325 @@
+//! Driving batches to completion: check out a connection per server batch, then write and read
+//! all of them at once. One batch alone is written and read with blocking calls (one `send`,
+//! one `recv` for a small request); several are driven by one `poll` loop that interleaves
+//! writes and reads, so no batch size can deadlock on full socket buffers. Each batch has its
+//! own deadline, so a hung server fails only its own keys. At the end a clean connection goes
+//! back to the pool and a failed one is dropped, with the server's health noted.
+//!
+//! The only file that waits on sockets (`rustix::event::poll`). Uses `pool::Server` (checkout,
+//! checkin, health), `connection`, the in-flight batches and the sinks.
+
+use std::time::{Duration, Instant};
+
+use rustix::event::{PollFd, PollFlags};
+
+use super::inflight::InFlight;
+use super::plan::ServerBatch;
+use super::sink::Sink;
+use super::snapshot::Snapshot;
+use super::Client;
+use crate::connection::Connection;
+use crate::error::{Error, Result};
+use crate::pool::Probe;
+use crate::protocol::ReplyKind;
+
+/// After this many unwaited `noreply` writes on a connection, the next one waits for the server
+/// to catch up (`ServerBatch::prepend_sync`): what it may owe stays bounded.
+const MAX_UNSYNCED: u32 = 1024;
+
+fn to_timespec(d: Duration) -> rustix::event::Timespec {
+    rustix::event::Timespec {
+        tv_sec: d.as_secs() as _,
+        tv_nsec: d.subsec_nanos() as _,
+    }
+}
+
+impl Client {
+    /// Check out connections for the batches and drive them to completion.
+    /// `replay_safe`: the requests only read, so a stale pooled connection that failed before any
+    /// reply byte may replay them on a new one. Writes are replayed only if nothing was sent, and
+    /// their pooled connections are probed for a server-side close before anything is sent.
+    pub(super) fn run(
+        &self,
+        snap: &Snapshot,
+        batches: Vec<ServerBatch>,
+        sink: &mut dyn Sink,
+        replay_safe: bool,
+    ) {
+        let mut now = Instant::now();
+        let n = batches.len();
+        let mut started = batches
+            .into_iter()
+            .filter_map(|b| self.start(snap, b, &mut *sink, replay_safe, &mut now));
+        let (first, second) = (started.next(), started.next());
+        let mut flights: Vec<InFlight> = match (first, second) {
+            (Some(a), Some(b)) => {
+                let mut all = Vec::with_capacity(n);
+                all.extend([a, b].into_iter().chain(started));
+                all
+            }
+            // One connection (or none): no list of them to keep, no poll loop.
+            (one, _) => {
+                drop(started);
+                if let Some(a) = one {
+                    let a = self.drive_one(snap, a, sink);
+                    self.finish(snap, a, sink);
+                }
+                return;
+            }
+        };
+        self.drive_many(snap, &mut flights, sink);
+        for a in flights {
+            self.finish(snap, a, sink);
+        }
+    }
+
+    /// Check out a connection for `batch`; `None` when that failed (the batch's keys are
+    /// failed). `now` is read again after a checkout that had to connect.
+    fn start(
+        &self,
+        snap: &Snapshot,
+        mut batch: ServerBatch,
+        sink: &mut dyn Sink,
+        replay_safe: bool,
+        now: &mut Instant,
+    ) -> Option<InFlight> {
+        let server = &self.servers[batch.server];
+        if let Err(e) = server.check_health(*now) {
+            sink.fail(&batch.keys, &e);
+            return None;
+        }
+        let probe = if replay_safe {
+            Probe::Never
+        } else if batch.forget {
+            Probe::Always
+        } else {
+            Probe::UnlessAnswered(*now)
+        };
+        match server.checkout(&snap.opts, probe) {
+            Ok((mut conn, reused)) => {
+                if !reused {
+                    // Connecting may have taken a while: the next checkout needs the time.
+                    *now = Instant::now();
+                }
+                conn.begin_request();
+                if conn.unsynced() > 0 && (!batch.forget || conn.unsynced() >= MAX_UNSYNCED) {
+                    batch.prepend_sync();
+                }
+                let binary = snap.behaviors.binary;
+                Some(InFlight::new(
+                    batch,
+                    conn,
+                    binary,
+                    reused,
+                    replay_safe,
+                    *now,
+                ))
+            }
+            Err(e) => {
+                self.server_failed(snap, batch.server, &e);
+                sink.fail(&batch.keys, &e);
+                None
+            }
+        }
+    }
+
+    /// Replace a stale pooled connection that failed before any reply byte with a new one and
+    /// start the batch over. Returns false if that is not safe or the reconnect failed: a write
+    /// that reached the server may have been applied, so it is replayed only if nothing was sent.
+    fn retry_fresh(&self, snap: &Snapshot, a: &mut InFlight, e: &Error) -> bool {
+        if !(a.reused
+            && !a.conn.received_since_begin()
+            && a.replies.req == 0
+            && (a.replay_safe || a.wpos == 0)
+            && e.is_stale_connection())
+        {
+            return false;
+        }
+        match Connection::connect(&self.servers[a.batch.server].address, &snap.opts) {
+            Ok(c) => {
+                a.restart_on(c);
+                true
+            }
+            Err(_) => false,
+        }
+    }
+
+    /// One server: write, then blocking reads with the socket's timeout (one `send`, one `recv`
+    /// for a small request). Falls back to the poll loop if the request does not fit the socket
+    /// or a signal interrupts a read.
+    fn drive_one(&self, snap: &Snapshot, mut a: InFlight, sink: &mut dyn Sink) -> InFlight {
+        loop {
+            match Self::exchange_blocking(&mut a, sink) {
+                Ok(true) => return a,
+                Ok(false) => {
+                    self.drive_many(snap, std::slice::from_mut(&mut a), sink);
+                    return a;
+                }
+                Err(e) => {
+                    if self.retry_fresh(snap, &mut a, &e) {
+                        continue;
+                    }
+                    a.failed = Some(e);
+                    return a;
+                }
+            }
+        }
+    }
+
+    /// `drive_one`'s blocking exchange: true when done, false when the poll loop must go on.
+    fn exchange_blocking(a: &mut InFlight, sink: &mut dyn Sink) -> Result<bool> {
+        a.write_some()?;
+        if a.writing() {
+            return Ok(false);
+        }
+        let mut received = false;
+        loop {
+            a.parse_available(sink)?;
+            if a.done() {
+                return Ok(true);
+            }
+            // The clock is read only when a reply takes more than one read.
+            if received {
+                a.last_progress = Instant::now();
+            }
+            if a.conn.recv_blocking()? == 0 {
+                // A signal interrupted the wait. Waiting again would restart the socket's
+                // timeout (periodic signals would stretch it forever): the poll loop goes on
+                // against the deadline counted from the last progress.
+                return Ok(false);
+            }
+            received = true;
+        }
+    }
+
+    /// Several servers at once: one poll loop over every batch not done yet.
+    fn drive_many(&self, snap: &Snapshot, flights: &mut [InFlight], sink: &mut dyn Sink) {
+        // Start every write without waiting; afterwards touch a socket only when poll says so.
+        for a in flights.iter_mut().filter(|a| !a.done()) {
+            if let Err(e) = a.write_some().and_then(|_| a.parse_available(sink)) {
+                if !self.retry_fresh(snap, a, &e) {
+                    a.failed = Some(e);
+                }
+            }
+        }
+        let mut waiting: Vec<usize> = Vec::with_capacity(flights.len());
+        let mut ready: Vec<PollFlags> = Vec::with_capacity(flights.len());
+        loop {
+            let wait = Self::expire(snap, flights);
+            waiting.clear();
+            waiting.extend((0..flights.len()).filter(|&i| !flights[i].done()));
+            if waiting.is_empty() {
+                return;
+            }
+            Self::poll(flights, &waiting, wait, &mut ready);
+            for (&i, &events) in waiting.iter().zip(&ready) {
+                if events.is_empty() {
+                    continue;
+                }
+                let a = &mut flights[i];
+                match Self::serve(a, events, sink) {
+                    Ok(true) => a.last_progress = Instant::now(),
+                    Ok(false) => {}
+                    Err(e) => {
+                        if !self.retry_fresh(snap, a, &e) {
+                            a.failed = Some(e);
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// Deadlines: no progress for the read (or write) timeout fails that server only. Returns
+    /// how long the next poll may wait.
+    fn expire(snap: &Snapshot, flights: &mut [InFlight]) -> Duration {
+        let now = Instant::now();
+        let mut wait = Duration::from_secs(3600);
+        for a in flights.iter_mut().filter(|a| !a.done()) {
+            let limit = if a.writing() {
+                snap.opts.write_timeout
+            } else {
+                snap.opts.read_timeout
+            };
+            let deadline = a.last_progress + limit;
+            if deadline <= now {
+                a.failed = Some(Error::Timeout);
+            } else {
+                wait = wait.min(deadline - now);
+            }
+        }
+        wait
+    }
+
+    /// Wait until one of the `waiting` batches can read or write (or `wait` passed); `ready`
+    /// gets each one's events.
+    fn poll(flights: &[InFlight], waiting: &[usize], wait: Duration, ready: &mut Vec<PollFlags>) {
+        let mut fds: Vec<PollFd<'_>> = waiting
+            .iter()
+            .map(|&i| {
+                let a = &flights[i];
+                let mut flags = PollFlags::IN;
+                if a.writing() {
+                    flags |= PollFlags::OUT;
+                }
+                PollFd::from_borrowed_fd(a.conn.fd(), flags)
+            })
+            .collect();
+        let ts = to_timespec(wait.max(Duration::from_millis(1)));
+        let _ = rustix::event::poll(&mut fds, Some(&ts));
+        ready.clear();
+        ready.extend(fds.iter().map(|f| f.revents()));
+    }
+
+    /// Write and read what `events` allow; true if anything moved.
+    fn serve(a: &mut InFlight, events: PollFlags, sink: &mut dyn Sink) -> Result<bool> {
+        let broken = events.intersects(PollFlags::ERR | PollFlags::HUP);
+        let mut progressed = false;
+        if a.writing() && (events.contains(PollFlags::OUT) || broken) {
+            progressed |= a.write_some()?;
+        }
+        if (events.contains(PollFlags::IN) || broken) && a.conn.recv_nonblocking()? > 0 {
+            progressed = true;
+            a.parse_available(sink)?;
+        }
+        Ok(progressed)
+    }
+
+    /// Return a clean connection to the pool; otherwise drop it, fail what is left and note
+    /// the server's failure.
+    fn finish(&self, snap: &Snapshot, mut a: InFlight, sink: &mut dyn Sink) {
+        let server = &self.servers[a.batch.server];
+        if let Some(yes) = a.replies.probe {
+            server.set_meta_support(yes);
+        }
+        // A probe that went unanswered (a proxy may close or ignore unknown commands) after
+        // every key was answered: no meta there, and no failure of the server either.
+        let pending = a.batch.reqs.get(a.replies.req).map(|r| r.kind);
+        if a.failed.is_some() && pending == Some(ReplyKind::MetaProbe) {
+            server.set_meta_support(false);
+            return;
+        }
+        match a.failed.take() {
+            None if a.conn.is_idle_clean() => {
+                if a.batch.forget {
+                    sink.assume_ok(&a.batch.keys);
+                    a.conn.add_unsynced(a.batch.keys.len() as u32);
+                } else {
+                    // The server answered at the last progress noted, or later.
+                    a.conn
+                        .answered((!a.replies.error_reply).then_some(a.last_progress));
+                }
+                server.record_success();
+                server.checkin(a.conn);
+            }
+            None => {}
+            Some(e) => {
+                if a.batch.forget {
+                    sink.fail(&a.batch.keys, &e);
+                }
+                a.fail_rest(sink, &e);
+                self.server_failed(snap, a.batch.server, &e);
+            }
+        }
+    }
+}

@@ -1,0 +1,127 @@
+//! A server batch in flight on its connection: its requests written as the socket takes them
+//! (TLS record ends honoured), the replies that have arrived handed to `Replies` for dispatch.
+//!
+//! Owns `InFlight`. Uses `connection::Connection` (non-blocking send, read buffer), the plan's
+//! `ServerBatch`, `Replies` and the sinks. Never waits: the driver does.
+
+use std::time::Instant;
+
+use super::plan::ServerBatch;
+use super::replies::Replies;
+use super::sink::Sink;
+use crate::connection::Connection;
+use crate::error::{Error, Result};
+
+/// A batch in flight on its connection.
+pub(super) struct InFlight {
+    pub batch: ServerBatch,
+    pub conn: Connection,
+    binary: bool,
+    /// Index of the next entry of `batch.record_ends` to honour.
+    record: usize,
+    /// Whether the connection came from the pool (only those are retried when found closed).
+    pub reused: bool,
+    /// Whether the requests may be sent again after a reply-less failure (reads only).
+    pub replay_safe: bool,
+    /// How much of `batch.wbuf` is written.
+    pub wpos: usize,
+    pub replies: Replies,
+    pub last_progress: Instant,
+    pub failed: Option<Error>,
+}
+
+impl InFlight {
+    /// `now`: when the batch starts (its first deadline counts from there).
+    pub fn new(
+        batch: ServerBatch,
+        conn: Connection,
+        binary: bool,
+        reused: bool,
+        replay_safe: bool,
+        now: Instant,
+    ) -> Self {
+        InFlight {
+            batch,
+            conn,
+            binary,
+            record: 0,
+            reused,
+            replay_safe,
+            wpos: 0,
+            replies: Replies::default(),
+            last_progress: now,
+            failed: None,
+        }
+    }
+
+    /// Start over on a new connection: nothing of the batch was answered.
+    pub fn restart_on(&mut self, conn: Connection) {
+        self.conn = conn;
+        self.reused = false;
+        self.wpos = 0;
+        self.record = 0;
+        self.replies = Replies::default();
+        self.last_progress = Instant::now();
+    }
+
+    /// Finished: failed, or every reply is in and every byte of the requests is out. (A server
+    /// may answer before it has read all of a request: memcached refuses a too-large value
+    /// after its command line and swallows the data block, which must still be sent in full.)
+    pub fn done(&self) -> bool {
+        self.failed.is_some() || (self.replies.complete(&self.batch) && !self.writing())
+    }
+
+    pub fn writing(&self) -> bool {
+        self.wpos < self.batch.wbuf.len() || self.conn.pending_write()
+    }
+
+    /// Dispatch every complete unit that has arrived.
+    pub fn parse_available(&mut self, sink: &mut dyn Sink) -> Result<()> {
+        let d = self
+            .replies
+            .dispatch(&self.batch, self.binary, self.conn.unread(), sink)?;
+        self.conn.consume(d.used);
+        if d.synced {
+            self.conn.synced();
+        }
+        // After the last reply unit that has arrived: any byte left over was never asked for.
+        if self.conn.is_idle_clean() || !self.replies.complete(&self.batch) {
+            Ok(())
+        } else {
+            Err(Error::Protocol(
+                "the server sent more than was asked".into(),
+            ))
+        }
+    }
+
+    /// Write what the socket takes now; true if anything was written.
+    pub fn write_some(&mut self) -> Result<bool> {
+        let mut progressed = false;
+        while self.writing() {
+            let pending = self.conn.pending_write();
+            let mut end = self.batch.wbuf.len();
+            while let Some(&e) = self.batch.record_ends.get(self.record) {
+                if e > self.wpos {
+                    end = e;
+                    break;
+                }
+                self.record += 1;
+            }
+            let n = self
+                .conn
+                .send_nonblocking(&self.batch.wbuf[self.wpos..end])?;
+            if n == 0 {
+                progressed |= pending && !self.conn.pending_write();
+                break;
+            }
+            self.wpos += n;
+            progressed = true;
+        }
+        Ok(progressed)
+    }
+
+    /// The remaining keys of this batch, which will get no reply now.
+    pub fn fail_rest(&self, sink: &mut dyn Sink, e: &Error) {
+        self.replies.fail_rest(&self.batch, sink, e);
+    }
+}

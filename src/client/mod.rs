@@ -1,0 +1,266 @@
+//! The client: every operation is a batch. Keys are routed by the ring, each involved server gets
+//! one buffer of pipelined requests, and all involved connections are driven at once by one poll
+//! loop that interleaves writes and reads (so no batch size can deadlock on full socket buffers).
+//! Every reply is attributed to its key; a failed server fails exactly its own keys.
+//!
+//! The files of this folder, in the order a request travels:
+//! - `snapshot`: the configuration one operation runs with (ring, behaviors, socket options);
+//! - `plan`: keys validated, routed and encoded into one `ServerBatch` per server;
+//! - `ops`: the operations themselves (which requests, which sink, read-backs);
+//! - `driver`: connections checked out and driven to completion (the only `poll`);
+//! - `inflight`: one batch on its connection (writes, reads handed to `replies`);
+//! - `replies`: each reply unit matched to the request and keys it answers (no socket);
+//! - `sink`: replies turned into per-key outcomes (no socket).
+//!
+//! This file: `Client` and its lifecycle, and the public result types. Depends on `pool`,
+//! `connection`, `protocol`, `ring`, `behaviors`, `error`. Never on Python.
+
+mod driver;
+mod inflight;
+mod ops;
+mod plan;
+mod replies;
+mod sink;
+mod snapshot;
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Instant;
+
+use parking_lot::RwLock;
+
+use crate::behaviors::{Behaviors, Rejected};
+use crate::connection::Address;
+use crate::error::{Error, Result};
+use crate::pool::Server;
+use crate::ring::RingServer;
+use snapshot::{ring_server, Snapshot};
+
+pub use crate::protocol::StoreItem;
+
+/// A server as given by the user.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ServerSpec {
+    pub address: Address,
+    pub weight: u32,
+}
+
+/// A fetched value: its flags, its CAS unique, and where its bytes are in `Fetched::data`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Item {
+    pub flags: u32,
+    pub cas: Option<u64>,
+    start: usize,
+    len: usize,
+}
+
+impl Item {
+    fn new(flags: u32, cas: Option<u64>, start: usize, len: usize) -> Item {
+        Item {
+            flags,
+            cas,
+            start,
+            len,
+        }
+    }
+}
+
+/// What a fetch returns: one outcome per key; the values' bytes are kept together in one buffer
+/// (one allocation for the batch instead of one per value).
+#[derive(Debug, Default)]
+pub struct Fetched {
+    pub items: Vec<Result<Option<Item>>>,
+    data: Vec<u8>,
+}
+
+impl Fetched {
+    /// The bytes of a value of this batch.
+    pub fn bytes(&self, item: &Item) -> &[u8] {
+        self.data
+            .get(item.start..item.start.saturating_add(item.len))
+            .unwrap_or_default()
+    }
+}
+
+/// What a storage command answered.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum StoreStatus {
+    Stored,
+    NotStored,
+    Exists,
+    NotFound,
+}
+
+/// One server's `stats` reply: (name, value) pairs.
+pub type Stats = Vec<(Vec<u8>, Vec<u8>)>;
+
+/// A memcached client over a fixed list of servers, shared by any number of threads: no lock is
+/// held across I/O (each server keeps its own pool of idle connections), and a configuration
+/// change publishes a new `Snapshot` that operations already running do not see.
+pub struct Client {
+    servers: Vec<Server>,
+    ring_servers: Vec<RingServer>,
+    snapshot: RwLock<Arc<Snapshot>>,
+    /// A server may have been ejected or come back: the next snapshot checks the ring.
+    maybe_ejected: AtomicBool,
+}
+
+impl Client {
+    /// Build a client. Behaviors are applied before the servers are added, as pylibmc does
+    /// (which matters for weighted rings).
+    pub fn new(
+        specs: Vec<ServerSpec>,
+        mut behaviors: Behaviors,
+        namespace: Vec<u8>,
+    ) -> Result<Client> {
+        if specs.is_empty() {
+            return Err(Error::NoServers);
+        }
+        let ring_servers: Vec<RingServer> = specs.iter().map(ring_server).collect();
+        for s in &ring_servers {
+            behaviors.ring.note_server_added(s.weight);
+        }
+        Ok(Self::assemble(specs, ring_servers, behaviors, namespace))
+    }
+
+    fn assemble(
+        specs: Vec<ServerSpec>,
+        ring_servers: Vec<RingServer>,
+        behaviors: Behaviors,
+        namespace: Vec<u8>,
+    ) -> Client {
+        let live = vec![true; specs.len()];
+        let snap = Snapshot::new(behaviors, namespace, &ring_servers, live);
+        Client {
+            servers: specs
+                .into_iter()
+                .map(|s| Server::new(s.address, s.weight))
+                .collect(),
+            ring_servers,
+            snapshot: RwLock::new(Arc::new(snap)),
+            maybe_ejected: AtomicBool::new(false),
+        }
+    }
+
+    /// A new client with the same servers and behaviors and its own connections, as
+    /// `memcached_clone` makes it (which can drop the weighted-ring flag: see
+    /// `ring::RingSettings::after_clone`).
+    pub fn clone_client(&self) -> Client {
+        let snap = self.snapshot.read().clone();
+        let mut behaviors = snap.behaviors.clone();
+        behaviors.ring = behaviors.ring.after_clone(&self.ring_servers);
+        let specs = self
+            .servers
+            .iter()
+            .map(|s| ServerSpec {
+                address: s.address.clone(),
+                weight: s.weight,
+            })
+            .collect();
+        Self::assemble(
+            specs,
+            self.ring_servers.clone(),
+            behaviors,
+            snap.namespace.clone(),
+        )
+    }
+
+    pub fn addresses(&self) -> Vec<Address> {
+        self.servers.iter().map(|s| s.address.clone()).collect()
+    }
+
+    pub fn behaviors(&self) -> Behaviors {
+        self.snapshot.read().behaviors.clone()
+    }
+
+    /// Change behaviors. `f` must be plain Rust (it runs under the write lock: no Python, no
+    /// I/O). Idle connections are closed so that new socket options apply.
+    pub fn update_behaviors<F>(&self, f: F) -> std::result::Result<(), Rejected>
+    where
+        F: FnOnce(&mut Behaviors) -> std::result::Result<(), Rejected>,
+    {
+        let mut guard = self.snapshot.write();
+        let mut b = guard.behaviors.clone();
+        let r = f(&mut b);
+        // Behaviors before a rejected one stay applied, as in libmemcached.
+        let live = guard.live.clone();
+        let namespace = guard.namespace.clone();
+        *guard = Arc::new(Snapshot::new(b, namespace, &self.ring_servers, live));
+        drop(guard);
+        for s in &self.servers {
+            s.drop_idle();
+        }
+        r
+    }
+
+    pub fn set_namespace(&self, namespace: Vec<u8>) {
+        let mut guard = self.snapshot.write();
+        let cur = &**guard;
+        let behaviors = cur.behaviors.clone();
+        let live = cur.live.clone();
+        *guard = Arc::new(Snapshot::new(
+            behaviors,
+            namespace,
+            &self.ring_servers,
+            live,
+        ));
+    }
+
+    /// The snapshot for one operation; rebuilds the ring first if a server was ejected or came
+    /// back.
+    fn snapshot(&self) -> Arc<Snapshot> {
+        let snap = self.snapshot.read().clone();
+        if !self.maybe_ejected.load(Ordering::Relaxed) {
+            return snap;
+        }
+        let now = Instant::now();
+        let live: Vec<bool> = self.servers.iter().map(|s| !s.is_ejected(now)).collect();
+        if live.iter().all(|&l| l) {
+            self.maybe_ejected.store(false, Ordering::Relaxed);
+        }
+        if live == snap.live {
+            return snap;
+        }
+        let mut guard = self.snapshot.write();
+        let cur = &**guard;
+        let new = Arc::new(Snapshot::new(
+            cur.behaviors.clone(),
+            cur.namespace.clone(),
+            &self.ring_servers,
+            live,
+        ));
+        *guard = new.clone();
+        new
+    }
+
+    /// The index of the server `key` maps to (pylibmc's `hash()`).
+    pub fn server_for(&self, key: &[u8]) -> usize {
+        let snap = self.snapshot();
+        let mut wire = snap.namespace.clone();
+        wire.extend_from_slice(key);
+        snap.route(key, &wire)
+    }
+
+    pub fn server_count(&self) -> usize {
+        self.servers.len()
+    }
+
+    /// Close all idle connections (sending `quit`) and forget server failures.
+    pub fn disconnect_all(&self) {
+        for s in &self.servers {
+            s.disconnect_idle();
+            s.reset_health();
+        }
+    }
+
+    /// Note a server failure; a newly ejected server makes the next operation rebuild the ring.
+    fn server_failed(&self, snap: &Snapshot, server: usize, e: &Error) {
+        if e.is_server_failure() {
+            if let Some(s) = self.servers.get(server) {
+                if s.record_failure(Instant::now(), &snap.policy) {
+                    self.maybe_ejected.store(true, Ordering::Relaxed);
+                }
+            }
+        }
+    }
+}

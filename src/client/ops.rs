@@ -1,0 +1,393 @@
+//! The operations: each plans its keys into server batches (encoding its requests), picks the
+//! sink that turns replies into its outcomes, and executes. Writes whose quiet meta segment
+//! reported an error without saying for which key read those keys back to settle them.
+//!
+//! Uses the plan, the sinks and the driver (`execute`); `protocol` encoders. No I/O of its own.
+
+use super::plan::{close_batches, plan, Closing, ServerBatch, WriteMode, WriteModes};
+use super::sink::{unexpected, GetSink, LineSink, Outcomes, Sink, StatsSink};
+use super::snapshot::Snapshot;
+use super::{Client, Fetched, Stats, StoreStatus};
+use crate::error::{Error, Result};
+use crate::protocol::{binary, meta, text, Reply, ReplyKind, StoreCmd, StoreItem};
+
+/// About how many bytes a delete, incr/decr or touch request takes besides its key (the binary
+/// header is 24 bytes, `incr <key> <20 digits> noreply\r\n` 36).
+const REQUEST_BYTES: usize = 40;
+
+/// Most bytes reserved up front for the values of one `get_multi`.
+const ARENA_START: usize = 256 * 1024;
+
+/// Values at least this large go in a quiet meta segment of their own (see `StoreEncoder`).
+const QUIET_ALONE: usize = 8 * 1024;
+
+/// What a read-back found for a key: its flags and bytes, or `None` when it is not there.
+type ReadBack = Vec<(u32, Option<(u32, Vec<u8>)>)>;
+
+/// How one `store_multi` encodes each item, per server.
+struct StoreEncoder<'a> {
+    cmd: StoreCmd,
+    items: &'a [StoreItem<'a>],
+    binary: bool,
+    tls: bool,
+    noreply: bool,
+    modes: &'a WriteModes,
+}
+
+impl StoreEncoder<'_> {
+    /// Append item `i` (wire key `w`) to `batch`; `Err` for a value too big to send.
+    fn encode(&self, batch: &mut ServerBatch, i: u32, w: &[u8]) -> Result<()> {
+        let it = &self.items[i as usize];
+        if self.binary {
+            // Quiet opcodes: only failures answer, then the closing NOOP.
+            if !binary::body_fits(w, it.data.len()) {
+                return Err(Error::TooBig);
+            }
+            let opaque = batch.next_opaque();
+            binary::encode_store(&mut batch.wbuf, self.cmd, w, it, true, opaque);
+            batch.keys.push(i);
+        } else if self.modes.mode(batch.server) == WriteMode::Quiet {
+            // A large value may be refused (`SERVER_ERROR object too large`), and error lines
+            // carry no token: it gets a segment of its own, so the error is its own.
+            let alone = it.data.len() >= QUIET_ALONE;
+            if alone {
+                batch.close_quiet(ReplyKind::MetaStore);
+            }
+            let pos = batch.push_quiet(i);
+            meta::encode_store_quiet(&mut batch.wbuf, self.cmd, w, it, pos);
+            self.end_record(batch);
+            if alone {
+                batch.close_quiet(ReplyKind::MetaStore);
+            }
+            return Ok(());
+        } else {
+            text::encode_store(&mut batch.wbuf, self.cmd, w, it, self.noreply);
+            if self.noreply {
+                batch.keys.push(i);
+            } else {
+                batch.push_req(ReplyKind::Storage, i);
+            }
+        }
+        self.end_record(batch);
+        Ok(())
+    }
+
+    /// TLS: a storage request ends a TLS record (see `ServerBatch::record_ends`).
+    fn end_record(&self, batch: &mut ServerBatch) {
+        if self.tls {
+            batch.record_ends.push(batch.wbuf.len());
+        }
+    }
+}
+
+impl Client {
+    /// Send the planned batches and collect the outcomes in `sink`, keys failed up front
+    /// (`rejected`) included.
+    fn execute<S: Sink>(
+        &self,
+        snap: &Snapshot,
+        batches: Vec<ServerBatch>,
+        rejected: Vec<(u32, Error)>,
+        mut sink: S,
+        replay_safe: bool,
+    ) -> S {
+        for (i, e) in rejected {
+            sink.reject(i, e);
+        }
+        self.run(snap, batches, &mut sink, replay_safe);
+        sink
+    }
+
+    /// Read back the keys of ambiguous ranges (see `Sink::ambiguous`): for each, whether the
+    /// server has it now, with its flags and bytes. A key whose read fails is left out (it
+    /// keeps its error).
+    fn read_back<'k>(&self, mut idx: Vec<u32>, key: impl Fn(u32) -> &'k [u8]) -> ReadBack {
+        if idx.is_empty() {
+            return Vec::new();
+        }
+        idx.sort_unstable();
+        idx.dedup();
+        let keys: Vec<&[u8]> = idx.iter().map(|&i| key(i)).collect();
+        let got = self.get_multi(&keys, false);
+        idx.iter()
+            .zip(&got.items)
+            .filter_map(|(&i, r)| match r {
+                Ok(Some(item)) => Some((i, Some((item.flags, got.bytes(item).to_vec())))),
+                Ok(None) => Some((i, None)),
+                Err(_) => None,
+            })
+            .collect()
+    }
+
+    /// Fetch keys (`gets` when `with_cas`). Duplicates should be removed by the caller.
+    pub fn get_multi(&self, keys: &[&[u8]], with_cas: bool) -> Fetched {
+        let snap = self.snapshot();
+        let with_cas = with_cas || snap.behaviors.cas;
+        let n = self.servers.len();
+        let mut p = plan(&snap, n, keys, true, 0, |b, i, _| b.keys.push(i));
+        for batch in &mut p.batches {
+            batch.encode_gets(&p.wire_keys, with_cas, snap.behaviors.binary);
+        }
+        let sink = GetSink {
+            wire: &p.wire_keys,
+            out: Outcomes::new(keys.len()),
+            // Room for small values of every key: the arena rarely has to grow.
+            data: Vec::with_capacity((keys.len() * 64).min(ARENA_START)),
+        };
+        let sink = self.execute(&snap, p.batches, p.rejected, sink, true);
+        Fetched {
+            items: sink.out.finish(),
+            data: sink.data,
+        }
+    }
+
+    /// Storage commands, pipelined. With `noreply` the server answers nothing per key and one
+    /// `version` round trip closes the batch, so no stray reply can ever be read later.
+    pub fn store_multi(
+        &self,
+        cmd: StoreCmd,
+        items: &[StoreItem<'_>],
+        noreply: bool,
+    ) -> Vec<Result<StoreStatus>> {
+        let snap = self.snapshot();
+        let noreply = noreply || snap.behaviors.noreply;
+        let keys: Vec<&[u8]> = items.iter().map(|it| it.key).collect();
+        let bin = snap.behaviors.binary;
+        let quiet = !bin && !noreply && keys.len() > 1 && meta::has_quiet_store(cmd);
+        let modes = WriteModes::new(&self.servers, quiet);
+        let encoder = StoreEncoder {
+            cmd,
+            items,
+            binary: bin,
+            tls: snap.opts.security.tls.is_some(),
+            noreply,
+            modes: &modes,
+        };
+        let mut too_big = Vec::new();
+        // No room for values ahead: each encoder reserves exactly what its request takes, and a
+        // guess from the average value would reserve twice a single value (or, for a value too
+        // big to send, far more than is ever written).
+        let mut p = plan(&snap, self.servers.len(), &keys, false, 0, |b, i, w| {
+            if let Err(e) = encoder.encode(b, i, w) {
+                too_big.push((i, e));
+            }
+        });
+        p.rejected.append(&mut too_big);
+        close_batches(
+            &mut p.batches,
+            write_closing(bin, &modes, noreply, items.len(), ReplyKind::Storage),
+        );
+        let sink = LineSink::new(items.len(), store_status, Some(StoreStatus::Stored));
+        let mut sink = self.execute(&snap, p.batches, p.rejected, sink, false);
+        // A key stored in an ambiguous range reads back as exactly what was sent.
+        let found = self.read_back(std::mem::take(&mut sink.ambiguous), |i| {
+            items[i as usize].key
+        });
+        for (i, found) in found {
+            let it = &items[i as usize];
+            if found.is_some_and(|(flags, data)| flags == it.flags && data == it.data) {
+                sink.out.set(i, Ok(StoreStatus::Stored));
+            }
+        }
+        sink.out.finish()
+    }
+
+    /// Deletes, pipelined: `true` if deleted, `false` if not found.
+    pub fn delete_multi(&self, keys: &[&[u8]], noreply: bool) -> Vec<Result<bool>> {
+        let snap = self.snapshot();
+        let noreply = noreply || snap.behaviors.noreply;
+        let bin = snap.behaviors.binary;
+        let modes = WriteModes::new(&self.servers, !bin && !noreply && keys.len() > 1);
+        let n = self.servers.len();
+        let mut p = plan(&snap, n, keys, false, REQUEST_BYTES, |b, i, w| {
+            if bin {
+                let opaque = b.next_opaque();
+                binary::encode_delete(&mut b.wbuf, w, true, opaque);
+                b.keys.push(i);
+            } else if modes.mode(b.server) == WriteMode::Quiet {
+                let pos = b.push_quiet(i);
+                meta::encode_delete_quiet(&mut b.wbuf, w, pos);
+            } else {
+                text::encode_delete(&mut b.wbuf, w, noreply);
+                if noreply {
+                    b.keys.push(i);
+                } else {
+                    b.push_req(ReplyKind::Delete, i);
+                }
+            }
+        });
+        let closing = write_closing(bin, &modes, noreply, keys.len(), ReplyKind::Delete);
+        close_batches(&mut p.batches, closing);
+        let sink = LineSink::new(keys.len(), deleted, Some(true));
+        let mut sink = self.execute(&snap, p.batches, p.rejected, sink, false);
+        // A key deleted in an ambiguous range is gone: read the range back.
+        let found = self.read_back(std::mem::take(&mut sink.ambiguous), |i| keys[i as usize]);
+        for (i, found) in found {
+            if found.is_none() {
+                sink.out.set(i, Ok(true));
+            }
+        }
+        sink.out.finish()
+    }
+
+    /// `incr`/`decr`, pipelined: the new value, or `None` if the key does not exist.
+    pub fn arith_multi(&self, incr: bool, keys: &[&[u8]], delta: u64) -> Vec<Result<Option<u64>>> {
+        let snap = self.snapshot();
+        let bin = snap.behaviors.binary;
+        let n = self.servers.len();
+        let p = plan(&snap, n, keys, false, REQUEST_BYTES, |b, i, w| {
+            if bin {
+                let opaque = b.next_opaque();
+                binary::encode_arith(&mut b.wbuf, incr, w, delta, opaque);
+            } else {
+                text::encode_arith(&mut b.wbuf, incr, w, delta, false);
+            }
+            b.push_req(ReplyKind::Arith, i);
+        });
+        let sink = LineSink::new(keys.len(), arith_value, None);
+        let sink = self.execute(&snap, p.batches, p.rejected, sink, false);
+        sink.out.finish()
+    }
+
+    /// `touch`, pipelined: `true` if touched, `false` if not found.
+    pub fn touch_multi(&self, keys: &[&[u8]], exptime: u32, noreply: bool) -> Vec<Result<bool>> {
+        let snap = self.snapshot();
+        let bin = snap.behaviors.binary;
+        // The binary protocol has no quiet touch: every touch answers.
+        let noreply = (noreply || snap.behaviors.noreply) && !bin;
+        let n = self.servers.len();
+        let mut p = plan(&snap, n, keys, false, REQUEST_BYTES, |b, i, w| {
+            if bin {
+                let opaque = b.next_opaque();
+                binary::encode_touch(&mut b.wbuf, w, exptime, opaque);
+            } else {
+                text::encode_touch(&mut b.wbuf, w, exptime, noreply);
+            }
+            if noreply {
+                b.keys.push(i);
+            } else {
+                b.push_req(ReplyKind::Touch, i);
+            }
+        });
+        if noreply {
+            for batch in &mut p.batches {
+                batch.close_noreply(keys.len() == 1);
+            }
+        }
+        let sink = LineSink::new(keys.len(), touched, Some(true));
+        let sink = self.execute(&snap, p.batches, p.rejected, sink, false);
+        sink.out.finish()
+    }
+
+    /// `flush_all` on every server; one outcome per server.
+    pub fn flush_all(&self, delay: u32) -> Vec<Result<()>> {
+        let snap = self.snapshot();
+        let batches = self.per_server(ReplyKind::Ok, |buf| {
+            if snap.behaviors.binary {
+                binary::encode_flush(buf, delay);
+            } else {
+                text::encode_flush_all(buf, delay);
+            }
+        });
+        let sink = LineSink::new(self.servers.len(), flushed, None);
+        let sink = self.execute(&snap, batches, Vec::new(), sink, false);
+        sink.out.finish()
+    }
+
+    /// `stats [args]` on every server; one outcome per server, in server order.
+    pub fn stats(&self, args: &[u8]) -> Vec<Result<Stats>> {
+        let snap = self.snapshot();
+        let n = self.servers.len();
+        if args.iter().any(|&b| b == b'\r' || b == b'\n') {
+            return (0..n)
+                .map(|_| Err(Error::BadKey("stats arguments contain a line break".into())))
+                .collect();
+        }
+        let batches = self.per_server(ReplyKind::Stats, |buf| {
+            if snap.behaviors.binary {
+                binary::encode_stats(buf, args);
+            } else {
+                text::encode_stats(buf, args);
+            }
+        });
+        let sink = self.execute(&snap, batches, Vec::new(), StatsSink::new(n), true);
+        sink.finish()
+    }
+
+    /// One batch per server with one request `encode` writes (its outcome is the server's).
+    fn per_server(&self, kind: ReplyKind, encode: impl Fn(&mut Vec<u8>)) -> Vec<ServerBatch> {
+        (0..self.servers.len())
+            .map(|s| {
+                let mut batch = ServerBatch::new(s);
+                encode(&mut batch.wbuf);
+                batch.push_req(kind, s as u32);
+                batch
+            })
+            .collect()
+    }
+}
+
+/// How the batches of a store or delete are closed: `kind` is the classic reply kind.
+fn write_closing(
+    binary: bool,
+    modes: &WriteModes,
+    noreply: bool,
+    keys: usize,
+    kind: ReplyKind,
+) -> Closing<'_> {
+    if binary {
+        return Closing::Binary { kind, noreply };
+    }
+    let quiet_kind = if kind == ReplyKind::Delete {
+        ReplyKind::MetaDelete
+    } else {
+        ReplyKind::MetaStore
+    };
+    Closing::Text {
+        modes,
+        noreply,
+        single: keys == 1,
+        quiet_kind,
+    }
+}
+
+fn store_status(r: Reply<'_>) -> Result<StoreStatus> {
+    match r {
+        Reply::Stored => Ok(StoreStatus::Stored),
+        Reply::NotStored => Ok(StoreStatus::NotStored),
+        Reply::Exists => Ok(StoreStatus::Exists),
+        Reply::NotFound => Ok(StoreStatus::NotFound),
+        _ => Err(unexpected()),
+    }
+}
+
+fn deleted(r: Reply<'_>) -> Result<bool> {
+    match r {
+        Reply::Deleted => Ok(true),
+        Reply::NotFound => Ok(false),
+        _ => Err(unexpected()),
+    }
+}
+
+fn touched(r: Reply<'_>) -> Result<bool> {
+    match r {
+        Reply::Touched => Ok(true),
+        Reply::NotFound => Ok(false),
+        _ => Err(unexpected()),
+    }
+}
+
+fn arith_value(r: Reply<'_>) -> Result<Option<u64>> {
+    match r {
+        Reply::Number(n) => Ok(Some(n)),
+        Reply::NotFound => Ok(None),
+        _ => Err(unexpected()),
+    }
+}
+
+fn flushed(r: Reply<'_>) -> Result<()> {
+    match r {
+        Reply::Ok => Ok(()),
+        _ => Err(unexpected()),
+    }
+}

@@ -1,0 +1,366 @@
+//! Planning: what each server is asked in one operation. Keys are validated and routed by the
+//! snapshot's ring into one `ServerBatch` per involved server: a write buffer of pipelined
+//! requests, the operation-wide key indices in the order the server will answer them, and one
+//! `Request` per reply unit to expect. Also how a write batch is closed (quiet meta segment,
+//! `noreply` marker, meta probe, binary NOOP).
+//!
+//! Owns `ServerBatch`, `Request`, `Plan`, `WriteMode`. Uses `protocol` (encoders) and the
+//! snapshot; never does I/O.
+
+use std::borrow::Cow;
+
+use super::snapshot::Snapshot;
+use crate::error::Error;
+use crate::pool::{MetaSupport, Server};
+use crate::protocol::{binary, meta, text, ReplyKind};
+
+/// Keys per `get` line: keeps lines short for every server (memcached 1.6.12 rejected huge ones).
+const KEYS_PER_GET: usize = 100;
+
+/// One request line (or command) in a server's pipeline and the keys it answers for.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Request {
+    pub kind: ReplyKind,
+    /// Range in `ServerBatch::keys`.
+    pub start: u32,
+    pub len: u32,
+    /// A marker that closes a batch: the `version` after `noreply` commands, the meta no-op
+    /// after a quiet segment, the binary NOOP after quiet opcodes.
+    pub marker: bool,
+}
+
+impl Request {
+    /// The keys this request answers for.
+    pub fn keys<'a>(&self, all: &'a [u32]) -> &'a [u32] {
+        &all[self.start as usize..(self.start + self.len) as usize]
+    }
+}
+
+/// Everything one server is asked in one operation.
+pub(super) struct ServerBatch {
+    pub server: usize,
+    pub wbuf: Vec<u8>,
+    /// Operation-wide key indices, in the order this server's requests name them.
+    pub keys: Vec<u32>,
+    pub reqs: Vec<Request>,
+    /// Where the open quiet meta segment starts in `keys`.
+    quiet_start: u32,
+    /// A single `noreply` write sent without waiting for anything (`close_noreply`).
+    pub forget: bool,
+    /// Binary protocol: the quiet batch is `noreply`, so soft failures (not stored, not found)
+    /// count as success, as pylibmc reports them.
+    pub noreply: bool,
+    /// TLS only: offsets in `wbuf` where a storage request ends. Each one ends a TLS record,
+    /// because memcached (1.6.x) stalls when the record holding the end of a value also holds
+    /// the next request: it reads the value exactly and leaves the rest inside OpenSSL, where
+    /// its event loop never looks.
+    pub record_ends: Vec<usize>,
+}
+
+impl ServerBatch {
+    pub fn new(server: usize) -> ServerBatch {
+        ServerBatch {
+            server,
+            wbuf: Vec::new(),
+            keys: Vec::new(),
+            reqs: Vec::new(),
+            quiet_start: 0,
+            forget: false,
+            noreply: false,
+            record_ends: Vec::new(),
+        }
+    }
+
+    /// The opaque of the next key pushed: its position in this batch (binary protocol).
+    pub fn next_opaque(&self) -> u32 {
+        self.keys.len() as u32
+    }
+
+    /// A request answering for one key.
+    pub fn push_req(&mut self, kind: ReplyKind, key: u32) {
+        let start = self.keys.len() as u32;
+        self.keys.push(key);
+        self.reqs.push(Request {
+            kind,
+            start,
+            len: 1,
+            marker: false,
+        });
+    }
+
+    /// Add a key to the open quiet meta segment; returns its opaque token (its position there).
+    pub fn push_quiet(&mut self, key: u32) -> u32 {
+        let pos = self.keys.len() as u32 - self.quiet_start;
+        self.keys.push(key);
+        pos
+    }
+
+    /// Close the open quiet meta segment, if it has keys: only failures were answered, each
+    /// with its token, and `MN` completes every other key of the segment.
+    pub fn close_quiet(&mut self, kind: ReplyKind) {
+        let end = self.keys.len() as u32;
+        if end == self.quiet_start {
+            return;
+        }
+        meta::encode_noop(&mut self.wbuf);
+        self.reqs.push(Request {
+            kind,
+            start: self.quiet_start,
+            len: end - self.quiet_start,
+            marker: true,
+        });
+        self.quiet_start = end;
+    }
+
+    /// Close the `noreply` commands of a write. A single one is not waited for at all, as with
+    /// pylibmc: the connection notes it as unsynced, and the next request other than such a
+    /// write starts with a marker that reads whatever the server answered to it
+    /// (`prepend_sync`), so no such answer is ever taken for another request's reply. Several
+    /// are closed by a `version` marker, whose round trip reports errors for the batch.
+    pub fn close_noreply(&mut self, single: bool) {
+        if single {
+            self.forget = true;
+        } else {
+            text::encode_version(&mut self.wbuf);
+            self.push_marker(ReplyKind::Version);
+        }
+    }
+
+    /// Close a batch of quiet binary commands with a NOOP: every key rides on it.
+    pub fn close_binary(&mut self, kind: ReplyKind) {
+        binary::encode_noop(&mut self.wbuf, binary::NOOP_OPAQUE);
+        self.push_marker(kind);
+    }
+
+    fn push_marker(&mut self, kind: ReplyKind) {
+        self.reqs.push(Request {
+            kind,
+            start: 0,
+            len: self.keys.len() as u32,
+            marker: true,
+        });
+    }
+
+    /// Start with a `version` marker whose answer confirms that every earlier `noreply` command
+    /// on the connection was processed; whatever comes before it belongs to those commands.
+    pub fn prepend_sync(&mut self) {
+        let mut marker = Vec::new();
+        text::encode_version(&mut marker);
+        self.wbuf.splice(0..0, marker.iter().copied());
+        for end in &mut self.record_ends {
+            *end += marker.len();
+        }
+        self.reqs.insert(
+            0,
+            Request {
+                kind: ReplyKind::Version,
+                start: 0,
+                len: 0,
+                marker: true,
+            },
+        );
+    }
+
+    /// Ask whether the server speaks the meta protocol, after everything else (no keys).
+    pub fn push_meta_probe(&mut self) {
+        meta::encode_noop(&mut self.wbuf);
+        self.reqs.push(Request {
+            kind: ReplyKind::MetaProbe,
+            start: self.keys.len() as u32,
+            len: 0,
+            marker: false,
+        });
+    }
+
+    /// Encode this batch's keys as retrieval requests, `KEYS_PER_GET` keys each: a `get`/`gets`
+    /// line, or (binary) a GETKQ per key (hits answer, misses are silent) and a NOOP.
+    pub fn encode_gets(&mut self, wire: &[Cow<'_, [u8]>], with_cas: bool, binary: bool) {
+        let n = self.keys.len();
+        let lines = n / KEYS_PER_GET + 1;
+        // Per key and per line: a space and `get ...\r\n`, or a header and a NOOP.
+        let (per_key, per_line) = if binary {
+            (binary::HEADER_LEN, binary::HEADER_LEN)
+        } else {
+            (1, 8)
+        };
+        let key_bytes: usize = self
+            .keys
+            .iter()
+            .map(|&k| wire[k as usize].len() + per_key)
+            .sum();
+        self.wbuf.reserve(key_bytes + lines * per_line);
+        self.reqs.reserve(lines);
+        let mut start = 0;
+        while start < n {
+            let end = (start + KEYS_PER_GET).min(n);
+            let keys = &self.keys[start..end];
+            if binary {
+                for (pos, &k) in keys.iter().enumerate() {
+                    let opaque = (start + pos) as u32;
+                    binary::encode_getkq(&mut self.wbuf, &wire[k as usize], opaque);
+                }
+                binary::encode_noop(&mut self.wbuf, binary::NOOP_OPAQUE);
+            } else {
+                let line = keys.iter().map(|&k| &*wire[k as usize]);
+                text::encode_get(&mut self.wbuf, with_cas, line);
+            }
+            self.reqs.push(Request {
+                kind: ReplyKind::Retrieval,
+                start: start as u32,
+                len: (end - start) as u32,
+                marker: false,
+            });
+            start = end;
+        }
+    }
+}
+
+/// What `plan` makes of an operation's keys.
+pub(super) struct Plan<'k> {
+    /// Per key, its wire form (empty for a rejected key); only when asked for (`keep_wire`).
+    pub wire_keys: Vec<Cow<'k, [u8]>>,
+    /// One batch per involved server.
+    pub batches: Vec<ServerBatch>,
+    /// Keys failed before anything is sent (an invalid key never reaches a server).
+    pub rejected: Vec<(u32, Error)>,
+}
+
+/// Validate keys and group them by server (`servers`: how many there are). `per_key`: about
+/// how many bytes a key's request takes besides the key; each batch's request buffer is sized
+/// for its share of the keys up front, so that encoding (above all of a single key) does not
+/// regrow it step by step. `encode` appends one key's request to its batch.
+pub(super) fn plan<'k, F>(
+    snap: &Snapshot,
+    servers: usize,
+    keys: &[&'k [u8]],
+    keep_wire: bool,
+    per_key: usize,
+    mut encode: F,
+) -> Plan<'k>
+where
+    F: FnMut(&mut ServerBatch, u32, &[u8]),
+{
+    let n = servers;
+    let mut plan = Plan {
+        wire_keys: Vec::with_capacity(if keep_wire { keys.len() } else { 0 }),
+        batches: Vec::new(),
+        rejected: Vec::new(),
+    };
+    // Which batch serves each server (`usize::MAX`: none yet); on the stack for a few servers.
+    let mut on_stack = [usize::MAX; 16];
+    let mut on_heap = Vec::new();
+    let slot: &mut [usize] = if n <= on_stack.len() {
+        &mut on_stack[..n]
+    } else {
+        on_heap.resize(n, usize::MAX);
+        &mut on_heap
+    };
+    for (i, key) in keys.iter().enumerate() {
+        let wire = match snap.wire_key(key) {
+            Ok(w) => w,
+            Err(e) => {
+                plan.rejected.push((i as u32, e));
+                if keep_wire {
+                    plan.wire_keys.push(Cow::Borrowed(&[]));
+                }
+                continue;
+            }
+        };
+        let s = snap.route(key, &wire).min(n - 1);
+        if slot[s] == usize::MAX {
+            slot[s] = plan.batches.len();
+            let mut batch = ServerBatch::new(s);
+            // An even share of the keys, as a first guess that saves regrowing.
+            let share = keys.len() / n + 1;
+            batch.keys.reserve(share);
+            if per_key > 0 {
+                batch.wbuf.reserve(share * (wire.len() + per_key));
+            }
+            plan.batches.push(batch);
+        }
+        encode(&mut plan.batches[slot[s]], i as u32, &wire);
+        if keep_wire {
+            plan.wire_keys.push(wire);
+        }
+    }
+    plan
+}
+
+/// How a write batch goes out to one server.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum WriteMode {
+    /// Quiet meta commands: only failures answer, a meta no-op closes the segment.
+    Quiet,
+    /// Classic commands, one reply each.
+    Classic,
+    /// Classic commands followed by a probe: the server has not told yet whether it speaks the
+    /// meta protocol.
+    ClassicThenProbe,
+}
+
+/// Per server, its `WriteMode`. Empty when quiet commands are not wanted at all: no allocation
+/// for single-key, `noreply` or binary writes.
+pub(super) struct WriteModes(Vec<WriteMode>);
+
+impl WriteModes {
+    /// Ask the servers only when quiet meta commands are `wanted`.
+    pub fn new(servers: &[Server], wanted: bool) -> WriteModes {
+        if !wanted {
+            return WriteModes(Vec::new());
+        }
+        WriteModes(
+            servers
+                .iter()
+                .map(|s| match s.meta_support() {
+                    MetaSupport::Yes => WriteMode::Quiet,
+                    MetaSupport::No => WriteMode::Classic,
+                    MetaSupport::Unknown => WriteMode::ClassicThenProbe,
+                })
+                .collect(),
+        )
+    }
+
+    pub fn mode(&self, server: usize) -> WriteMode {
+        self.0.get(server).copied().unwrap_or(WriteMode::Classic)
+    }
+}
+
+/// How the batches of one write are closed.
+#[derive(Clone, Copy)]
+pub(super) enum Closing<'a> {
+    /// Quiet binary opcodes (`noreply` or not), closed by a NOOP; `kind` is the batch's kind.
+    /// With `noreply` the not-stored and not-found answers are dropped.
+    Binary { kind: ReplyKind, noreply: bool },
+    /// Text: the meta no-op for a quiet segment (`quiet_kind`), the `version` marker for
+    /// classic `noreply` commands (`single`: one key, not waited for), and a probe where the
+    /// server's protocols are unknown.
+    Text {
+        modes: &'a WriteModes,
+        noreply: bool,
+        single: bool,
+        quiet_kind: ReplyKind,
+    },
+}
+
+/// Close each batch of a write as `closing` says.
+pub(super) fn close_batches(batches: &mut [ServerBatch], closing: Closing<'_>) {
+    for batch in batches {
+        match closing {
+            Closing::Binary { kind, noreply } => {
+                batch.noreply = noreply;
+                batch.close_binary(kind);
+            }
+            Closing::Text {
+                modes,
+                noreply,
+                single,
+                quiet_kind,
+            } => match modes.mode(batch.server) {
+                WriteMode::Quiet => batch.close_quiet(quiet_kind),
+                _ if noreply => batch.close_noreply(single),
+                WriteMode::Classic => {}
+                WriteMode::ClassicThenProbe => batch.push_meta_probe(),
+            },
+        }
+    }
+}

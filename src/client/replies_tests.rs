@@ -1,0 +1,191 @@
+//! Reply dispatch fed plain bytes: which keys each unit answers, with no socket.
+
+use std::borrow::Cow;
+
+use super::*;
+use crate::client::plan::ServerBatch;
+use crate::client::sink::{LineSink, Outcomes, Sink};
+use crate::client::{Fetched, StoreStatus};
+
+type Stores = LineSink<StoreStatus, fn(Reply<'_>) -> Result<StoreStatus>>;
+
+fn stores(n: usize) -> Stores {
+    fn map(r: Reply<'_>) -> Result<StoreStatus> {
+        match r {
+            Reply::Stored => Ok(StoreStatus::Stored),
+            Reply::NotStored => Ok(StoreStatus::NotStored),
+            _ => Err(unexpected()),
+        }
+    }
+    LineSink::new(
+        n,
+        map as fn(Reply<'_>) -> Result<StoreStatus>,
+        Some(StoreStatus::Stored),
+    )
+}
+
+/// Dispatch `input` in one go; the outcomes, and what dispatch returned.
+fn run(batch: &ServerBatch, input: &[u8], sink: &mut dyn Sink) -> (Replies, Result<Dispatched>) {
+    let mut replies = Replies::default();
+    let r = replies.dispatch(batch, false, input, sink);
+    (replies, r)
+}
+
+fn get_batch(keys: usize, wire: &[Cow<'_, [u8]>]) -> ServerBatch {
+    let mut b = ServerBatch::new(0);
+    b.keys = (0..keys as u32).collect();
+    b.encode_gets(wire, false, false);
+    b
+}
+
+#[test]
+fn hits_out_of_order_break_the_stream_and_revoke_every_key() {
+    // A proxy may answer a multi-key get out of request order.
+    let wire: Vec<Cow<'_, [u8]>> = vec![Cow::Borrowed(b"a"), Cow::Borrowed(b"b")];
+    let batch = get_batch(2, &wire);
+    let mut sink = crate::client::sink::GetSink {
+        wire: &wire,
+        out: Outcomes::new(2),
+        data: Vec::new(),
+    };
+    let input = b"VALUE b 0 1\r\nB\r\nVALUE a 0 1\r\nA\r\nEND\r\n";
+    let (replies, r) = run(&batch, input, &mut sink);
+    let e = r.unwrap_err();
+    assert!(matches!(e, Error::Protocol(_)), "{e:?}");
+    replies.fail_rest(&batch, &mut sink, &e);
+    let f = Fetched {
+        items: sink.out.finish(),
+        data: sink.data,
+    };
+    // Not even the hit that looked right is trusted.
+    assert!(f.items.iter().all(|r| r.is_err()), "{:?}", f.items);
+}
+
+#[test]
+fn an_error_line_between_two_answered_keys_of_a_quiet_batch() {
+    let mut batch = ServerBatch::new(0);
+    for k in 0..4 {
+        batch.push_quiet(k);
+    }
+    batch.close_quiet(ReplyKind::MetaStore);
+    let mut sink = stores(4);
+    let input = b"NS O0\r\nSERVER_ERROR out of memory storing object\r\nNS O3\r\nMN\r\n";
+    let (replies, r) = run(&batch, input, &mut sink);
+    assert_eq!(r.unwrap().used, input.len());
+    assert!(replies.complete(&batch));
+    assert!(replies.error_reply);
+    assert_eq!(sink.ambiguous, [1, 2]);
+    let out = sink.out.finish();
+    assert_eq!(out[0], Ok(StoreStatus::NotStored));
+    assert_eq!(out[1], Err(Error::OutOfMemory));
+    assert_eq!(out[3], Ok(StoreStatus::NotStored));
+}
+
+#[test]
+fn a_probe_answer_says_whether_the_server_speaks_meta() {
+    for (answer, meta) in [(&b"MN\r\n"[..], true), (&b"ERROR\r\n"[..], false)] {
+        let mut batch = ServerBatch::new(0);
+        batch.push_req(ReplyKind::Storage, 0);
+        batch.push_req(ReplyKind::Storage, 1);
+        batch.push_meta_probe();
+        let mut sink = stores(2);
+        let input = [&b"STORED\r\nNOT_STORED\r\n"[..], answer].concat();
+        let (replies, r) = run(&batch, &input, &mut sink);
+        assert_eq!(r.unwrap().used, input.len());
+        assert_eq!(replies.probe, Some(meta));
+        let out = sink.out.finish();
+        assert_eq!(out, [Ok(StoreStatus::Stored), Ok(StoreStatus::NotStored)]);
+    }
+}
+
+#[test]
+fn a_partial_unit_waits_and_later_bytes_complete_it() {
+    let mut batch = ServerBatch::new(0);
+    batch.push_req(ReplyKind::Storage, 0);
+    batch.push_req(ReplyKind::Storage, 1);
+    let mut sink = stores(2);
+    let mut replies = Replies::default();
+    let input = b"STORED\r\nNOT_ST";
+    let d = replies.dispatch(&batch, false, input, &mut sink).unwrap();
+    assert_eq!(d.used, 8);
+    assert!(!replies.complete(&batch));
+    let d = replies
+        .dispatch(&batch, false, b"NOT_STORED\r\n", &mut sink)
+        .unwrap();
+    assert_eq!(d.used, 12);
+    assert!(replies.complete(&batch));
+}
+
+#[test]
+fn noreply_marker_takes_the_error_lines_before_it() {
+    let mut batch = ServerBatch::new(0);
+    batch.keys = vec![0, 1];
+    batch.close_noreply(false);
+    let mut sink = stores(2);
+    let input = b"SERVER_ERROR out of memory storing object\r\nVERSION 1.6.18\r\n";
+    let (_, r) = run(&batch, input, &mut sink);
+    assert_eq!(
+        r.unwrap(),
+        Dispatched {
+            used: input.len(),
+            synced: false
+        }
+    );
+    assert!(sink.out.finish().iter().all(|r| r.is_err()));
+}
+
+#[test]
+fn a_sync_marker_reads_what_earlier_noreply_writes_owed() {
+    let mut batch = ServerBatch::new(0);
+    batch.push_req(ReplyKind::Storage, 0);
+    batch.prepend_sync();
+    let mut sink = stores(1);
+    // An error line owed by an earlier noreply write, then the marker, then this reply.
+    let input = b"SERVER_ERROR out of memory storing object\r\nVERSION 1.6\r\nSTORED\r\n";
+    let (_, r) = run(&batch, input, &mut sink);
+    assert!(r.unwrap().synced);
+    assert_eq!(sink.out.finish(), [Ok(StoreStatus::Stored)]);
+}
+
+#[test]
+fn a_reply_that_fits_no_request_is_a_protocol_error() {
+    let mut batch = ServerBatch::new(0);
+    batch.push_req(ReplyKind::Storage, 0);
+    let mut sink = stores(1);
+    let (_, r) = run(&batch, b"DELETED\r\n", &mut sink);
+    assert!(matches!(r, Err(Error::Protocol(_))));
+}
+
+/// A binary response header and body: a GETKQ hit for `key` with `opaque`.
+fn binary_hit(key: &[u8], value: &[u8], opaque: u32) -> Vec<u8> {
+    let body = 4 + key.len() + value.len();
+    let mut b = vec![0x81, 0x0d];
+    b.extend_from_slice(&(key.len() as u16).to_be_bytes());
+    b.extend_from_slice(&[4, 0, 0, 0]);
+    b.extend_from_slice(&(body as u32).to_be_bytes());
+    b.extend_from_slice(&opaque.to_be_bytes());
+    b.extend_from_slice(&[0; 8]);
+    b.extend_from_slice(&[0; 4]);
+    b.extend_from_slice(key);
+    b.extend_from_slice(value);
+    b
+}
+
+#[test]
+fn binary_hits_are_matched_by_opaque_and_may_not_go_back() {
+    let wire: Vec<Cow<'_, [u8]>> = vec![Cow::Borrowed(b"a"), Cow::Borrowed(b"b")];
+    let mut batch = ServerBatch::new(0);
+    batch.keys = vec![0, 1];
+    batch.encode_gets(&wire, false, true);
+    let mut sink = crate::client::sink::GetSink {
+        wire: &wire,
+        out: Outcomes::new(2),
+        data: Vec::new(),
+    };
+    let mut replies = Replies::default();
+    let first = binary_hit(b"b", b"B", 1);
+    let d = replies.dispatch(&batch, true, &first, &mut sink).unwrap();
+    assert_eq!(d.used, first.len());
+    let r = replies.dispatch(&batch, true, &binary_hit(b"a", b"A", 0), &mut sink);
+    assert_eq!(r, Err(Error::Protocol("a hit out of order".into())));
+}

@@ -1,0 +1,340 @@
+//! Turning replies into per-key outcomes. A `Sink` receives the reply units of a batch, already
+//! matched to the request (and so the keys) they answer, and records one outcome per key:
+//! `GetSink` for retrievals (hits in request order, the rest misses), `LineSink` for commands
+//! with one reply line each, `StatsSink` for `stats`. `QuietBatch` settles a quiet meta segment,
+//! where only failures answer, each with its token, and `MN` completes the rest.
+//!
+//! Owns the sinks and `QuietBatch`. Uses `protocol::Reply` and `error`; no I/O, so everything
+//! here is unit-tested without sockets.
+
+use std::borrow::Cow;
+
+use super::{Item, Stats};
+use crate::error::{Error, Result};
+use crate::protocol::{Reply, ReplyKind};
+
+/// Receives the replies of a batch. `keys` are the operation-wide indices a request answers for;
+/// `cursor` is the position inside them that a multi-value reply has reached.
+pub(super) trait Sink {
+    /// One reply unit for the current request. `Ok(true)`: the request is complete.
+    /// A resumable `Err` fails the request's remaining keys and the stream goes on.
+    fn reply(
+        &mut self,
+        kind: ReplyKind,
+        keys: &[u32],
+        cursor: &mut usize,
+        r: Reply<'_>,
+    ) -> Result<bool>;
+    /// These keys will get no reply: fail them.
+    fn fail(&mut self, keys: &[u32], e: &Error);
+    /// One of these keys failed with `e` and the others succeeded, but the server did not say
+    /// which (an error line in a quiet meta batch): fail them, to be settled by the caller.
+    fn ambiguous(&mut self, keys: &[u32], e: &Error) {
+        self.fail(keys, e);
+    }
+    /// The stream broke the protocol: fail these keys even if they already have an outcome.
+    fn revoke(&mut self, keys: &[u32], e: &Error) {
+        self.fail(keys, e);
+    }
+    /// A `noreply` batch ended: `errors` is what the server reported for it (unattributable).
+    fn noreply_done(&mut self, keys: &[u32], errors: &[Error]) {
+        if let Some(first) = errors.first() {
+            let e = Error::ServerError(format!(
+                "{} of {} noreply commands failed on this server (first: {first})",
+                errors.len(),
+                keys.len()
+            ));
+            self.fail(keys, &e);
+        } else {
+            self.assume_ok(keys);
+        }
+    }
+    /// `noreply` keys that the server did not complain about.
+    fn assume_ok(&mut self, keys: &[u32]);
+    /// A key failed before anything was sent (it never reaches a server).
+    fn reject(&mut self, key: u32, e: Error);
+}
+
+/// A per-key outcome table.
+pub(super) struct Outcomes<T> {
+    slots: Vec<Option<Result<T>>>,
+}
+
+impl<T> Outcomes<T> {
+    pub fn new(n: usize) -> Self {
+        Outcomes {
+            slots: (0..n).map(|_| None).collect(),
+        }
+    }
+    pub fn set(&mut self, i: u32, v: Result<T>) {
+        if let Some(s) = self.slots.get_mut(i as usize) {
+            *s = Some(v);
+        }
+    }
+    pub fn set_if_empty(&mut self, i: u32, v: Result<T>) {
+        if let Some(s @ None) = self.slots.get_mut(i as usize) {
+            *s = Some(v);
+        }
+    }
+    pub fn fail(&mut self, keys: &[u32], e: &Error) {
+        for &k in keys {
+            self.set_if_empty(k, Err(e.clone()));
+        }
+    }
+    pub fn revoke(&mut self, keys: &[u32], e: &Error) {
+        for &k in keys {
+            self.set(k, Err(e.clone()));
+        }
+    }
+    /// The outcomes; a key nothing was recorded for failed (no reply for it).
+    pub fn finish(self) -> Vec<Result<T>> {
+        self.slots
+            .into_iter()
+            .map(|s| s.unwrap_or_else(|| Err(Error::Protocol("no reply for this key".into()))))
+            .collect()
+    }
+}
+
+/// A reply that is legal in the protocol but not for this request.
+pub(super) fn unexpected() -> Error {
+    Error::Protocol("reply does not match the request".into())
+}
+
+/// Retrievals: each hit's bytes go into one arena (`data`), the outcome records where.
+pub(super) struct GetSink<'a> {
+    /// The wire key of every key of the operation, to match hits against.
+    pub wire: &'a [Cow<'a, [u8]>],
+    pub out: Outcomes<Option<Item>>,
+    pub data: Vec<u8>,
+}
+
+impl Sink for GetSink<'_> {
+    fn reply(
+        &mut self,
+        _: ReplyKind,
+        keys: &[u32],
+        cursor: &mut usize,
+        r: Reply<'_>,
+    ) -> Result<bool> {
+        match r {
+            Reply::Value {
+                key,
+                flags,
+                cas,
+                data,
+            } => {
+                // Hits come back in request order: keys skipped over are misses.
+                while *cursor < keys.len() {
+                    let k = keys[*cursor];
+                    *cursor += 1;
+                    if *self.wire[k as usize] == *key {
+                        let start = self.data.len();
+                        self.data.extend_from_slice(data);
+                        let item = Item::new(flags, cas, start, data.len());
+                        self.out.set(k, Ok(Some(item)));
+                        return Ok(false);
+                    }
+                    // (if empty: a binary batch may have failed this key on its own)
+                    self.out.set_if_empty(k, Ok(None));
+                }
+                Err(Error::Protocol(
+                    "value for a key that was not requested".into(),
+                ))
+            }
+            Reply::End => {
+                for &k in &keys[(*cursor).min(keys.len())..] {
+                    self.out.set_if_empty(k, Ok(None));
+                }
+                *cursor = keys.len();
+                Ok(true)
+            }
+            Reply::Failed(e) if *cursor == 0 => Err(e),
+            Reply::Failed(e) => Err(Error::Protocol(format!(
+                "error in the middle of a get reply: {e}"
+            ))),
+            _ => Err(Error::Protocol("unexpected reply to get".into())),
+        }
+    }
+    fn fail(&mut self, keys: &[u32], e: &Error) {
+        self.out.fail(keys, e);
+    }
+    fn revoke(&mut self, keys: &[u32], e: &Error) {
+        self.out.revoke(keys, e);
+    }
+    fn assume_ok(&mut self, _: &[u32]) {}
+    fn reject(&mut self, key: u32, e: Error) {
+        self.out.set(key, Err(e));
+    }
+}
+
+/// Commands with one reply line each; `map` turns a line into the outcome.
+pub(super) struct LineSink<T, F: FnMut(Reply<'_>) -> Result<T>> {
+    pub out: Outcomes<T>,
+    map: F,
+    /// What a `noreply` key the server did not complain about counts as.
+    noreply_value: Option<T>,
+    /// Keys failed by an error that may belong to another key of the same range.
+    pub ambiguous: Vec<u32>,
+}
+
+impl<T, F: FnMut(Reply<'_>) -> Result<T>> LineSink<T, F> {
+    pub fn new(n: usize, map: F, noreply_value: Option<T>) -> Self {
+        LineSink {
+            out: Outcomes::new(n),
+            map,
+            noreply_value,
+            ambiguous: Vec::new(),
+        }
+    }
+}
+
+impl<T: Clone, F: FnMut(Reply<'_>) -> Result<T>> Sink for LineSink<T, F> {
+    fn reply(&mut self, _: ReplyKind, keys: &[u32], _: &mut usize, r: Reply<'_>) -> Result<bool> {
+        let v = match r {
+            Reply::Failed(e) => Err(e),
+            r => (self.map)(r),
+        };
+        match v {
+            Err(e) if !e.is_resumable() => Err(e),
+            v => {
+                if let Some(&k) = keys.first() {
+                    self.out.set(k, v);
+                }
+                Ok(true)
+            }
+        }
+    }
+    fn fail(&mut self, keys: &[u32], e: &Error) {
+        self.out.fail(keys, e);
+    }
+    fn ambiguous(&mut self, keys: &[u32], e: &Error) {
+        self.out.fail(keys, e);
+        if keys.len() > 1 {
+            self.ambiguous.extend_from_slice(keys);
+        }
+    }
+    fn revoke(&mut self, keys: &[u32], e: &Error) {
+        self.out.revoke(keys, e);
+    }
+    fn assume_ok(&mut self, keys: &[u32]) {
+        if let Some(v) = &self.noreply_value {
+            for &k in keys {
+                self.out.set_if_empty(k, Ok(v.clone()));
+            }
+        }
+    }
+    fn reject(&mut self, key: u32, e: Error) {
+        self.out.set(key, Err(e));
+    }
+}
+
+/// `stats` replies: many lines per server; one outcome per server.
+pub(super) struct StatsSink {
+    out: Vec<Option<Result<Stats>>>,
+    acc: Stats,
+}
+
+impl StatsSink {
+    pub fn new(servers: usize) -> StatsSink {
+        StatsSink {
+            out: (0..servers).map(|_| None).collect(),
+            acc: Vec::new(),
+        }
+    }
+
+    pub fn finish(self) -> Vec<Result<Stats>> {
+        self.out
+            .into_iter()
+            .map(|s| s.unwrap_or_else(|| Err(Error::Protocol("no reply".into()))))
+            .collect()
+    }
+}
+
+impl Sink for StatsSink {
+    fn reply(&mut self, _: ReplyKind, keys: &[u32], _: &mut usize, r: Reply<'_>) -> Result<bool> {
+        let Some(&k) = keys.first() else {
+            return Ok(true);
+        };
+        match r {
+            Reply::Stat { name, value } => {
+                self.acc.push((name.to_vec(), value.to_vec()));
+                Ok(false)
+            }
+            Reply::End => {
+                if let Some(slot) = self.out.get_mut(k as usize) {
+                    *slot = Some(Ok(std::mem::take(&mut self.acc)));
+                }
+                Ok(true)
+            }
+            Reply::Failed(e) if self.acc.is_empty() => Err(e),
+            _ => Err(unexpected()),
+        }
+    }
+    fn fail(&mut self, keys: &[u32], e: &Error) {
+        for &k in keys {
+            if let Some(s @ None) = self.out.get_mut(k as usize) {
+                *s = Some(Err(e.clone()));
+            }
+        }
+        self.acc.clear();
+    }
+    fn assume_ok(&mut self, _: &[u32]) {}
+    fn reject(&mut self, key: u32, e: Error) {
+        if let Some(s) = self.out.get_mut(key as usize) {
+            *s = Some(Err(e));
+        }
+    }
+}
+
+/// Where a quiet meta batch stands: the position after the last key the server answered for,
+/// and error lines that came without a key (each belongs to some key between two answered ones).
+#[derive(Default)]
+pub(super) struct QuietBatch {
+    from: usize,
+    pending: Vec<(usize, Error)>,
+}
+
+impl QuietBatch {
+    /// One reply of a quiet meta batch; true when the batch is complete (`MN`).
+    pub fn reply(&mut self, sink: &mut dyn Sink, keys: &[u32], reply: Reply<'_>) -> Result<bool> {
+        match reply {
+            Reply::Meta { status, opaque } => {
+                let pos = opaque as usize;
+                if pos < self.from || pos >= keys.len() {
+                    return Err(Error::Protocol(
+                        "meta reply for a request that was not sent".into(),
+                    ));
+                }
+                for (from, e) in self.pending.drain(..) {
+                    sink.ambiguous(&keys[from..pos], &e);
+                }
+                match sink.reply(ReplyKind::MetaStore, &keys[pos..=pos], &mut 0, *status) {
+                    Ok(_) => {}
+                    Err(e) if e.is_resumable() => sink.fail(&keys[pos..=pos], &e),
+                    Err(e) => return Err(e),
+                }
+                self.from = pos + 1;
+                Ok(false)
+            }
+            // An error line carries no token: it belongs to one of the keys after the last one
+            // answered and before the next one answered (or the end of the segment).
+            Reply::Failed(e) => {
+                self.pending.push((self.from, e));
+                Ok(false)
+            }
+            Reply::MetaNoop => {
+                for (from, e) in self.pending.drain(..) {
+                    sink.ambiguous(&keys[from..], &e);
+                }
+                sink.assume_ok(keys);
+                self.from = 0;
+                Ok(true)
+            }
+            _ => Err(unexpected()),
+        }
+    }
+}
+
+#[cfg(test)]
+#[path = "sink_tests.rs"]
+mod tests;

@@ -1,0 +1,245 @@
+//! The sinks fed `Reply` values directly: no parser, no socket.
+
+use std::borrow::Cow;
+
+use super::*;
+use crate::client::{Fetched, StoreStatus};
+
+fn get_sink<'a>(wire: &'a [Cow<'a, [u8]>]) -> GetSink<'a> {
+    GetSink {
+        wire,
+        out: Outcomes::new(wire.len()),
+        data: Vec::new(),
+    }
+}
+
+fn value<'a>(key: &'a [u8], data: &'a [u8]) -> Reply<'a> {
+    Reply::Value {
+        key,
+        flags: 7,
+        cas: None,
+        data,
+    }
+}
+
+fn wire(keys: &[&'static [u8]]) -> Vec<Cow<'static, [u8]>> {
+    keys.iter().map(|k| Cow::Borrowed(*k)).collect()
+}
+
+/// Each outcome as a short string: the value's bytes, "miss", or "err".
+fn fetched(sink: GetSink<'_>) -> Vec<String> {
+    let f = Fetched {
+        items: sink.out.finish(),
+        data: sink.data,
+    };
+    f.items
+        .iter()
+        .map(|r| match r {
+            Ok(Some(item)) => String::from_utf8_lossy(f.bytes(item)).into_owned(),
+            Ok(None) => "miss".into(),
+            Err(_) => "err".into(),
+        })
+        .collect()
+}
+
+fn store_sink() -> LineSink<StoreStatus, impl FnMut(Reply<'_>) -> Result<StoreStatus>> {
+    LineSink::new(
+        4,
+        |r| match r {
+            Reply::Stored => Ok(StoreStatus::Stored),
+            Reply::NotStored => Ok(StoreStatus::NotStored),
+            Reply::Exists => Ok(StoreStatus::Exists),
+            _ => Err(unexpected()),
+        },
+        Some(StoreStatus::Stored),
+    )
+}
+
+#[test]
+fn hits_in_request_order_skip_misses() {
+    let w = wire(&[b"a", b"b", b"c", b"d"]);
+    let mut sink = get_sink(&w);
+    let keys = [0, 1, 2, 3];
+    let mut cursor = 0;
+    let kind = ReplyKind::Retrieval;
+    assert!(!sink
+        .reply(kind, &keys, &mut cursor, value(b"b", b"B"))
+        .unwrap());
+    assert!(!sink
+        .reply(kind, &keys, &mut cursor, value(b"d", b"D"))
+        .unwrap());
+    assert!(sink.reply(kind, &keys, &mut cursor, Reply::End).unwrap());
+    assert_eq!(fetched(sink), ["miss", "B", "miss", "D"]);
+}
+
+#[test]
+fn a_hit_out_of_order_is_a_protocol_error() {
+    let w = wire(&[b"a", b"b"]);
+    let mut sink = get_sink(&w);
+    let keys = [0, 1];
+    let mut cursor = 0;
+    let kind = ReplyKind::Retrieval;
+    sink.reply(kind, &keys, &mut cursor, value(b"b", b"B"))
+        .unwrap();
+    let err = sink.reply(kind, &keys, &mut cursor, value(b"a", b"A"));
+    assert!(matches!(err, Err(Error::Protocol(_))), "{err:?}");
+}
+
+#[test]
+fn an_error_line_inside_a_get_reply_breaks_the_stream() {
+    let w = wire(&[b"a", b"b"]);
+    let mut sink = get_sink(&w);
+    let (keys, mut cursor) = ([0, 1], 0);
+    let kind = ReplyKind::Retrieval;
+    // First thing: a failure of the request (resumable, the driver fails its keys).
+    let first = sink.reply(
+        kind,
+        &keys,
+        &mut cursor,
+        Reply::Failed(Error::UnknownCommand),
+    );
+    assert_eq!(first, Err(Error::UnknownCommand));
+    sink.reply(kind, &keys, &mut cursor, value(b"a", b"A"))
+        .unwrap();
+    let mid = sink.reply(
+        kind,
+        &keys,
+        &mut cursor,
+        Reply::Failed(Error::UnknownCommand),
+    );
+    assert!(matches!(mid, Err(Error::Protocol(_))), "{mid:?}");
+}
+
+#[test]
+fn revoke_overrides_outcomes_fail_does_not() {
+    let w = wire(&[b"a", b"b"]);
+    let mut sink = get_sink(&w);
+    let mut cursor = 0;
+    let kind = ReplyKind::Retrieval;
+    sink.reply(kind, &[0, 1], &mut cursor, value(b"a", b"A"))
+        .unwrap();
+    sink.fail(&[0, 1], &Error::Timeout);
+    let mut revoked = get_sink(&w);
+    revoked
+        .reply(kind, &[0, 1], &mut 0, value(b"a", b"A"))
+        .unwrap();
+    revoked.revoke(&[0, 1], &Error::Protocol("x".into()));
+    assert_eq!(fetched(sink), ["A", "err"]);
+    assert_eq!(fetched(revoked), ["err", "err"]);
+}
+
+#[test]
+fn a_key_without_any_outcome_fails() {
+    let out: Outcomes<bool> = Outcomes::new(2);
+    assert!(out
+        .finish()
+        .iter()
+        .all(|r| matches!(r, Err(Error::Protocol(_)))));
+}
+
+#[test]
+fn quiet_batch_error_line_between_two_answered_keys_is_ambiguous() {
+    let mut sink = store_sink();
+    let mut quiet = QuietBatch::default();
+    let keys = [0, 1, 2, 3];
+    let meta = |status, opaque| Reply::Meta {
+        status: Box::new(status),
+        opaque,
+    };
+    assert!(!quiet
+        .reply(&mut sink, &keys, meta(Reply::NotStored, 0))
+        .unwrap());
+    assert!(!quiet
+        .reply(&mut sink, &keys, Reply::Failed(Error::OutOfMemory))
+        .unwrap());
+    assert!(!quiet
+        .reply(&mut sink, &keys, meta(Reply::Exists, 3))
+        .unwrap());
+    assert!(quiet.reply(&mut sink, &keys, Reply::MetaNoop).unwrap());
+    // The error belongs to key 1 or key 2: both fail, both are to be read back.
+    assert_eq!(sink.ambiguous, [1, 2]);
+    let out = sink.out.finish();
+    assert_eq!(out[0], Ok(StoreStatus::NotStored));
+    assert_eq!(out[1], Err(Error::OutOfMemory));
+    assert_eq!(out[2], Err(Error::OutOfMemory));
+    assert_eq!(out[3], Ok(StoreStatus::Exists));
+}
+
+#[test]
+fn quiet_batch_error_before_mn_covers_the_rest_and_mn_completes_others() {
+    let mut sink = store_sink();
+    let mut quiet = QuietBatch::default();
+    let keys = [0, 1, 2, 3];
+    let meta = Reply::Meta {
+        status: Box::new(Reply::NotStored),
+        opaque: 1,
+    };
+    quiet.reply(&mut sink, &keys, meta).unwrap();
+    quiet
+        .reply(&mut sink, &keys, Reply::Failed(Error::TooBig))
+        .unwrap();
+    quiet.reply(&mut sink, &keys, Reply::MetaNoop).unwrap();
+    assert_eq!(sink.ambiguous, [2, 3]);
+    let out = sink.out.finish();
+    assert_eq!(out[0], Ok(StoreStatus::Stored)); // completed by MN
+    assert_eq!(out[1], Ok(StoreStatus::NotStored));
+    assert_eq!(out[2], Err(Error::TooBig));
+}
+
+#[test]
+fn quiet_batch_rejects_a_token_that_was_not_sent_or_goes_back() {
+    let mut sink = store_sink();
+    let mut quiet = QuietBatch::default();
+    let keys = [0, 1];
+    let meta = |opaque| Reply::Meta {
+        status: Box::new(Reply::NotStored),
+        opaque,
+    };
+    let beyond = quiet.reply(&mut sink, &keys, meta(2));
+    assert!(matches!(beyond, Err(Error::Protocol(_))));
+    quiet.reply(&mut sink, &keys, meta(1)).unwrap();
+    let back = quiet.reply(&mut sink, &keys, meta(0));
+    assert!(matches!(back, Err(Error::Protocol(_))));
+}
+
+#[test]
+fn noreply_errors_fail_the_whole_batch() {
+    let mut sink = store_sink();
+    sink.noreply_done(&[0, 1], &[Error::OutOfMemory]);
+    sink.noreply_done(&[2, 3], &[]);
+    let out = sink.out.finish();
+    assert!(matches!(&out[0], Err(Error::ServerError(m)) if m.starts_with("1 of 2 noreply")));
+    assert_eq!(out[2], Ok(StoreStatus::Stored));
+}
+
+#[test]
+fn a_resumable_line_error_is_the_key_outcome_a_broken_one_is_returned() {
+    let mut sink = store_sink();
+    let r = sink.reply(
+        ReplyKind::Storage,
+        &[1],
+        &mut 0,
+        Reply::Failed(Error::TooBig),
+    );
+    assert_eq!(r, Ok(true));
+    let r = sink.reply(ReplyKind::Storage, &[2], &mut 0, Reply::Deleted);
+    assert!(matches!(r, Err(Error::Protocol(_))));
+    assert_eq!(sink.out.finish()[1], Err(Error::TooBig));
+}
+
+#[test]
+fn stats_collects_lines_per_server() {
+    let mut sink = StatsSink::new(2);
+    let stat = Reply::Stat {
+        name: b"pid",
+        value: b"1",
+    };
+    assert!(!sink.reply(ReplyKind::Stats, &[1], &mut 0, stat).unwrap());
+    assert!(sink
+        .reply(ReplyKind::Stats, &[1], &mut 0, Reply::End)
+        .unwrap());
+    sink.fail(&[0], &Error::Timeout);
+    let out = sink.finish();
+    assert_eq!(out[0], Err(Error::Timeout));
+    assert_eq!(out[1], Ok(vec![(b"pid".to_vec(), b"1".to_vec())]));
+}

@@ -1,0 +1,108 @@
+//! The configuration one operation runs with: behaviors, namespace, the ring built over the
+//! servers that are live, socket options and failure policy, derived once per change. An
+//! operation takes an `Arc<Snapshot>` and never sees a half-applied change.
+//!
+//! Owns `Snapshot`. Uses `behaviors`, `ring`, `connection::SocketOptions`, `pool::FailurePolicy`
+//! and `protocol`'s key checks.
+
+use std::borrow::Cow;
+
+use super::ServerSpec;
+use crate::behaviors::Behaviors;
+use crate::connection::{Address, SocketOptions};
+use crate::error::Result;
+use crate::pool::FailurePolicy;
+use crate::protocol::{validate_binary_key, validate_text_key};
+use crate::ring::{Ring, RingServer};
+
+pub(super) struct Snapshot {
+    pub behaviors: Behaviors,
+    pub namespace: Vec<u8>,
+    pub ring: Ring,
+    /// Per server, whether it is in the ring (not ejected).
+    pub live: Vec<bool>,
+    pub opts: SocketOptions,
+    pub policy: FailurePolicy,
+}
+
+/// A server as the ring sees it (libmemcached hashes the host name and the default port).
+pub(super) fn ring_server(spec: &ServerSpec) -> RingServer {
+    match &spec.address {
+        Address::Tcp { host, port } => RingServer {
+            host: host.clone(),
+            port: if *port == 0 { 11211 } else { *port },
+            weight: spec.weight.max(1),
+        },
+        Address::Unix(path) => RingServer {
+            host: path.clone(),
+            port: 0,
+            weight: spec.weight.max(1),
+        },
+    }
+}
+
+impl Snapshot {
+    pub fn new(
+        behaviors: Behaviors,
+        namespace: Vec<u8>,
+        servers: &[RingServer],
+        live: Vec<bool>,
+    ) -> Self {
+        let ring = Ring::build(&behaviors.ring, servers, &live);
+        let opts = SocketOptions {
+            binary: behaviors.binary,
+            security: behaviors.security.clone(),
+            connect_timeout: behaviors.connect_timeout(),
+            read_timeout: behaviors.read_timeout(),
+            write_timeout: behaviors.write_timeout(),
+            tcp_keepalive: behaviors.tcp_keepalive,
+            send_buffer: behaviors
+                .socket_send_size
+                .and_then(|v| usize::try_from(v).ok()),
+            recv_buffer: behaviors
+                .socket_recv_size
+                .and_then(|v| usize::try_from(v).ok()),
+        };
+        let policy = FailurePolicy {
+            retry_timeout: behaviors.retry_timeout(),
+            auto_eject: behaviors.auto_eject,
+            failure_limit: behaviors.failure_limit,
+            dead_timeout: behaviors.dead_timeout(),
+        };
+        Snapshot {
+            behaviors,
+            namespace,
+            ring,
+            live,
+            opts,
+            policy,
+        }
+    }
+
+    /// The key as it goes on the wire, validated.
+    pub fn wire_key<'k>(&self, key: &'k [u8]) -> Result<Cow<'k, [u8]>> {
+        let k = if self.namespace.is_empty() {
+            Cow::Borrowed(key)
+        } else {
+            let mut k = Vec::with_capacity(self.namespace.len() + key.len());
+            k.extend_from_slice(&self.namespace);
+            k.extend_from_slice(key);
+            Cow::Owned(k)
+        };
+        if self.behaviors.binary {
+            validate_binary_key(&k)?;
+        } else {
+            validate_text_key(&k, self.behaviors.verify_keys)?;
+        }
+        Ok(k)
+    }
+
+    /// The server a key maps to (`wire`: the key with the namespace).
+    pub fn route(&self, key: &[u8], wire: &[u8]) -> usize {
+        if self.behaviors.hash_with_prefix_key {
+            self.ring.server_for(wire)
+        } else {
+            self.ring.server_for(key)
+        }
+    }
+}

@@ -1,0 +1,96 @@
+//! Line framing shared by the two line-based protocols, text and meta: finding a reply line,
+//! reading decimal numbers, mapping the error lines (`ERROR`, `CLIENT_ERROR`, `SERVER_ERROR`)
+//! both protocols answer with, and writing decimal numbers into requests. Pure: depends only on
+//! `error`.
+
+use crate::error::{Error, Result};
+
+/// Longest reply line we accept before deciding the peer is not speaking the protocol.
+pub const MAX_LINE: usize = 8 * 1024;
+/// Largest data block we accept in a `VALUE` reply (memcached's own maximum item size is 1 GiB).
+pub const MAX_VALUE: usize = 1 << 30;
+
+/// Append `n` in decimal.
+pub(super) fn push_u64(buf: &mut Vec<u8>, mut n: u64) {
+    // Short numbers (flags, lengths of small values, opaque tokens) without a copy call.
+    if n < 10 {
+        buf.push(b'0' + n as u8);
+        return;
+    }
+    if n < 100 {
+        buf.extend_from_slice(&[b'0' + (n / 10) as u8, b'0' + (n % 10) as u8]);
+        return;
+    }
+    let mut tmp = [0u8; 20];
+    let mut i = tmp.len();
+    loop {
+        i -= 1;
+        tmp[i] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    buf.extend_from_slice(&tmp[i..]);
+}
+
+/// Find the end of the line that starts at `buf[0]`: the index of its `\r\n`.
+pub(super) fn find_line(buf: &[u8]) -> Result<Option<usize>> {
+    match memchr::memchr(b'\n', buf) {
+        // The same limit whether the line arrived whole or in pieces.
+        Some(nl) if nl > MAX_LINE => Err(Error::Protocol("reply line too long".into())),
+        Some(nl) => {
+            if nl == 0 || buf[nl - 1] != b'\r' {
+                return Err(Error::Protocol("reply line not terminated by CRLF".into()));
+            }
+            Ok(Some(nl - 1))
+        }
+        None if buf.len() > MAX_LINE => Err(Error::Protocol("reply line too long".into())),
+        None => Ok(None),
+    }
+}
+
+/// A decimal number of at most 20 digits that fits a `u64`.
+pub(super) fn parse_dec_u64(s: &[u8]) -> Option<u64> {
+    if s.is_empty() || s.len() > 20 {
+        return None;
+    }
+    let mut n: u64 = 0;
+    for &b in s {
+        if !b.is_ascii_digit() {
+            return None;
+        }
+        n = n.checked_mul(10)?.checked_add((b - b'0') as u64)?;
+    }
+    Some(n)
+}
+
+/// The error for a line that is not the protocol (its first 64 bytes shown).
+pub(super) fn garbage(line: &[u8]) -> Error {
+    let shown: String = String::from_utf8_lossy(&line[..line.len().min(64)]).into_owned();
+    Error::Protocol(format!("unexpected reply {shown:?}"))
+}
+
+/// Map an error line to its per-request failure, if it is one.
+pub(super) fn error_line(line: &[u8]) -> Option<Error> {
+    if line == b"ERROR" {
+        return Some(Error::UnknownCommand);
+    }
+    if let Some(msg) = line.strip_prefix(b"CLIENT_ERROR") {
+        let msg = String::from_utf8_lossy(msg.strip_prefix(b" ").unwrap_or(msg)).into_owned();
+        return Some(Error::ClientError(msg));
+    }
+    if let Some(msg) = line.strip_prefix(b"SERVER_ERROR") {
+        let msg = msg.strip_prefix(b" ").unwrap_or(msg);
+        if msg.starts_with(b"object too large") {
+            return Some(Error::TooBig);
+        }
+        if msg.starts_with(b"out of memory") {
+            return Some(Error::OutOfMemory);
+        }
+        return Some(Error::ServerError(
+            String::from_utf8_lossy(msg).into_owned(),
+        ));
+    }
+    None
+}
