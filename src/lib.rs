@@ -1,6 +1,6 @@
 //! fastmc: a memcached client with a pure-Rust core and a thin PyO3 binding.
 //!
-//! Core modules (`error`, `protocol`, `ring`, `behaviors`, `connection`, `pool`, `client`) never
+//! Core modules (`error`, `protocol`, `ring`, `behaviors`, `connection`, `server`, `client`) never
 //! touch Python; `py` is the only module that uses pyo3.
 #![forbid(unsafe_code)]
 
@@ -8,8 +8,8 @@ pub mod behaviors;
 pub mod client;
 pub mod connection;
 pub mod error;
-pub mod pool;
 pub mod protocol;
 pub mod py;
 pub mod ring;
 pub mod security;
+pub mod server;

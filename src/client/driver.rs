@@ -5,7 +5,7 @@
 //! own deadline, so a hung server fails only its own keys. At the end a clean connection goes
 //! back to the pool and a failed one is dropped, with the server's health noted.
 //!
-//! The only file that waits on sockets (`rustix::event::poll`). Uses `pool::Server` (checkout,
+//! The only file that waits on sockets (`rustix::event::poll`). Uses `server::Server` (checkout,
 //! checkin, health), `connection`, the in-flight batches and the sinks.
 
 use std::time::{Duration, Instant};
@@ -19,8 +19,8 @@ use super::snapshot::Snapshot;
 use super::Client;
 use crate::connection::Connection;
 use crate::error::{Error, Result};
-use crate::pool::Probe;
 use crate::protocol::ReplyKind;
+use crate::server::Probe;
 
 /// After this many unwaited `noreply` writes on a connection, the next one waits for the server
 /// to catch up (`ServerBatch::prepend_sync`): what it may owe stays bounded.

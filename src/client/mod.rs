@@ -12,7 +12,7 @@
 //! - `replies`: each reply unit matched to the request and keys it answers (no socket);
 //! - `sink`: replies turned into per-key outcomes (no socket).
 //!
-//! This file: `Client` and its lifecycle, and the public result types. Depends on `pool`,
+//! This file: `Client` and its lifecycle, and the public result types. Depends on `server`,
 //! `connection`, `protocol`, `ring`, `behaviors`, `error`. Never on Python.
 
 mod driver;
@@ -32,8 +32,8 @@ use parking_lot::RwLock;
 use crate::behaviors::{Behaviors, Rejected};
 use crate::connection::Address;
 use crate::error::{Error, Result};
-use crate::pool::Server;
 use crate::ring::RingServer;
+use crate::server::Server;
 use snapshot::{ring_server, Snapshot};
 
 pub use crate::protocol::StoreItem;

@@ -11,8 +11,8 @@ use std::borrow::Cow;
 
 use super::snapshot::Snapshot;
 use crate::error::Error;
-use crate::pool::{MetaSupport, Server};
 use crate::protocol::{binary, meta, text, ReplyKind};
+use crate::server::{MetaSupport, Server};
 
 /// Keys per `get` line: keeps lines short for every server (memcached 1.6.12 rejected huge ones).
 const KEYS_PER_GET: usize = 100;

@@ -2,7 +2,7 @@
 //! servers that are live, socket options and failure policy, derived once per change. An
 //! operation takes an `Arc<Snapshot>` and never sees a half-applied change.
 //!
-//! Owns `Snapshot`. Uses `behaviors`, `ring`, `connection::SocketOptions`, `pool::FailurePolicy`
+//! Owns `Snapshot`. Uses `behaviors`, `ring`, `connection::SocketOptions`, `server::FailurePolicy`
 //! and `protocol`'s key checks.
 
 use std::borrow::Cow;
@@ -11,9 +11,9 @@ use super::ServerSpec;
 use crate::behaviors::Behaviors;
 use crate::connection::{Address, SocketOptions};
 use crate::error::Result;
-use crate::pool::FailurePolicy;
 use crate::protocol::{validate_binary_key, validate_text_key};
 use crate::ring::{Ring, RingServer};
+use crate::server::FailurePolicy;
 
 pub(super) struct Snapshot {
     pub behaviors: Behaviors,

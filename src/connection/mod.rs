@@ -2,93 +2,28 @@
 //!
 //! Sockets stay in blocking mode with kernel send/receive timeouts, so the common single-server
 //! request costs one `send` and one `recv`; the poll loop in `client` drives many connections at
-//! once with per-call non-blocking flags instead. Depends on `error`, `security` and the binary
-//! protocol's SASL encoder.
+//! once with per-call non-blocking flags instead. Depends on `error`, `security` and
+//! `protocol::binary` (how `quit` is said).
 //!
-//! With TLS, a rustls session sits between the buffers and the socket: the handshake (and SASL)
-//! run blocking inside `connect`; afterwards plaintext goes in and out through the same
+//! `connect.rs` opens the socket, `handshake.rs` runs TLS and SASL on it. With TLS, a rustls
+//! session sits between the buffers and the socket: the handshake (and SASL) run blocking inside
+//! `connect`; afterwards plaintext goes in and out through the same
 //! non-blocking calls, and `pending_write` tells the poll loop that sealed records still wait for
 //! the socket.
 
+mod connect;
+mod handshake;
+
 use std::io::{self, Read, Write};
-use std::net::{TcpStream, ToSocketAddrs};
-use std::os::fd::{AsFd, BorrowedFd};
-use std::os::unix::net::UnixStream;
+use std::os::fd::BorrowedFd;
 use std::time::{Duration, Instant};
 
 use rustix::net::{RecvFlags, SendFlags};
 
 use crate::error::{Error, IoFailure, Result};
-use crate::protocol::{binary, Parsed};
-use crate::security::{Credentials, Security};
-
-/// Where a server lives.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Address {
-    Tcp { host: String, port: u16 },
-    Unix(String),
-}
-
-impl Address {
-    /// The name pylibmc reports in `get_stats()`: `host:port`, or `path:0` for a UNIX socket.
-    pub fn display_name(&self) -> String {
-        match self {
-            Address::Tcp { host, port } => format!("{host}:{port}"),
-            Address::Unix(path) => format!("{path}:0"),
-        }
-    }
-}
-
-/// Socket options taken from the client's behaviors.
-#[derive(Clone, Debug)]
-pub struct SocketOptions {
-    /// The connection speaks the binary protocol (decides how `quit` is said).
-    pub binary: bool,
-    /// TLS and SASL, done in `connect` before any request.
-    pub security: std::sync::Arc<Security>,
-    pub connect_timeout: Duration,
-    pub read_timeout: Duration,
-    pub write_timeout: Duration,
-    pub tcp_keepalive: bool,
-    pub send_buffer: Option<usize>,
-    pub recv_buffer: Option<usize>,
-}
-
-enum Stream {
-    Tcp(TcpStream),
-    Unix(UnixStream),
-}
-
-impl Stream {
-    fn fd(&self) -> BorrowedFd<'_> {
-        match self {
-            Stream::Tcp(s) => s.as_fd(),
-            Stream::Unix(s) => s.as_fd(),
-        }
-    }
-}
-
-/// Blocking I/O (with the socket's timeouts), for the handshake and blocking reads.
-impl Read for Stream {
-    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-        match self {
-            Stream::Tcp(s) => s.read(buf),
-            Stream::Unix(s) => s.read(buf),
-        }
-    }
-}
-
-impl Write for Stream {
-    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-        match self {
-            Stream::Tcp(s) => s.write(buf),
-            Stream::Unix(s) => s.write(buf),
-        }
-    }
-    fn flush(&mut self) -> io::Result<()> {
-        Ok(())
-    }
-}
+use crate::protocol::binary;
+use connect::Stream;
+pub use connect::{default_socket_buffer_sizes, Address, SocketOptions};
 
 /// Non-blocking I/O on a socket that stays in blocking mode: per-call `MSG_DONTWAIT`.
 struct NonBlocking<'a>(BorrowedFd<'a>);
@@ -168,7 +103,7 @@ pub struct Connection {
     unsynced: u32,
 }
 
-fn io_kind_is_timeout(e: &io::Error) -> bool {
+pub(super) fn io_kind_is_timeout(e: &io::Error) -> bool {
     matches!(
         e.kind(),
         io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
@@ -176,95 +111,11 @@ fn io_kind_is_timeout(e: &io::Error) -> bool {
 }
 
 impl Connection {
-    /// Resolve and connect, honouring the connect timeout.
+    /// Connect (resolving, with the connect timeout), then the TLS handshake and SASL
+    /// authentication when the options ask for them.
     pub fn connect(addr: &Address, opts: &SocketOptions) -> Result<Connection> {
-        let stream = match addr {
-            Address::Tcp { host, port } => {
-                let host = if host.is_empty() {
-                    "localhost"
-                } else {
-                    host.as_str()
-                };
-                let addrs: Vec<_> = (host, *port)
-                    .to_socket_addrs()
-                    .map_err(|e| Error::HostLookup(format!("{host}: {e}")))?
-                    .collect();
-                if addrs.is_empty() {
-                    return Err(Error::HostLookup(format!("{host}: no address")));
-                }
-                let mut last = None;
-                let mut found = None;
-                for sa in addrs {
-                    match TcpStream::connect_timeout(&sa, opts.connect_timeout) {
-                        Ok(s) => {
-                            found = Some(s);
-                            break;
-                        }
-                        Err(e) => last = Some(e),
-                    }
-                }
-                let s = match found {
-                    Some(s) => s,
-                    None => {
-                        let msg = last.map_or_else(|| "no address".to_string(), |e| e.to_string());
-                        return Err(Error::Connect(format!("{}: {msg}", addr.display_name())));
-                    }
-                };
-                // Requests are written whole; Nagle would only delay the tail of a pipeline.
-                s.set_nodelay(true)
-                    .map_err(|e| Error::Connect(e.to_string()))?;
-                if opts.tcp_keepalive {
-                    rustix::net::sockopt::set_socket_keepalive(&s, true)
-                        .map_err(|e| Error::Connect(e.to_string()))?;
-                }
-                Stream::Tcp(s)
-            }
-            Address::Unix(path) => {
-                let s = UnixStream::connect(path)
-                    .map_err(|e| Error::Connect(format!("{path}: {e}")))?;
-                Stream::Unix(s)
-            }
-        };
-        let fd = stream.fd();
-        if let Some(n) = opts.send_buffer {
-            let _ = rustix::net::sockopt::set_socket_send_buffer_size(fd, n);
-        }
-        if let Some(n) = opts.recv_buffer {
-            let _ = rustix::net::sockopt::set_socket_recv_buffer_size(fd, n);
-        }
-        let set = |r: io::Result<()>| r.map_err(|e| Error::Connect(e.to_string()));
-        match &stream {
-            Stream::Tcp(s) => {
-                set(s.set_read_timeout(Some(opts.read_timeout)))?;
-                set(s.set_write_timeout(Some(opts.write_timeout)))?;
-            }
-            Stream::Unix(s) => {
-                set(s.set_read_timeout(Some(opts.read_timeout)))?;
-                set(s.set_write_timeout(Some(opts.write_timeout)))?;
-            }
-        }
-        let mut stream = stream;
-        let tls = match &opts.security.tls {
-            None => None,
-            Some(t) => {
-                let host = match addr {
-                    Address::Tcp { host, .. } if !host.is_empty() => host.as_str(),
-                    _ => "localhost",
-                };
-                let name = t.server_name_for(host).map_err(Error::Connect)?;
-                let mut session = rustls::ClientConnection::new(t.config(), name)
-                    .map_err(|e| Error::Connect(format!("TLS: {e}")))?;
-                while session.is_handshaking() {
-                    session.complete_io(&mut stream).map_err(|e| {
-                        Error::Connect(format!(
-                            "TLS handshake with {} failed: {e}",
-                            addr.display_name()
-                        ))
-                    })?;
-                }
-                Some(Box::new(session))
-            }
-        };
+        let mut stream = connect::open(addr, opts)?;
+        let tls = handshake::tls(&mut stream, addr, opts)?;
         let mut conn = Connection {
             stream,
             tls,
@@ -281,45 +132,6 @@ impl Connection {
             conn.authenticate(c)?;
         }
         Ok(conn)
-    }
-
-    /// SASL PLAIN over the binary protocol; nothing else is sent until the server says yes.
-    fn authenticate(&mut self, c: &Credentials) -> Result<()> {
-        let mut buf = Vec::new();
-        binary::encode_sasl_plain(&mut buf, &c.username, &c.password);
-        self.write_all_blocking(&buf)?;
-        loop {
-            if let Parsed::Done(r, used) = binary::parse_response(self.unread())? {
-                let outcome = binary::sasl_outcome(&r);
-                self.consume(used);
-                if outcome.is_ok() && !self.is_idle_clean() {
-                    return Err(Error::Protocol("data after the SASL answer".into()));
-                }
-                return outcome;
-            }
-            self.recv_blocking()?;
-        }
-    }
-
-    /// Write everything, blocking up to the socket's write timeout.
-    fn write_all_blocking(&mut self, data: &[u8]) -> Result<()> {
-        let werr = |e: io::Error| {
-            if io_kind_is_timeout(&e) {
-                Error::Timeout
-            } else {
-                Error::write(&e)
-            }
-        };
-        match &mut self.tls {
-            Some(tls) => {
-                tls.writer().write_all(data).map_err(werr)?;
-                while tls.wants_write() {
-                    tls.write_tls(&mut self.stream).map_err(werr)?;
-                }
-                Ok(())
-            }
-            None => self.stream.write_all(data).map_err(werr),
-        }
     }
 
     pub fn fd(&self) -> BorrowedFd<'_> {
@@ -584,22 +396,5 @@ impl Connection {
     fn send_nonblocking_ref(&self, data: &[u8]) -> Result<usize> {
         rustix::net::send(self.fd(), data, SendFlags::DONTWAIT | SendFlags::NOSIGNAL)
             .map_err(|e| Error::write(&io::Error::from(e)))
-    }
-}
-
-/// The kernel's socket buffer sizes for a new socket of this address's family, reported as
-/// `_socket_send_size`/`_socket_recv_size` when those were never set (pylibmc asks a live socket).
-pub fn default_socket_buffer_sizes(addr: &Address) -> (usize, usize) {
-    use rustix::net::{socket, AddressFamily, SocketType};
-    let family = match addr {
-        Address::Tcp { .. } => AddressFamily::INET,
-        Address::Unix(_) => AddressFamily::UNIX,
-    };
-    match socket(family, SocketType::STREAM, None) {
-        Ok(fd) => (
-            rustix::net::sockopt::socket_send_buffer_size(&fd).unwrap_or(0),
-            rustix::net::sockopt::socket_recv_buffer_size(&fd).unwrap_or(0),
-        ),
-        Err(_) => (0, 0),
     }
 }

@@ -1,0 +1,165 @@
+//! Opening a socket: where a server lives (`Address`), the socket options taken from the
+//! behaviors, resolving and connecting with the connect timeout, and the socket-level options.
+//! Speaks no protocol. Depends on `error` and `security` (carried in the options).
+
+use std::io::{self, Read, Write};
+use std::net::{TcpStream, ToSocketAddrs};
+use std::os::fd::{AsFd, BorrowedFd};
+use std::os::unix::net::UnixStream;
+use std::time::Duration;
+
+use crate::error::{Error, Result};
+use crate::security::Security;
+
+/// Where a server lives.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Address {
+    Tcp { host: String, port: u16 },
+    Unix(String),
+}
+
+impl Address {
+    /// The name pylibmc reports in `get_stats()`: `host:port`, or `path:0` for a UNIX socket.
+    pub fn display_name(&self) -> String {
+        match self {
+            Address::Tcp { host, port } => format!("{host}:{port}"),
+            Address::Unix(path) => format!("{path}:0"),
+        }
+    }
+}
+
+/// Socket options taken from the client's behaviors.
+#[derive(Clone, Debug)]
+pub struct SocketOptions {
+    /// The connection speaks the binary protocol (decides how `quit` is said).
+    pub binary: bool,
+    /// TLS and SASL, done in `connect` before any request.
+    pub security: std::sync::Arc<Security>,
+    pub connect_timeout: Duration,
+    pub read_timeout: Duration,
+    pub write_timeout: Duration,
+    pub tcp_keepalive: bool,
+    pub send_buffer: Option<usize>,
+    pub recv_buffer: Option<usize>,
+}
+
+/// A connected socket.
+pub(super) enum Stream {
+    Tcp(TcpStream),
+    Unix(UnixStream),
+}
+
+impl Stream {
+    pub(super) fn fd(&self) -> BorrowedFd<'_> {
+        match self {
+            Stream::Tcp(s) => s.as_fd(),
+            Stream::Unix(s) => s.as_fd(),
+        }
+    }
+}
+
+/// Blocking I/O (with the socket's timeouts), for the handshake and blocking reads.
+impl Read for Stream {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        match self {
+            Stream::Tcp(s) => s.read(buf),
+            Stream::Unix(s) => s.read(buf),
+        }
+    }
+}
+
+impl Write for Stream {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        match self {
+            Stream::Tcp(s) => s.write(buf),
+            Stream::Unix(s) => s.write(buf),
+        }
+    }
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+/// Resolve and connect, honouring the connect timeout, and apply the socket options: no Nagle,
+/// keepalive, buffer sizes, and the kernel's send/receive timeouts for blocking calls.
+pub(super) fn open(addr: &Address, opts: &SocketOptions) -> Result<Stream> {
+    let stream = match addr {
+        Address::Tcp { host, port } => Stream::Tcp(connect_tcp(addr, host, *port, opts)?),
+        Address::Unix(path) => {
+            let s =
+                UnixStream::connect(path).map_err(|e| Error::Connect(format!("{path}: {e}")))?;
+            Stream::Unix(s)
+        }
+    };
+    let fd = stream.fd();
+    if let Some(n) = opts.send_buffer {
+        let _ = rustix::net::sockopt::set_socket_send_buffer_size(fd, n);
+    }
+    if let Some(n) = opts.recv_buffer {
+        let _ = rustix::net::sockopt::set_socket_recv_buffer_size(fd, n);
+    }
+    let set = |r: io::Result<()>| r.map_err(|e| Error::Connect(e.to_string()));
+    match &stream {
+        Stream::Tcp(s) => {
+            set(s.set_read_timeout(Some(opts.read_timeout)))?;
+            set(s.set_write_timeout(Some(opts.write_timeout)))?;
+        }
+        Stream::Unix(s) => {
+            set(s.set_read_timeout(Some(opts.read_timeout)))?;
+            set(s.set_write_timeout(Some(opts.write_timeout)))?;
+        }
+    }
+    Ok(stream)
+}
+
+/// The first address of `host` that accepts a connection within the connect timeout.
+fn connect_tcp(addr: &Address, host: &str, port: u16, opts: &SocketOptions) -> Result<TcpStream> {
+    let host = if host.is_empty() { "localhost" } else { host };
+    let addrs: Vec<_> = (host, port)
+        .to_socket_addrs()
+        .map_err(|e| Error::HostLookup(format!("{host}: {e}")))?
+        .collect();
+    if addrs.is_empty() {
+        return Err(Error::HostLookup(format!("{host}: no address")));
+    }
+    let mut last = None;
+    let mut found = None;
+    for sa in addrs {
+        match TcpStream::connect_timeout(&sa, opts.connect_timeout) {
+            Ok(s) => {
+                found = Some(s);
+                break;
+            }
+            Err(e) => last = Some(e),
+        }
+    }
+    let Some(s) = found else {
+        let msg = last.map_or_else(|| "no address".to_string(), |e| e.to_string());
+        return Err(Error::Connect(format!("{}: {msg}", addr.display_name())));
+    };
+    // Requests are written whole; Nagle would only delay the tail of a pipeline.
+    s.set_nodelay(true)
+        .map_err(|e| Error::Connect(e.to_string()))?;
+    if opts.tcp_keepalive {
+        rustix::net::sockopt::set_socket_keepalive(&s, true)
+            .map_err(|e| Error::Connect(e.to_string()))?;
+    }
+    Ok(s)
+}
+
+/// The kernel's socket buffer sizes for a new socket of this address's family, reported as
+/// `_socket_send_size`/`_socket_recv_size` when those were never set (pylibmc asks a live socket).
+pub fn default_socket_buffer_sizes(addr: &Address) -> (usize, usize) {
+    use rustix::net::{socket, AddressFamily, SocketType};
+    let family = match addr {
+        Address::Tcp { .. } => AddressFamily::INET,
+        Address::Unix(_) => AddressFamily::UNIX,
+    };
+    match socket(family, SocketType::STREAM, None) {
+        Ok(fd) => (
+            rustix::net::sockopt::socket_send_buffer_size(&fd).unwrap_or(0),
+            rustix::net::sockopt::socket_recv_buffer_size(&fd).unwrap_or(0),
+        ),
+        Err(_) => (0, 0),
+    }
+}
