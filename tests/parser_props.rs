@@ -2,6 +2,8 @@
 //! bytes it never panics and never claims to consume more than it was given; valid replies give
 //! the same units however they are split into arrivals; a mutated valid stream is parsed without
 //! a panic, and a unit once complete does not change when more bytes arrive.
+// Test code: a failed unwrap is a failed test.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use fastmc::protocol::parse_text_reply as parse_reply;
 use fastmc::protocol::{Parsed, ReplyKind};

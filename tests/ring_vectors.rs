@@ -1,5 +1,7 @@
 //! The shared pylibmc vectors through the pure ring: every configuration, including the two
 //! with a server ejected (auto-eject rebuilds the ring over the live servers).
+// Test code: a failed unwrap is a failed test.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use fastmc::ring::{Distribution, HashKind, Ring, RingServer, RingSettings};
 
