@@ -1,0 +1,70 @@
+//! Golden values for the hashes and rings (more in tests/ring_vectors.rs).
+use super::hash::HASH_KINDS;
+use super::*;
+
+#[test]
+fn hello_values() {
+    let want = [
+        (HashKind::Default, 0xc8fd181b),
+        (HashKind::Md5, 0x2a40415d),
+        (HashKind::Crc, 0x3610),
+        (HashKind::Fnv1_64, 0xbdbdd4c7),
+        (HashKind::Fnv1a_64, 0x80aabd0b),
+        (HashKind::Fnv1_32, 0xb6fa7167),
+        (HashKind::Fnv1a_32, 0x4f9f2cab),
+        (HashKind::Murmur, 0x521b0bff),
+        (HashKind::Jenkins, 0x2e0cc8f3),
+    ];
+    for (k, v) in want {
+        assert_eq!(hash(k, b"hello"), v, "{k:?}");
+    }
+    assert_eq!(hash(HashKind::Default, "café".as_bytes()), 0xd99c709e);
+    assert_eq!(hash(HashKind::Jenkins, b""), 0xdeadbefc);
+}
+
+fn srv(host: &str, port: u16, weight: u32) -> RingServer {
+    RingServer {
+        host: host.into(),
+        port,
+        weight,
+    }
+}
+
+#[test]
+fn worked_examples() {
+    let servers = [srv("10.0.0.1", 11211, 1), srv("10.0.0.2", 11212, 1)];
+    let mut s = RingSettings::default();
+    s.set_ketama(true);
+    let r = Ring::build(&s, &servers, &[true, true]);
+    assert_eq!(hash(HashKind::Default, b"10.0.0.1-0"), 0xf618fafa);
+    assert_eq!(r.points_per_server(), vec![100, 100]);
+    assert_eq!(r.server_for(b"foo"), 1);
+    let mut w = RingSettings::default();
+    w.set_ketama_weighted(true);
+    let r = Ring::build(&w, &servers, &[true, true]);
+    assert_eq!(r.points_per_server(), vec![160, 160]);
+    assert_eq!(r.server_for(b"foo"), 0);
+}
+
+#[test]
+fn float32_point_counts() {
+    assert_eq!(weighted_points(1, 25, 25), 156);
+    let w = [1, 3, 7, 7, 7];
+    let got: Vec<u32> = w.iter().map(|&x| weighted_points(x, 25, 5)).collect();
+    assert_eq!(got, vec![28, 92, 224, 224, 224]);
+}
+
+#[test]
+fn no_panic_on_edges() {
+    let r = Ring::build(&RingSettings::default(), &[], &[]);
+    assert_eq!(r.server_for(b""), 0);
+    let mut s = RingSettings::default();
+    s.set_ketama(true);
+    let servers = [srv("a", 1, 1), srv("b", 2, 1)];
+    let r = Ring::build(&s, &servers, &[false, false]);
+    assert_eq!(r.server_for(b"x"), 0);
+    for k in HASH_KINDS {
+        let _ = hash(k, b"");
+        let _ = hash(k, &[0xff; 13]);
+    }
+}
