@@ -58,8 +58,20 @@ def main(server: str) -> None:
     except fastmc.Error as e:
         print("memcached error", e)
 
-    print(value, stored, failed, missing, with_cas, n, deleted, all_deleted, len(stats), ketama,
-          where, counters(mc, ["x", "y"]))
+    print(
+        value,
+        stored,
+        failed,
+        missing,
+        with_cas,
+        n,
+        deleted,
+        all_deleted,
+        len(stats),
+        ketama,
+        where,
+        counters(mc, ["x", "y"]),
+    )
 
 
 def mistakes(mc: fastmc.Client) -> None:

@@ -127,10 +127,7 @@ def _get(mc: Client, args: argparse.Namespace) -> int:
     found = mc.get_multi(args.keys) if len(args.keys) > 1 else {}
     status = EXIT_OK
     for key in args.keys:
-        if len(args.keys) == 1:
-            value = mc.get(key, _MISSING)
-        else:
-            value = found.get(key, _MISSING)
+        value = mc.get(key, _MISSING) if len(args.keys) == 1 else found.get(key, _MISSING)
         if value is _MISSING:
             _error("key not found: %s" % key)
             status = EXIT_MISSING
@@ -143,11 +140,7 @@ _MISSING = object()
 
 
 def _set(mc: Client, args: argparse.Namespace) -> int:
-    raw: bytes
-    if args.value == "-":
-        raw = sys.stdin.buffer.read()
-    else:
-        raw = os.fsencode(args.value)
+    raw = sys.stdin.buffer.read() if args.value == "-" else os.fsencode(args.value)
     value: Any
     if args.type == "bytes":
         value = raw

@@ -43,56 +43,82 @@ class Error(Exception): ...
 MemcachedError = Error
 
 class CacheMiss(Error): ...
+
 class Failure(Error):
     retcode: int
+
 class HostLookupError(Error):
     retcode: int
+
 class ConnectionError(Error):
     retcode: int
+
 class ConnectionBindError(Error):
     retcode: int
+
 class WriteError(Error):
     retcode: int
+
 class ReadError(Error):
     retcode: int
+
 class UnknownReadFailure(Error):
     retcode: int
+
 class ProtocolError(Error):
     retcode: int
+
 class ClientError(Error):
     retcode: int
+
 class ServerError(Error):
     retcode: int
+
 class SocketCreateError(Error):
     retcode: int
+
 class DataExists(Error):
     retcode: int
+
 class DataDoesNotExist(Error):
     retcode: int
+
 class NotFound(Error):
     retcode: int
+
 class AllocationError(Error):
     retcode: int
+
 class SomeErrors(Error):
     retcode: int
+
 class NoServers(Error):
     retcode: int
+
 class UnixSocketError(Error):
     retcode: int
+
 class NotSupportedError(Error):
     retcode: int
+
 class FetchNotFinished(Error):
     retcode: int
+
 class BadKeyProvided(Error):
     retcode: int
+
 class InvalidHostProtocolError(Error):
     retcode: int
+
 class ServerDead(Error):
     retcode: int
+
 class ServerDown(Error):
     retcode: int
+
 class TooBig(Error):
     retcode: int
+
 class UnknownStatKey(Error):
     retcode: int
 
@@ -127,26 +153,113 @@ class client:
     def binary_protocol(self) -> bool: ...
     def get(self, key: _Key, default: Any = None, /) -> Any: ...
     def gets(self, key: _Key, /) -> tuple[Any, int | None]: ...
-    def set(self, key: _Key, val: Any, time: int | None = None, min_compress_len: int | None = None, compress_level: int = ..., *, noreply: bool = False) -> bool: ...
-    def add(self, key: _Key, val: Any, time: int | None = None, min_compress_len: int | None = None, compress_level: int = ..., *, noreply: bool = False) -> bool: ...
-    def replace(self, key: _Key, val: Any, time: int | None = None, min_compress_len: int | None = None, compress_level: int = ..., *, noreply: bool = False) -> bool: ...
-    def append(self, key: _Key, val: Any, time: int | None = None, min_compress_len: int | None = None, compress_level: int = ..., *, noreply: bool = False) -> bool: ...
-    def prepend(self, key: _Key, val: Any, time: int | None = None, min_compress_len: int | None = None, compress_level: int = ..., *, noreply: bool = False) -> bool: ...
+    def set(
+        self,
+        key: _Key,
+        val: Any,
+        time: int | None = None,
+        min_compress_len: int | None = None,
+        compress_level: int = ...,
+        *,
+        noreply: bool = False,
+    ) -> bool: ...
+    def add(
+        self,
+        key: _Key,
+        val: Any,
+        time: int | None = None,
+        min_compress_len: int | None = None,
+        compress_level: int = ...,
+        *,
+        noreply: bool = False,
+    ) -> bool: ...
+    def replace(
+        self,
+        key: _Key,
+        val: Any,
+        time: int | None = None,
+        min_compress_len: int | None = None,
+        compress_level: int = ...,
+        *,
+        noreply: bool = False,
+    ) -> bool: ...
+    def append(
+        self,
+        key: _Key,
+        val: Any,
+        time: int | None = None,
+        min_compress_len: int | None = None,
+        compress_level: int = ...,
+        *,
+        noreply: bool = False,
+    ) -> bool: ...
+    def prepend(
+        self,
+        key: _Key,
+        val: Any,
+        time: int | None = None,
+        min_compress_len: int | None = None,
+        compress_level: int = ...,
+        *,
+        noreply: bool = False,
+    ) -> bool: ...
     def cas(self, key: _Key, val: Any, cas: int, time: int | None = None) -> bool: ...
     def delete(self, key: _Key, /, *, noreply: bool = False) -> bool: ...
     def touch(self, key: _Key, time: int, /, *, noreply: bool = False) -> bool: ...
     def incr(self, key: _Key, delta: int | None = None, /) -> int: ...
     def decr(self, key: _Key, delta: int | None = None, /) -> int: ...
     def get_multi(self, keys: Collection[_K], key_prefix: _Key | None = None) -> dict[_K, Any]: ...
-    def gets_multi(self, keys: Collection[_K], key_prefix: _Key | None = None) -> dict[_K, tuple[Any, int]]: ...
-    def set_multi(self, keys: Mapping[_K, Any], time: int | None = None, key_prefix: _Key | None = None, min_compress_len: int | None = None, compress_level: int = ..., *, noreply: bool = False) -> list[_K]: ...
-    def add_multi(self, keys: Mapping[_K, Any], time: int | None = None, key_prefix: _Key | None = None, min_compress_len: int | None = None, compress_level: int = ..., *, noreply: bool = False) -> list[_K]: ...
-    def replace_multi(self, keys: Mapping[_K, Any], time: int | None = None, key_prefix: _Key | None = None, min_compress_len: int | None = None, compress_level: int = ..., *, noreply: bool = False) -> list[_K]: ...
-    def delete_multi(self, keys: Collection[_Key], key_prefix: _Key | None = None, *, noreply: bool = False) -> bool: ...
-    def incr_multi(self, keys: Collection[_Key], key_prefix: _Key | None = None, delta: int | None = None) -> None: ...
-    def touch_multi(self, keys: Collection[_K], time: int | None = None, key_prefix: _Key | None = None, *, noreply: bool = False) -> list[_K]: ...
+    def gets_multi(
+        self, keys: Collection[_K], key_prefix: _Key | None = None
+    ) -> dict[_K, tuple[Any, int]]: ...
+    def set_multi(
+        self,
+        keys: Mapping[_K, Any],
+        time: int | None = None,
+        key_prefix: _Key | None = None,
+        min_compress_len: int | None = None,
+        compress_level: int = ...,
+        *,
+        noreply: bool = False,
+    ) -> list[_K]: ...
+    def add_multi(
+        self,
+        keys: Mapping[_K, Any],
+        time: int | None = None,
+        key_prefix: _Key | None = None,
+        min_compress_len: int | None = None,
+        compress_level: int = ...,
+        *,
+        noreply: bool = False,
+    ) -> list[_K]: ...
+    def replace_multi(
+        self,
+        keys: Mapping[_K, Any],
+        time: int | None = None,
+        key_prefix: _Key | None = None,
+        min_compress_len: int | None = None,
+        compress_level: int = ...,
+        *,
+        noreply: bool = False,
+    ) -> list[_K]: ...
+    def delete_multi(
+        self, keys: Collection[_Key], key_prefix: _Key | None = None, *, noreply: bool = False
+    ) -> bool: ...
+    def incr_multi(
+        self, keys: Collection[_Key], key_prefix: _Key | None = None, delta: int | None = None
+    ) -> None: ...
+    def touch_multi(
+        self,
+        keys: Collection[_K],
+        time: int | None = None,
+        key_prefix: _Key | None = None,
+        *,
+        noreply: bool = False,
+    ) -> list[_K]: ...
     def flush_all(self, time: int | None = None) -> bool: ...
-    def get_stats(self, stat_args: str | None = None, /) -> list[tuple[bytes, dict[str, bytes]]]: ...
+    def get_stats(
+        self, stat_args: str | None = None, /
+    ) -> list[tuple[bytes, dict[str, bytes]]]: ...
     def disconnect_all(self) -> None: ...
     def clone(self) -> Self: ...
     def hash(self, key: _Key, /) -> int: ...

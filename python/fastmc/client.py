@@ -15,9 +15,7 @@ server_type_map = {
 }
 
 if TYPE_CHECKING:
-    from typing_extensions import Self
-
-    from typing_extensions import TypeAlias
+    from typing_extensions import Self, TypeAlias
 
     from ._fastmc import _Key
 

@@ -70,7 +70,7 @@ class FastMCCache(BaseMemcachedCache):  # type: ignore[misc]
 
     @property
     def client_servers(self) -> list[str]:
-        return [s[len("unix:"):] if s.startswith("unix:") else s for s in self._servers]
+        return [s[len("unix:") :] if s.startswith("unix:") else s for s in self._servers]
 
     @cached_property
     def _cache(self) -> Client:

@@ -14,7 +14,9 @@ __all__ = ["NotAliveError", "is_alive", "make_test_client"]
 
 
 class NotAliveError(Exception):
-    template = "test memcached %s:%s not alive; consider setting MEMCACHED_HOST and/or MEMCACHED_PORT"
+    template = (
+        "test memcached %s:%s not alive; consider setting MEMCACHED_HOST and/or MEMCACHED_PORT"
+    )
 
     def __init__(self, svr: tuple[str, int | str]) -> None:
         self.server = svr
