@@ -8,7 +8,11 @@ BIN    := $(VENV)/bin
 export VIRTUAL_ENV := $(abspath $(VENV))
 export PATH := $(abspath $(BIN)):$(PATH)
 
-.PHONY: test bench bench-full develop lint check-rust pytest memcached venv fuzz soak clean
+.PHONY: help test bench bench-full develop develop-release lint check-rust pytest memcached venv \
+	fuzz soak clean
+
+help: ## list the targets
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | expand -t 18
 
 $(BIN)/.installed: requirements-dev.txt
 	$(PYTHON) -m venv $(VENV)
@@ -16,48 +20,54 @@ $(BIN)/.installed: requirements-dev.txt
 	$(BIN)/pip install -q -r requirements-dev.txt
 	touch $@
 
-venv: $(BIN)/.installed
+venv: $(BIN)/.installed ## the virtualenv with maturin, pytest, the linters and the peers
 
-memcached:
+memcached: ## Debian's memcached, sasl2-bin and openssl, when missing
 	@command -v memcached >/dev/null 2>&1 || (apt-get update -qq && apt-get install -y -qq memcached >/dev/null)
 	@{ [ -x /usr/sbin/saslpasswd2 ] && command -v openssl >/dev/null 2>&1 && ls /usr/lib/*/sasl2/libplain.so* >/dev/null 2>&1; } || (apt-get update -qq && apt-get install -y -qq sasl2-bin libsasl2-modules openssl >/dev/null)
 
-develop: venv
+# Tests and lints run on the debug profile (it builds in seconds; nothing in the test suite
+# measures speed). Benchmarks build the release profile (fat LTO).
+develop: venv ## build the extension into the venv (debug profile)
+	$(BIN)/maturin develop -q
+
+develop-release: venv ## build the extension into the venv (release profile, for benchmarks)
 	$(BIN)/maturin develop --release -q
 
-check-rust:
+check-rust: ## cargo fmt, clippy -D warnings (with the [lints] table), cargo test
 	cargo fmt --check
 	cargo clippy --all-targets -- -D warnings
 	cargo test -q
 
-lint: venv develop
+lint: venv develop ## ruff check and format, stubtest, mypy --strict
 	$(BIN)/ruff check python tests benches examples
+	$(BIN)/ruff format --check python tests benches examples
 	$(BIN)/python -m mypy.stubtest fastmc --allowlist stubtest-allowlist.txt --mypy-config-file pyproject.toml
 	$(BIN)/mypy --strict python/fastmc examples/typed_usage.py
 
-pytest: memcached venv develop
+pytest: memcached venv develop ## the Python test suite against real memcached servers
 	$(BIN)/python -m pytest -q tests
 
-test: memcached venv check-rust develop lint pytest
+test: memcached venv check-rust develop lint pytest ## every check and test (what CI runs)
 
-bench: memcached venv develop
+bench: memcached venv develop-release ## the quick side-by-side benchmark (about a minute)
 	$(BIN)/python benches/bench.py --quick $(if $(SERVERS),--servers $(SERVERS))
 
-bench-full: memcached venv develop
+bench-full: memcached venv develop-release ## the full benchmark (the figures in the README)
 	$(BIN)/python benches/bench.py $(if $(SERVERS),--servers $(SERVERS))
 
 # The soak test (8 threads, SOAK_SECONDS of mixed operations while servers are killed and
 # restarted); marked `soak`, so it is not part of `make test`.
 SOAK_SECONDS ?= 60
-soak: memcached venv develop
+soak: memcached venv develop-release ## SOAK_SECONDS of mixed load while servers die
 	SOAK_SECONDS=$(SOAK_SECONDS) $(BIN)/python -m pytest -q -s -m soak tests/test_soak.py
 
 # Fuzz the reply parser for FUZZ_SECONDS (not part of `make test`). cargo fuzz wants nightly;
 # RUSTC_BOOTSTRAP=1 lets the stable toolchain accept its flags.
 FUZZ_SECONDS ?= 60
-fuzz:
+fuzz: ## fuzz the reply parsers for FUZZ_SECONDS
 	@command -v cargo-fuzz >/dev/null 2>&1 || cargo install cargo-fuzz --locked
 	cd fuzz && RUSTC_BOOTSTRAP=1 cargo fuzz run parse_reply -- -max_total_time=$(FUZZ_SECONDS) -max_len=20000
 
-clean:
+clean: ## remove build outputs, the venv and results
 	rm -rf target $(VENV) results
