@@ -19,6 +19,7 @@ pub struct IoFailure {
 }
 
 impl IoFailure {
+    /// The kind and text of an I/O error.
     pub fn from_io(e: &io::Error) -> IoFailure {
         IoFailure {
             kind: e.kind(),
@@ -50,6 +51,7 @@ impl fmt::Display for IoFailure {
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
+/// Every failure the core reports; `py/errors.rs` maps each to pylibmc's exception class.
 pub enum Error {
     /// The host name could not be resolved.
     HostLookup(String),
@@ -91,10 +93,12 @@ pub enum Error {
 }
 
 impl Error {
+    /// A failed read.
     pub fn read(e: &io::Error) -> Error {
         Error::Read(IoFailure::from_io(e))
     }
 
+    /// A failed write.
     pub fn write(e: &io::Error) -> Error {
         Error::Write(IoFailure::from_io(e))
     }
@@ -197,4 +201,5 @@ impl fmt::Display for Error {
 
 impl std::error::Error for Error {}
 
+/// The core's result type.
 pub type Result<T> = std::result::Result<T, Error>;

@@ -56,6 +56,8 @@ struct Health {
     ejected_until: Option<Instant>,
 }
 
+/// One server of a client: where it is, its idle connections and its health. Shared by every
+/// thread using the client; see the file header for the locking rule.
 pub struct Server {
     pub address: Address,
     pub weight: u32,
@@ -70,6 +72,7 @@ const META_NO: u8 = 1;
 const META_YES: u8 = 2;
 
 impl Server {
+    /// A server with no connection yet and a clean health record.
     pub fn new(address: Address, weight: u32) -> Server {
         Server {
             address,

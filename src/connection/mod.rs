@@ -81,6 +81,9 @@ const READ_CHUNK: usize = 64 * 1024;
 /// A read buffer that grew past this (for a huge value) is given back when the connection idles.
 const KEEP_READ_BUF: usize = 1024 * 1024;
 
+/// One open connection to one server: the socket (and TLS session), a read buffer with
+/// unread bytes, and what the client must remember about it between requests (who owns it
+/// after a fork, when the server last answered, how many `noreply` answers it may still owe).
 pub struct Connection {
     stream: Stream,
     /// The TLS session, when the client uses TLS.
@@ -134,6 +137,7 @@ impl Connection {
         Ok(conn)
     }
 
+    /// The socket, for `poll`.
     pub fn fd(&self) -> BorrowedFd<'_> {
         self.stream.fd()
     }
@@ -153,6 +157,7 @@ impl Connection {
         self.received_since_begin = false;
     }
 
+    /// Whether any reply byte arrived since `begin_request` (a retry is safe only if not).
     pub fn received_since_begin(&self) -> bool {
         self.received_since_begin
     }

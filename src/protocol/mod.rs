@@ -60,6 +60,7 @@ pub enum StoreCmd {
 }
 
 impl StoreCmd {
+    /// The classic command's name.
     pub fn name(self) -> &'static str {
         match self {
             StoreCmd::Set => "set",
