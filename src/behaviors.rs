@@ -7,7 +7,8 @@ use std::time::Duration;
 
 use crate::ring::{Distribution, HashKind, RingSettings};
 
-/// Every behavior name, in the order pylibmc applies them (`all_behaviors`).
+/// Every behavior name, in the order pylibmc applies them (`all_behaviors`; see
+/// docs/design/placement.md#order-of-application).
 pub const ALL_BEHAVIORS: [&str; 30] = [
     "no_block",
     "tcp_nodelay",
@@ -144,7 +145,8 @@ impl Behaviors {
                 Some(h) if h.available() => self.ring.set_hash(h),
                 _ => return reject,
             },
-            // Sets a hashkit field that nothing reads (distribution.md section 3).
+            // Sets a hashkit field that nothing reads
+            // (docs/design/placement.md#what-each-behavior-sets).
             "ketama_hash" if HashKind::from_code(value).is_none() => return reject,
             "ketama_hash" => {}
             "ketama" => self.ring.set_ketama(on),

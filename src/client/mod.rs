@@ -107,7 +107,7 @@ pub struct Client {
 
 impl Client {
     /// Build a client. Behaviors are applied before the servers are added, as pylibmc does
-    /// (which matters for weighted rings).
+    /// (which matters for weighted rings: docs/design/placement.md#the-weighted-flag).
     pub fn new(
         specs: Vec<ServerSpec>,
         mut behaviors: Behaviors,
@@ -144,7 +144,7 @@ impl Client {
 
     /// A new client with the same servers and behaviors and its own connections, as
     /// `memcached_clone` makes it (which can drop the weighted-ring flag: see
-    /// `ring::RingSettings::after_clone`).
+    /// `ring::RingSettings::after_clone` and docs/design/placement.md#clones-and-pools).
     pub fn clone_client(&self) -> Client {
         let snap = self.snapshot.read().clone();
         let mut behaviors = snap.behaviors.clone();

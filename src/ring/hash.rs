@@ -1,5 +1,6 @@
 //! libhashkit's hash functions (libmemcached 1.0.16), bit for bit: one-at-a-time, MD5, CRC,
-//! FNV-1/1a (32 and 64), Hsieh, murmur2 and Jenkins. Pure: depends on nothing but md-5.
+//! FNV-1/1a (32 and 64), Hsieh, murmur2 and Jenkins (docs/design/placement.md#hash-functions).
+//! Pure: depends on nothing but md-5.
 
 use md5::{Digest, Md5};
 

@@ -1,7 +1,7 @@
 //! libmemcached 1.0.16's key-to-server placement, bit for bit: the libhashkit hash functions,
 //! the modula and consistent (ketama, spy, weighted) distributions, and the behavior
-//! transitions that decide which ring a client ends up with (distribution.md). Pure: depends on
-//! nothing but md-5.
+//! transitions that decide which ring a client ends up with (docs/design/placement.md). Pure:
+//! depends on nothing but md-5.
 
 mod hash;
 
@@ -106,7 +106,8 @@ impl RingSettings {
             self.distribution = Distribution::Modula;
         }
     }
-    /// `true` also forces the MD5 key hash; `false` is libmemcached's "ketama on" quirk.
+    /// `true` also forces the MD5 key hash; `false` is libmemcached's "ketama on" quirk
+    /// (docs/design/placement.md#what-each-behavior-sets).
     pub fn set_ketama_weighted(&mut self, on: bool) {
         if on {
             self.key_hash = HashKind::Md5;
@@ -125,14 +126,14 @@ impl RingSettings {
         }
     }
     /// `memcached_server_add_with_weight`: a weight > 1 under a consistent distribution
-    /// silently turns the weighted ring on.
+    /// silently turns the weighted ring on (docs/design/placement.md#the-weighted-flag).
     pub fn note_server_added(&mut self, weight: u32) {
         if weight > 1 && self.distribution.is_consistent() {
             self.weighted = true;
         }
     }
     /// `memcached_clone` does not copy the weighted flag; re-adding the servers sets it only if
-    /// some weight is > 1 (distribution.md section 10).
+    /// some weight is > 1 (docs/design/placement.md#clones-and-pools).
     pub fn after_clone(&self, servers: &[RingServer]) -> RingSettings {
         RingSettings {
             weighted: servers.iter().any(|s| s.weight > 1),
@@ -141,7 +142,8 @@ impl RingSettings {
     }
 }
 
-/// C `float` arithmetic for the weighted point count (distribution.md section 8.2).
+/// C `float` arithmetic for the weighted point count
+/// (docs/design/placement.md#weighted-point-count).
 fn weighted_points(weight: u32, total: u32, live: usize) -> u32 {
     let pct = weight as f32 / total as f32;
     let v = pct * 160.0f32;
