@@ -57,6 +57,7 @@ pub struct Rejected {
     pub rc: u32,
 }
 
+/// Every behavior of a client, as pylibmc stores them (and reads them back).
 #[derive(Clone, Debug)]
 pub struct Behaviors {
     pub no_block: bool,

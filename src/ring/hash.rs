@@ -4,6 +4,7 @@
 
 use md5::{Digest, Md5};
 
+/// libhashkit's hash functions, with their behavior codes.
 #[allow(non_camel_case_types)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum HashKind {

@@ -10,6 +10,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 pub use hash::{hash, HashKind};
 use hash::{le32, md5_digest};
 
+/// libmemcached's distributions, with their behavior codes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Distribution {
     Modula = 0,
@@ -166,6 +167,8 @@ fn point_string(s: &RingServer, n: u32, spy: bool) -> String {
 static RANDOM_STATE: AtomicU64 = AtomicU64::new(0x9E37_79B9_7F4A_7C15);
 
 #[derive(Clone, Debug)]
+/// The key-to-server map for one set of live servers: modula, or a sorted continuum of
+/// points for the consistent distributions. Built once per snapshot; lookups are pure.
 pub struct Ring {
     settings: RingSettings,
     n: usize,
