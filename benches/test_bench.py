@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pytest
 
-import bench
+from mcbench.verify import diff, values_for
 
 
 def test_fastmc_is_importable(fastmc_module):
@@ -20,7 +20,7 @@ def test_fastmc_is_importable(fastmc_module):
 
 def _items(col, scope, n, salt="|p"):
     keys = col.keys(scope, n)
-    return list(zip(keys, bench.values_for(keys, salt)))
+    return list(zip(keys, values_for(keys, salt)))
 
 
 @pytest.mark.benchmark(group="single get")
@@ -47,7 +47,7 @@ def test_get_multi_1000(benchmark, col):
     keys = [k for k, _ in items]
     res = benchmark(col.get_multi, keys)
     got = col.decode_get(res, keys)
-    assert got == mapping, bench._diff(got, mapping)
+    assert got == mapping, diff(got, mapping)
 
 
 @pytest.mark.benchmark(group="set_multi 1000")
@@ -56,7 +56,7 @@ def test_set_multi_1000(benchmark, col):
     res = benchmark(col.set_multi, mapping)
     assert col.stored_ok(res, 1000), str(res)[:100]
     got = col.read_back(list(mapping))
-    assert got == mapping, bench._diff(got, mapping)
+    assert got == mapping, diff(got, mapping)
 
 
 @pytest.mark.benchmark(group="delete_multi 1000")

@@ -1,0 +1,18 @@
+"""The columns of every table: the floor (raw sockets), fastmc and the peers, and the bound."""
+
+from .base import Column, fastmc_col, floors, peer_cols
+from .floor import Bound, Floor
+from .peers import PEER_MAKERS, PEERS, load_fastmc, make_fastmc
+
+__all__ = [
+    "PEERS",
+    "PEER_MAKERS",
+    "Bound",
+    "Column",
+    "Floor",
+    "fastmc_col",
+    "floors",
+    "load_fastmc",
+    "make_fastmc",
+    "peer_cols",
+]

@@ -1,0 +1,21 @@
+"""The scenarios, in the order a run takes them; each is a module with `run(ctx)`."""
+
+from __future__ import annotations
+
+from typing import Callable
+
+from . import bulk, memory, multi, noreply, simple_vs_multi, single, speedup, threads
+
+SCENARIOS: dict[str, Callable] = {
+    "single": single.run,
+    "multi": multi.run,
+    "simple_vs_multi": simple_vs_multi.run,
+    "speedup": speedup.run,
+    "noreply": noreply.run,
+    "bulk": bulk.run,
+    "threads": threads.run,
+    "memory": memory.run,
+}
+
+# Run without pinning to one CPU: threads need every CPU, memory times nothing.
+UNPINNED = ("threads", "memory")

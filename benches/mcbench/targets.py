@@ -1,0 +1,105 @@
+"""Every PASS/FAIL threshold of the summary, in one table.
+
+Each entry names the scenario that checks it, the label of its summary row (a template the
+scenario fills in), the measured figure it applies to, how that figure compares with the limit,
+and what the target asks of fastmc. Scenarios look thresholds up here (`TARGETS[key].met(value)`)
+and never write a limit inline.
+"""
+
+from __future__ import annotations
+
+import operator
+from dataclasses import dataclass
+
+_COMPARE = {"<": operator.lt, "<=": operator.le, ">=": operator.ge}
+
+
+@dataclass(frozen=True)
+class Threshold:
+    scenario: str
+    label: str  # the summary row, a str.format template filled in by the scenario
+    figure: str  # what `met` is given
+    compare: str  # "<", "<=" or ">="
+    limit: float
+    meaning: str  # the target this threshold implements
+
+    def met(self, value: float | None) -> bool:
+        """Whether the measured figure meets the target (a figure not measured never does)."""
+        return value is not None and _COMPARE[self.compare](value, self.limit)
+
+
+TARGETS = {
+    "single_cpu": Threshold(
+        "single",
+        "{op}: client CPU/op below pylibmc's",
+        "fastmc's client CPU per operation ÷ pylibmc's",
+        "<",
+        1.0,
+        "A single get, set, delete or incr costs the client less CPU than pylibmc's does.",
+    ),
+    "single_wall": Threshold(
+        "single",
+        "{op}: wall/op not above pylibmc's (5% noise allowance)",
+        "fastmc's wall time per operation ÷ pylibmc's",
+        "<=",
+        1.05,
+        "A single operation takes no longer than pylibmc's; both are one loopback round trip, "
+        "so 5% is allowed for noise.",
+    ),
+    "multi_floor": Threshold(
+        "multi",
+        "{label}: {op} {n:,} keys ≤ floor",
+        "fastmc's time per multi call ÷ the floor's",
+        "<=",
+        1.0,
+        "Every multi row (get/set/delete, 100 to 10,000 keys, one and three servers) is at or "
+        "below the floor: a raw pipelined batch from Python of N commands and a marker.",
+    ),
+    "multi_half_peer": Threshold(
+        "multi",
+        "{label}: {op} {n:,} keys ≤ ½ best peer",
+        "fastmc's time per multi call ÷ the fastest peer's",
+        "<=",
+        0.5,
+        "Every multi row takes at most half the fastest peer's time (where half of it lies "
+        "under the bound, no client can reach it, and the summary says so).",
+    ),
+    "multi_write_per_key": Threshold(
+        "multi",
+        "{label}: {op} per key ≤ 1.5× get_multi's, {n:,} keys",
+        "fastmc's set_multi (or delete_multi) time ÷ its get_multi time, same keys",
+        "<=",
+        1.5,
+        "Writes in a multi call cost about what reads cost per key: a multi call speeds up "
+        "writes as much as reads.",
+    ),
+    "bulk_rate": Threshold(
+        "bulk",
+        "bulk load: ≥ 1,000,000 keys/s {what}{scope}",
+        "keys per second, written or read back, in batches of 1,000",
+        ">=",
+        1_000_000,
+        "Loading 2,000,000 distinct keys with set_multi, and reading them back with get_multi, "
+        "both run at a million keys per second or more.",
+    ),
+    "threads_pool": Threshold(
+        "threads",
+        "8 threads, single {op}s: ≥ 1.5× pylibmc ClientPool ops/s",
+        "ops/s of one fastmc Client shared by 8 threads ÷ pylibmc ClientPool's",
+        ">=",
+        1.5,
+        "One Client shared by 8 threads does at least 1.5 times the operations per second of "
+        "pylibmc's ClientPool.",
+    ),
+    "memory_growth": Threshold(
+        "memory",
+        "resident memory does not grow over {rounds} rounds (≤ 1 MiB after round {after})",
+        "bytes of resident memory gained from the warm-up round to the last",
+        "<=",
+        2**20,
+        "Resident memory does not grow across repeated rounds of mixed operations.",
+    ),
+}
+
+# The bulk target is stated for this many keys; a smaller load says so in its summary row.
+BULK_TARGET_KEYS = 2_000_000
