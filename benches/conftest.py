@@ -34,6 +34,8 @@ def memcached():
             yield server.address
     finally:
         server.stop()
+        if server.proc is not None and server.proc.stderr is not None:
+            server.proc.stderr.close()
 
 
 @pytest.fixture(scope="session")
@@ -53,7 +55,9 @@ def columns(memcached, fastmc_module):
         cols["fastmc"] = make_fastmc(mod, modname, [memcached], "pt2")
     for i, name in enumerate(PEERS):
         cols[name] = PEER_MAKERS[name]([memcached], f"pt{3 + i}")
-    return cols
+    yield cols
+    for c in cols.values():
+        c.close()
 
 
 @pytest.fixture(params=CLIENTS)
