@@ -1,7 +1,9 @@
 """Throwaway memcached processes, for the tests and the benchmark alike: one place that picks a
-free port, starts the server (killed with its parent, and at exit), waits until it accepts
-connections, restarts it on the same port and stops it; one that requires SASL authentication
-(Debian's saslpasswd2 makes its password database); and a SIGSTOP that waits for every thread."""
+free port (or takes a given port or UNIX socket path), starts the server (stopped at exit, and
+killed with this process should it die, for servers started from the main thread), waits until
+it accepts connections, restarts it on the same port and stops it; one that requires SASL
+authentication (Debian's saslpasswd2 makes its password database); and a SIGSTOP that waits for
+every thread."""
 
 from __future__ import annotations
 
@@ -12,7 +14,10 @@ import shutil
 import signal
 import socket
 import subprocess
+import threading
 import time
+from collections.abc import Iterator
+from typing import ClassVar
 
 
 def free_port(host: str = "127.0.0.1") -> int:
@@ -35,8 +40,24 @@ def wait_listening(host: str, port: int, timeout: float = 10.0) -> bool:
     return False
 
 
+def _wait_unix_listening(path: str, timeout: float = 10.0) -> bool:
+    """Poll until something accepts connections on the UNIX socket `path` (a file left over by
+    an earlier server refuses them); False when `timeout` ran out."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        with socket.socket(socket.AF_UNIX) as s:
+            try:
+                s.connect(path)
+                return True
+            except OSError:
+                pass
+        time.sleep(0.02)
+    return False
+
+
 def _die_with_parent() -> None:  # runs in the child between fork and exec
-    os.setsid()
+    # PR_SET_PDEATHSIG fires when the *thread* that forked the child ends, not the process:
+    # start() asks for it only from the main thread
     with contextlib.suppress(Exception):
         import ctypes
 
@@ -48,14 +69,25 @@ def memcached_binary() -> str:
 
 
 class Memcached:
-    """A memcached on a free port of `host` (extra args go to memcached), killed when this
-    process exits or dies. ``memory_mb`` and ``threads`` are memcached's -m and -t."""
+    """A memcached on a free port of `host` (extra args go to memcached), stopped when this process
+    exits (killed should it die, if started from the main thread). ``memory_mb`` and ``threads`` are
+    memcached's -m and -t. ``port`` starts it on that port instead (once, no other port tried);
+    ``unix_path`` listens on that UNIX socket instead of TCP (``address`` is then the path)."""
 
-    ALL: list[Memcached] = []
+    ALL: ClassVar[list[Memcached]] = []
 
-    def __init__(self, *extra: str, host: str = "127.0.0.1", memory_mb: int = 64,
-                 threads: int | None = None, connections: int | None = None) -> None:
+    def __init__(
+        self,
+        *extra: str,
+        host: str = "127.0.0.1",
+        memory_mb: int = 64,
+        threads: int | None = None,
+        connections: int | None = None,
+        port: int | None = None,
+        unix_path: str | None = None,
+    ) -> None:
         self.host = host
+        self.unix_path = unix_path
         self.extra = extra
         self.args_tail = ["-U", "0", "-m", str(memory_mb)]
         if threads is not None:
@@ -65,43 +97,69 @@ class Memcached:
         self.proc: subprocess.Popen[bytes] | None = None
         Memcached.ALL.append(self)
         last_err = ""
-        for _attempt in range(5):
-            self.port = free_port(host)
+        fixed = port is not None or unix_path is not None
+        for _attempt in range(1 if fixed else 5):
+            self.port = port if fixed else free_port(host)
             if self.start():
                 return
-            self.stop()
-            assert self.proc is not None and self.proc.stderr is not None
-            last_err = (self.proc.stderr.read() or b"").decode(errors="replace")
+            last_err = self._kill()
         raise RuntimeError(f"could not start memcached ({' '.join(self.args)}): {last_err}")
 
     @property
     def address(self) -> str:
+        if self.unix_path is not None:
+            return self.unix_path
         return ("[%s]:%d" if ":" in self.host else "%s:%d") % (self.host, self.port)
 
     @property
     def args(self) -> list[str]:
         user = ["-u", "root"] if os.geteuid() == 0 else []  # memcached refuses root without -u
-        return [memcached_binary(), *user, "-l", self.host, "-p", str(self.port),
-                *self.args_tail, *self.extra]
+        if self.unix_path is not None:
+            listen = ["-s", self.unix_path]
+        else:
+            listen = ["-l", self.host, "-p", str(self.port)]
+        return [memcached_binary(), *user, *listen, *self.args_tail, *self.extra]
 
     def start(self) -> bool:
-        self.proc = subprocess.Popen(self.args, stdout=subprocess.DEVNULL,
-                                     stderr=subprocess.PIPE, preexec_fn=_die_with_parent)
-        return wait_listening(self.host, self.port) and self.proc.poll() is None
+        in_main_thread = threading.current_thread() is threading.main_thread()
+        self.proc = subprocess.Popen(
+            self.args,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            start_new_session=True,
+            preexec_fn=_die_with_parent if in_main_thread else None,
+        )
+        if self.unix_path is not None:
+            up = _wait_unix_listening(self.unix_path)
+        else:
+            up = wait_listening(self.host, self.port)
+        return up and self.proc.poll() is None
 
-    def restart(self) -> None:
-        assert self.proc is not None
-        self.proc.kill()
-        self.proc.wait()
-        self.start()
-
-    def stop(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
+    def _kill(self) -> str:
+        """Kill the process (woken first, should it be SIGSTOPped), reap it and close its stderr
+        pipe; returns what it had written there."""
+        if self.proc is None:
+            return ""
+        if self.proc.poll() is None:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(self.proc.pid, signal.SIGCONT)
             self.proc.kill()
-            with contextlib.suppress(Exception):
-                self.proc.wait(timeout=5)
+        with contextlib.suppress(Exception):
+            self.proc.wait(timeout=5)
+        err = b""
+        if self.proc.stderr is not None and not self.proc.stderr.closed:
+            if self.proc.returncode is not None:  # nothing can write to the pipe any more
+                with contextlib.suppress(OSError):
+                    err = self.proc.stderr.read() or b""
+            self.proc.stderr.close()
+        return err.decode(errors="replace")
+
+    def restart(self) -> None:
+        self._kill()
+        self.start()
+
+    def stop(self) -> None:
+        self._kill()
 
     @classmethod
     def stop_all(cls) -> None:
@@ -113,6 +171,21 @@ class Memcached:
 atexit.register(Memcached.stop_all)
 
 
+@contextlib.contextmanager
+def sasl_conf_path(directory: object) -> Iterator[None]:
+    """SASL_CONF_PATH set to `directory` for the memcached processes started inside the block
+    (they read it at start); the old value is back afterwards."""
+    old = os.environ.get("SASL_CONF_PATH")
+    os.environ["SASL_CONF_PATH"] = str(directory)
+    try:
+        yield
+    finally:
+        if old is None:
+            del os.environ["SASL_CONF_PATH"]
+        else:
+            os.environ["SASL_CONF_PATH"] = old
+
+
 def sasl_memcached(directory: object, user: str, password: str) -> Memcached:
     """A memcached started with -S whose only account is user/password (mech PLAIN), its SASL
     configuration and password database in `directory`."""
@@ -122,17 +195,13 @@ def sasl_memcached(directory: object, user: str, password: str) -> Memcached:
     db = os.path.join(str(directory), "sasldb2")
     with open(os.path.join(str(directory), "memcached.conf"), "w") as f:
         f.write("mech_list: plain\nsasldb_path: %s\n" % db)
-    subprocess.run([saslpasswd2, "-p", "-a", "memcached", "-c", "-f", db, user],
-                   input=password.encode(), check=True)
-    old = os.environ.get("SASL_CONF_PATH")
-    os.environ["SASL_CONF_PATH"] = str(directory)
-    try:
+    subprocess.run(
+        [saslpasswd2, "-p", "-a", "memcached", "-c", "-f", db, user],
+        input=password.encode(),
+        check=True,
+    )
+    with sasl_conf_path(directory):
         proc = Memcached("-S")
-    finally:
-        if old is None:
-            del os.environ["SASL_CONF_PATH"]
-        else:
-            os.environ["SASL_CONF_PATH"] = old
     proc.sasl_dir = str(directory)  # type: ignore[attr-defined]
     return proc
 
