@@ -1,9 +1,9 @@
-"""Fixtures shared by several test modules."""
+"""Fixtures for every test directory. The helpers they build on live in tests/support/ (on
+pytest's pythonpath): memcached.py starts real servers, fakes.py the in-process fake ones."""
 
 import pytest
-
-from memcached_proc import Memcached
-from minimemcached import Relay
+from fakes import Relay
+from memcached import Memcached
 
 
 @pytest.fixture(scope="module")
@@ -21,6 +21,14 @@ def servers():
     yield [p.address for p in procs]
     for p in procs:
         p.stop()
+
+
+@pytest.fixture
+def mcd():
+    """A real memcached of the test's own, which it may stop, restart or SIGSTOP."""
+    p = Memcached()
+    yield p
+    p.stop()
 
 
 @pytest.fixture

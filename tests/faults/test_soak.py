@@ -15,10 +15,9 @@ import signal
 import threading
 import time
 
-import pytest
-
 import fastmc
-from memcached_proc import Memcached
+import pytest
+from memcached import Memcached
 
 pytestmark = pytest.mark.soak
 
@@ -124,8 +123,7 @@ def test_soak_kill_and_restart_under_load():
                 os.kill(p.proc.pid, signal.SIGCONT)
                 outages.append(("stop", i % 3))
             else:
-                p.proc.kill()
-                p.proc.wait()
+                p.stop()
                 stop.wait(0.5)
                 p.start()
                 outages.append(("kill", i % 3))

@@ -3,11 +3,10 @@ answer to them is never taken for another request's reply: the next request on t
 starts with a marker that reads it first. Real memcached behind a recording relay, and an
 in-process fake that answers failing noreply commands anyway."""
 
-import pytest
-
 import fastmc
-from memcached_proc import Memcached
-from minimemcached import MiniMemcached
+import pytest
+from fakes import MiniMemcached
+from memcached import Memcached
 
 
 def test_single_noreply_writes_are_not_waited_for(relayed):
@@ -72,3 +71,13 @@ def test_noreply_write_to_a_dead_server_fails_fast():
         mc.set("k", 1, noreply=True)
     with pytest.raises(fastmc.ServerDown):
         mc.set("k", 1, noreply=True)
+
+
+def test_noreply_writes_then_reads_stay_in_sync(mcd):
+    mc = fastmc.Client([mcd.address])
+    assert mc.set_multi({"n%d" % i: i for i in range(5000)}, noreply=True) == []
+    assert mc.set("one", 1, noreply=True)
+    assert mc.get("one") == 1
+    assert mc.get_multi(["n1", "n4999"]) == {"n1": 1, "n4999": 4999}
+    assert mc.delete("one", noreply=True)
+    assert mc.get("one") is None

@@ -1,28 +1,17 @@
-"""binary=True: every differential case of test_pylibmc_diff.py, plus binary-only cases, runs
+"""binary=True: every differential case of cases.py, plus binary-only cases, runs
 through real pylibmc with binary=True (the oracle) and through fastmc with binary=True against
 the same freshly flushed memcached; outcomes must be equal. Then binary-specific properties:
 quiet batches attribute each failure to its key, text and binary clients share data, and the
 connection survives per-key errors that pylibmc's does not."""
 
 import struct
-import threading
-
-import pylibmc
-import pytest
 
 import fastmc
-from testkit import listener, run_threads
-from test_pylibmc_diff import CASES, outcome
-
-
-def run_both(addrs, case, behaviors=None):
-    results = []
-    for mod in (pylibmc, fastmc):
-        mc = mod.Client(addrs, behaviors=behaviors, binary=True)
-        mc.flush_all()
-        results.append(outcome(lambda mc=mc, mod=mod: case(mod, mc)))
-    return results
-
+import pylibmc
+import pytest
+from cases import CASES, run_both
+from fakes import ScriptedServer, binary_header
+from threads import run_threads
 
 BINARY_CASES = {
     # pylibmc documents these as binary-mode differences from text mode; fastmc must follow.
@@ -68,21 +57,21 @@ MULTI = ["hash_index", "get_multi", "get_multi_1000", "set_multi_failed_list", "
 
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_same_outcome_as_pylibmc_binary(servers, name):
-    theirs, ours = run_both(servers[:1], CASES[name])
+    theirs, ours = run_both(servers[:1], CASES[name], binary=True)
     assert ours == theirs
 
 
 @pytest.mark.parametrize("name", sorted(BINARY_CASES))
 def test_binary_only_cases_match_pylibmc(servers, name):
     beh = {"cas": True} if "cas" in name else None
-    theirs, ours = run_both(servers[:1], BINARY_CASES[name], beh)
+    theirs, ours = run_both(servers[:1], BINARY_CASES[name], beh, binary=True)
     assert ours == theirs
 
 
 @pytest.mark.parametrize("name", MULTI)
 def test_same_outcome_on_three_servers_binary(servers, name):
     case = CASES.get(name) or BINARY_CASES[name]
-    theirs, ours = run_both(servers, case)
+    theirs, ours = run_both(servers, case, binary=True)
     assert ours == theirs
 
 
@@ -137,51 +126,22 @@ def test_connection_survives_per_key_errors(servers):
     assert mc.get_multi(["ok1", "ok2", "huge"]) == {"ok1": 1, "ok2": 2}
 
 
-class GarbageServer:
-    """Fault injection: answers every read with the same bytes (a real server cannot)."""
-
-    def __init__(self, reply):
-        self.reply = reply
-        self.sock, self.address = listener(8)
-        threading.Thread(target=self._accept, daemon=True).start()
-
-    def _accept(self):
-        while True:
-            try:
-                c, _ = self.sock.accept()
-            except OSError:
-                return
-            threading.Thread(target=self._serve, args=(c,), daemon=True).start()
-
-    def _serve(self, c):
-        with c:
-            try:
-                while c.recv(65536):
-                    c.sendall(self.reply)
-            except OSError:
-                pass
-
-
-def _bin_response(opcode, status=0, opaque=0, body_len=0):
-    return struct.pack(">BBHBBHIIQ", 0x81, opcode, 0, 0, 0, status, body_len, opaque, 0)
-
-
 @pytest.mark.parametrize("op, reply, message", [
     ("get", b"ERROR\r\n", "bad magic byte"),
-    ("set", _bin_response(0x11, status=0x05, opaque=999), "names no key of the batch"),
-    ("get", _bin_response(0x11, status=0x05, opaque=999), "does not answer"),
-    ("get", _bin_response(0x0D, body_len=0xFFFFFFFF), "too large"),
+    ("set", binary_header(0x11, status=0x05, opaque=999), "names no key of the batch"),
+    ("get", binary_header(0x11, status=0x05, opaque=999), "does not answer"),
+    ("get", binary_header(0x0D, body_len=0xFFFFFFFF), "too large"),
     # a hit whose opaque names another key of the batch than the key it carries
     ("get_multi", struct.pack(">BBHBBHIIQ", 0x81, 0x0D, 1, 4, 0, 0, 6, 0, 0) + b"\0\0\0\0k1", "not requested"),
 ])
 def test_garbage_from_the_server_is_a_protocol_error(op, reply, message):
-    srv = GarbageServer(reply)
-    mc = fastmc.Client([srv.address], binary=True, behaviors={"get_multi_raise_on_error": 1})
-    calls = {"get": lambda: mc.get("k"), "set": lambda: mc.set("k", 1),
-             "get_multi": lambda: mc.get_multi(["j", "k"])}
-    with pytest.raises(fastmc.ProtocolError, match=message):
-        calls[op]()
-    srv.sock.close()
+    # a fake that answers every read with the same bytes (a real server cannot)
+    with ScriptedServer(reply) as srv:
+        mc = fastmc.Client([srv.address], binary=True, behaviors={"get_multi_raise_on_error": 1})
+        calls = {"get": lambda: mc.get("k"), "set": lambda: mc.set("k", 1),
+                 "get_multi": lambda: mc.get_multi(["j", "k"])}
+        with pytest.raises(fastmc.ProtocolError, match=message):
+            calls[op]()
 
 
 def test_threads_share_one_binary_client(servers):
@@ -201,3 +161,30 @@ def test_threads_share_one_binary_client(servers):
                 assert got == {k: {"t": t, "i": j} for j, k in enumerate(keys) if j % 4 != 0}
 
     assert run_threads(work, 8) == []
+
+
+def test_binary_protocol_round_trips_pickled_values(mcd):
+    """Landscape 6.7 (binary protocol with pickled values silently corrupted,
+    gusdan/django-elasticache#6): over the binary protocol every value type, pickles of every
+    size (compressed or not) included, reads back equal, through single and multi-key calls, and
+    a text-mode client reads the same bytes."""
+    import datetime
+
+    values = {
+        "dict": {"a": [1, 2.5, None], "b": ("t", b"\x00\xff")},
+        "obj": datetime.datetime(2026, 12, 3, 8, 0, 0),
+        "big": {"k%d" % i: list(range(i % 50)) for i in range(5000)},
+        "set": {1, 2, 3},
+        "str": "h\u00e9llo",
+        "bytes": b"\r\n\x00END\r\n",
+        "int": -(2 ** 70),
+        "bool": True,
+    }
+    bin_mc = fastmc.Client([mcd.address], binary=True)
+    text_mc = fastmc.Client([mcd.address])
+    for k, v in values.items():
+        assert bin_mc.set(k, v, min_compress_len=1024)
+        assert bin_mc.get(k) == v and text_mc.get(k) == v
+    assert bin_mc.set_multi({"m" + k: v for k, v in values.items()}) == []
+    assert bin_mc.get_multi(["m" + k for k in values]) == {"m" + k: v for k, v in values.items()}
+    assert text_mc.get_multi(["m" + k for k in values]) == {"m" + k: v for k, v in values.items()}

@@ -7,12 +7,14 @@ pylibmc behaves sanely the outcome is compared with it (landscape 6.2-6.4, 6.7).
 # The lambdas below are called inside the loop iteration that makes them.
 # ruff: noqa: B023
 
-import pylibmc
-import pytest
+import time
 
 import fastmc
-from fakeserver import FakeMemcached
-from memcached_proc import Memcached
+import pylibmc
+import pytest
+from checks import total_connections
+from fakes import FakeMemcached, ScriptedServer
+from memcached import Memcached
 
 CONTROL = set(range(0x21)) | {0x7F}  # split or end a text command line
 
@@ -35,10 +37,6 @@ def both(servers):
     return mf, mp
 
 
-def connections(mc):
-    return int(mc.get_stats()[0][1]["total_connections"])
-
-
 def outcome(call):
     """What a call did, comparable across the two clients."""
     try:
@@ -52,7 +50,7 @@ def still_usable(mc, before):
     assert mc.set("sentinel", "still here")
     assert mc.get("sentinel") == "still here"
     assert mc.get_multi(["sentinel"]) == {"sentinel": "still here"}
-    assert connections(mc) == before
+    assert total_connections(mc) == before
 
 
 @pytest.mark.parametrize("kind", ["str", "bytes"])
@@ -62,7 +60,7 @@ def test_every_key_byte(both, kind):
     Bytes that would split the command line raise BadKeyProvided before anything is sent; every
     other byte round-trips exactly as with pylibmc."""
     mf, mp = both
-    before = connections(mf)
+    before = total_connections(mf)
     for b in range(256):
         raw = bytes([b])
         for shape in (b"%s", b"k%sk", b"%sk", b"k%s"):
@@ -91,6 +89,44 @@ def test_every_key_byte(both, kind):
             assert mp.get(key) == value
             assert mf.delete(key) and mf.get(key) is None
     still_usable(mf, before)
+
+
+@pytest.mark.parametrize(
+    "key",
+    ["with space", "crlf\r\nset x 0 0 1\r\n1", "nl\n", "nul\x00", "tab\t", "ctl\x01", "del\x7f"],
+)
+def test_bad_keys_are_rejected_before_anything_is_sent(key):
+    fake = ScriptedServer()  # reads and records, never answers
+    try:
+        mc = fastmc.Client([fake.address], behaviors={"_poll_timeout": 200})
+        for call in (
+            lambda: mc.get(key),
+            lambda: mc.set(key, "v"),
+            lambda: mc.delete(key),
+            lambda: mc.incr(key),
+            lambda: mc.touch(key, 1),
+            lambda: mc.get_multi([key]),
+            lambda: mc.set_multi({key: 1}),
+        ):
+            with pytest.raises(fastmc.BadKeyProvided):
+                call()
+        time.sleep(0.05)
+        assert bytes(fake.received) == b""
+    finally:
+        fake.close()
+
+
+def test_overlong_keys(mcd):
+    mc = fastmc.Client([mcd.address])
+    assert mc.set("k" * 250, 1)
+    with pytest.raises(ValueError, match="key length 251 too long, max is 250"):
+        mc.get("k" * 251)
+    with pytest.raises(ValueError, match="key length 252 too long"):
+        mc.set("é" * 126, 1)
+    # the prefix makes it too long
+    with pytest.raises(ValueError):
+        mc.set_multi({"k" * 250: 1}, key_prefix="p")
+    assert mc.get("k" * 250) == 1
 
 
 def test_verify_keys_refuses_non_ascii_like_pylibmc(servers):
@@ -136,7 +172,7 @@ def test_key_length_boundary_with_and_without_prefix(both):
     over 250 bytes: the value is then run as a command; async-memcached 0.5.0): the limit is
     checked client-side, prefix included, before anything is sent."""
     mf, mp = both
-    before = connections(mf)
+    before = total_connections(mf)
     assert mf.set("k" * 250, "max") and mf.get("k" * 250) == "max"
     assert mf.set("\xe9" * 125, "max2") and mf.get("\xe9" * 125) == "max2"  # 250 bytes of UTF-8
     for mc in (mf, mp):
@@ -174,7 +210,7 @@ def test_keys_and_values_that_spell_commands(both):
     """Landscape 6.3/9(c)2 (values that look like commands): a key or a value is data, never a
     command or a reply, and reads back exactly."""
     mf, mp = both
-    before = connections(mf)
+    before = total_connections(mf)
     for mc in (mf, mp):
         assert mc.set_multi({w: "value of " + w for w in COMMAND_WORDS}) == []
         assert mc.get_multi(COMMAND_WORDS) == {w: "value of " + w for w in COMMAND_WORDS}
@@ -203,7 +239,7 @@ def test_empty_and_huge_key_lists(both):
         mc = fastmc.Client([f.address])
         assert mc.get_multi([]) == {} and mc.set_multi({}) == [] and mc.delete_multi([])
         assert f.commands == []
-    before = connections(mf)
+    before = total_connections(mf)
     data = {"h%d" % i: i for i in range(50_000)}
     assert mf.set_multi(data) == []
     keys = list(data) + ["miss%d" % i for i in range(150_000)] + list(data)[:1000]
@@ -218,7 +254,7 @@ def test_values_at_and_over_the_item_limit(both):
     that fits the server's -I limit round-trips; at and over it TooBig, for that key only, as
     with pylibmc; the connection is kept and no old value survives."""
     mf, mp = both
-    before = connections(mf)
+    before = total_connections(mf)
     fits = b"x" * (1024 * 1024 - 1000)
     for mc, too_big in ((mf, fastmc.TooBig), (mp, pylibmc.TooBig)):
         assert mc.set("fits", fits) and mc.get("fits") == fits
@@ -245,7 +281,7 @@ def test_incr_decr_extreme_integers_match_pylibmc(both):
     key, ClientError for a non-number): every delta gives pylibmc's result or exception class;
     incr wraps at 2**64 and decr stops at 0 as the server does."""
     mf, mp = both
-    before = connections(mf)
+    before = total_connections(mf)
     for d in DELTAS:
         for op in ("incr", "decr"):
             res = []
@@ -281,7 +317,7 @@ def test_extreme_expiry_times_match_pylibmc(both):
     """Landscape 6.7 (exptime > 30 days is an absolute time; negative means expire now; pylibmc
     documents negative as 0): every time gives pylibmc's outcome for set, set_multi and touch."""
     mf, mp = both
-    before = connections(mf)
+    before = total_connections(mf)
     for t in TIMES:
         res = []
         for mc in (mf, mp):

@@ -1,8 +1,7 @@
-"""Small pieces several test modules share: worker threads, a listening socket for in-process
-fake servers, and a forked child."""
+"""Concurrency helpers several test modules share: worker threads started together, and a
+forked child that runs a check."""
 
 import os
-import socket
 import threading
 
 
@@ -26,14 +25,6 @@ def run_threads(work, n):
     for th in threads:
         th.join()
     return errors
-
-
-def listener(backlog):
-    """A socket listening on a free port of 127.0.0.1, and its "host:port" address."""
-    sock = socket.socket()
-    sock.bind(("127.0.0.1", 0))
-    sock.listen(backlog)
-    return sock, "127.0.0.1:%d" % sock.getsockname()[1]
 
 
 def in_forked_child(check, fork=os.fork):

@@ -1,19 +1,16 @@
-"""Differential tests: each case runs through real pylibmc (the oracle) and through fastmc
-against the same freshly flushed memcached, and the outcomes (return value, or exception class
-name) must be equal."""
+"""The differential cases: each ``CASES[name](module, client)`` runs once through real pylibmc
+(the oracle) and once through fastmc, against the same freshly flushed memcached, and the
+outcomes (return value, or exception class name) must be equal. Shared by test_pylibmc_diff.py
+(text protocol) and test_binary.py (binary=True)."""
 
 import pickle
-import socket
-import subprocess
-import sys
-
-import pylibmc
-import pytest
 
 import fastmc
+import pylibmc
 
 
 def outcome(fn):
+    """("ok", what `fn()` returned) or ("raise", the exception's class name)."""
     try:
         v = fn()
     except Exception as e:  # compare by class name: the modules have their own classes
@@ -21,10 +18,12 @@ def outcome(fn):
     return ("ok", v)
 
 
-def run_both(addrs, case, behaviors=None):
+def run_both(addrs, case, behaviors=None, binary=False):
+    """Run `case(module, client)` through pylibmc, then fastmc, each on the freshly flushed
+    servers `addrs`: [pylibmc's outcome, fastmc's outcome]."""
     results = []
     for mod in (pylibmc, fastmc):
-        mc = mod.Client(addrs, behaviors=behaviors)
+        mc = mod.Client(addrs, behaviors=behaviors, binary=binary)
         mc.flush_all()
         results.append(outcome(lambda mc=mc, mod=mod: case(mod, mc)))
     return results
@@ -161,125 +160,3 @@ def _pool(m, c):
     with tp.reserve() as y:
         out.append(y is x)
     return out
-
-
-@pytest.mark.parametrize("name", sorted(CASES))
-def test_same_outcome_as_pylibmc(servers, name):
-    ours, theirs = None, None
-    theirs, ours = run_both(servers[:1], CASES[name])
-    assert ours == theirs
-
-
-@pytest.mark.parametrize("name", ["hash_index", "get_multi", "get_multi_1000", "set_multi_failed_list",
-                                  "delete_multi", "incr_multi", "incr_multi_missing"])
-@pytest.mark.parametrize("behaviors", [None, {"ketama": True}, {"ketama_weighted": True}, {"hash": "crc"}])
-def test_same_outcome_on_three_servers(servers, name, behaviors):
-    theirs, ours = run_both(servers, CASES[name], behaviors)
-    assert ours == theirs
-
-
-def test_values_written_by_one_read_identically_by_the_other(servers):
-    a = pylibmc.Client(servers)
-    b = fastmc.Client(servers)
-    for i, v in enumerate(VALUES):
-        for w, r in ((a, b), (b, a)):
-            for mcl in (0, 1):
-                k = "x%d-%d" % (i, mcl)
-                assert w.set(k, v, min_compress_len=mcl)
-                got = r.get(k)
-                assert got == v and type(got) is (int if type(v) is bool else type(v))
-
-
-def test_raw_bytes_on_the_server_are_identical(servers):
-    def raw(key):
-        host, port = servers[0].split(":")
-        with socket.create_connection((host, int(port))) as s:
-            s.sendall(b"get " + key + b"\r\n")
-            buf = b""
-            while not buf.endswith(b"END\r\n"):
-                buf += s.recv(65536)
-            return buf
-
-    a = pylibmc.Client(servers[:1])
-    b = fastmc.Client(servers[:1])
-    for v in VALUES:
-        for mcl in (0, 1):
-            a.set("raw", v, min_compress_len=mcl)
-            want = raw(b"raw")
-            b.set("raw", v, min_compress_len=mcl)
-            assert raw(b"raw") == want, (v, mcl)
-
-
-def test_exception_hierarchy_matches():
-    names = [n for n, _ in pylibmc.exceptions]
-    assert [n for n, _ in fastmc.exceptions] == names
-    for n, cls in pylibmc.exceptions:
-        ours = getattr(fastmc, n)
-        assert ours.__module__ == "pylibmc"
-        assert [b.__name__ for b in ours.__bases__] == [b.__name__ for b in cls.__bases__]
-        assert getattr(ours, "retcode", None) == getattr(cls, "retcode", None)
-
-
-def test_exceptions_pickle_once_installed_as_pylibmc():
-    code = (
-        "import fastmc, pickle; fastmc.install_as_pylibmc(); import pylibmc; "
-        "assert pylibmc is fastmc; "
-        "e = pickle.loads(pickle.dumps(pylibmc.NotFound('m'))); "
-        "assert type(e) is fastmc.NotFound and e.args == ('m',)"
-    )
-    subprocess.run([sys.executable, "-c", code], check=True)
-
-
-def test_module_constants_match():
-    for name in ["all_behaviors", "hashers", "distributions", "server_type_tcp", "server_type_udp",
-                 "server_type_unix", "callback_namespace", "all_callbacks", "support_compression"]:
-        assert getattr(fastmc, name) == getattr(pylibmc, name), name
-    for name in dir(pylibmc):
-        if name.startswith(("hash_", "distribution_")):
-            assert getattr(fastmc, name) == getattr(pylibmc, name), name
-    assert fastmc.consts.hashers_rvs == pylibmc.consts.hashers_rvs
-
-
-def test_constructor_errors_match():
-    def errs(mod):
-        out = []
-        for args, kw in [((["127.0.0.1"],), {"username": "u"}), ((["127.0.0.1"],), {"username": "u", "password": "p"}),
-                         (([],), {}), ((["127.0.0.1", "/tmp/x.sock"],), {}), ((["::1"],), {}), ((["[::1"],), {}),
-                         ((["host:abc"],), {})]:
-            out.append(outcome(lambda args=args, kw=kw: mod.Client(*args, **kw)))
-        return [o if o[0] == "raise" else "ok" for o in out]
-
-    assert errs(fastmc) == errs(pylibmc)
-
-
-def test_translate_server_spec_matches():
-    for spec in ["127.0.0.1", "127.0.0.1:22122", "127.0.0.1:1234:2", "localhost", "/var/run/mc.sock",
-                 "udp:127.0.0.1", "udp:127.0.0.1:5555", "udp:[abcd::1]:5555:2", "[::1]", "[::1]:22122",
-                 "[::1]:22122:3", "", " 127.0.0.1 "]:
-        assert fastmc.client.translate_server_spec(spec) == pylibmc.client.translate_server_spec(spec), spec
-
-
-def test_subclass_with_serializer_hooks(servers):
-    def make(mod):
-        class JSONClient(mod.Client):
-            def serialize(self, value):
-                return repr(value).encode(), 7
-
-            def deserialize(self, data, flags):
-                if data == b"'miss'":
-                    raise mod.CacheMiss()
-                return (data, flags)
-
-        c = JSONClient(servers[:1])
-        c.flush_all()
-        return (c.set("a", [1]), c.get("a"), c.set("m", "miss"), c.get("m", "D"), "m" in c,
-                c.set_multi({"b": 2}), c.get_multi(["a", "b", "m"]))
-
-    assert outcome(lambda: make(fastmc)) == outcome(lambda: make(pylibmc))
-
-
-def test_repr_and_str_match(servers):
-    for mod in (fastmc, pylibmc):
-        mc = mod.Client(servers[:1])
-        assert repr(mc) == "Client(%r, binary=False)" % (servers[:1],)
-        assert str(mc) == "<Client for %s, binary=False>" % servers[0]

@@ -4,12 +4,11 @@ and that a server without the meta protocol (an in-process fake) gets only class
 
 import random
 
+import fastmc
 import pylibmc
 import pytest
-
-import fastmc
-from memcached_proc import Memcached
-from minimemcached import MiniMemcached
+from fakes import MiniMemcached
+from memcached import Memcached
 
 
 def test_quiet_meta_writes_after_the_probe(relayed):
@@ -170,7 +169,7 @@ def test_error_line_without_token_is_settled_by_reading_back():
 def test_huge_quiet_batches_on_three_servers():
     """300,000 keys in one quiet set_multi and one delete_multi over three servers: no deadlock
     on full socket buffers, every key attributed (none failed, all stored, all deleted)."""
-    procs = [Memcached("-m", "256") for _ in range(3)]
+    procs = [Memcached(memory_mb=256) for _ in range(3)]
     try:
         mc = fastmc.Client([p.address for p in procs])
         mc.set_multi({"warm%d" % i: i for i in range(30)})  # probes every server

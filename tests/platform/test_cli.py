@@ -5,10 +5,9 @@ import os
 import subprocess
 import sys
 
-import pytest
-
 import fastmc
-from memcached_proc import free_port
+import pytest
+from memcached import free_port
 
 
 @pytest.fixture

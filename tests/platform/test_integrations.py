@@ -6,15 +6,13 @@ Flask-Caching's pylibmc-based backends and dogpile.cache's ``dogpile.cache.pylib
 test so that the other test modules keep the real pylibmc as their oracle."""
 
 import asyncio
-import subprocess
 import sys
 import time
 
-import pytest
-
 import fastmc
-from memcached_proc import sasl_memcached
-from testkit import run_threads
+import pytest
+from memcached import Memcached, sasl_memcached
+from threads import run_threads
 
 PYLIBMC_MODULES = ("pylibmc", "_pylibmc", "pylibmc.client", "pylibmc.consts", "pylibmc.pools",
                    "pylibmc.test", "pylibmc.autoconf")
@@ -305,11 +303,8 @@ def test_fastmc_backend_accepts_pylibmc_options_and_unix_prefix(django_settings,
     from django.test import override_settings
 
     sock = str(tmp_path / "mc.sock")
-    proc = subprocess.Popen(["memcached", "-u", "root", "-s", sock, "-m", "16"])
+    proc = Memcached(memory_mb=16, unix_path=sock)
     try:
-        deadline = time.time() + 5
-        while not (tmp_path / "mc.sock").exists() and time.time() < deadline:
-            time.sleep(0.02)
         caches_conf = {"default": {"BACKEND": "fastmc.django.FastMCCache", "LOCATION": "unix:" + sock,
                                    "OPTIONS": {"behaviors": {"ketama": True, "hash": "md5"}}}}
         with override_settings(CACHES=caches_conf):
@@ -319,8 +314,7 @@ def test_fastmc_backend_accepts_pylibmc_options_and_unix_prefix(django_settings,
             assert c._cache.behaviors["ketama"] == 1
             assert c._cache.addresses == [sock]
     finally:
-        proc.kill()
-        proc.wait()
+        proc.stop()
 
 
 # ---------------------------------------------------------------------------------------------

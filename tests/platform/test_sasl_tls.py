@@ -4,16 +4,14 @@ real memcached started with -Z and certificates made here with the openssl CLI."
 
 import glob
 import os
-import struct
 import subprocess
 import sys
-import threading
-
-import pytest
 
 import fastmc
-from memcached_proc import Memcached, sasl_memcached
-from testkit import listener, run_threads
+import pytest
+from fakes import AuthRecorder
+from memcached import Memcached, sasl_conf_path, sasl_memcached
+from threads import run_threads
 
 USER, PASSWORD = "alice", "s3cret pass"
 
@@ -98,62 +96,20 @@ def test_sasl_constructor_checks_match_pylibmc():
     assert fastmc.support_sasl is True
 
 
-class AuthRecorder:
-    """A fake server that records every binary request: it answers SASL_AUTH with `ok`, and
-    NOOPs (so gets end as misses). Shows what reaches a server before authentication."""
-
-    def __init__(self, ok):
-        self.ok = ok
-        self.requests = []
-        self.sock, self.address = listener(4)
-        self.thread = threading.Thread(target=self._serve, daemon=True)
-        self.thread.start()
-
-    def _read(self, c, n):
-        buf = b""
-        while len(buf) < n:
-            chunk = c.recv(n - len(buf))
-            if not chunk:
-                return None
-            buf += chunk
-        return buf
-
-    def _serve(self):
-        c, _ = self.sock.accept()
-        c.settimeout(5)
-        with c:
-            while True:
-                try:
-                    head = self._read(c, 24)
-                except OSError:
-                    return
-                if head is None:
-                    return
-                body = self._read(c, struct.unpack(">I", head[8:12])[0]) or b""
-                self.requests.append((head[1], body))
-                if head[1] == 0x21:
-                    status = 0 if self.ok else 0x20
-                    msg = b"Authenticated." if self.ok else b"Auth failure."
-                    c.sendall(struct.pack(">BBHBBHIIQ", 0x81, 0x21, 0, 0, 0, status, len(msg), 0, 0) + msg)
-                elif head[1] == 0x0A:
-                    opaque = struct.unpack(">I", head[12:16])[0]
-                    c.sendall(struct.pack(">BBHBBHIIQ", 0x81, 0x0A, 0, 0, 0, 0, 0, opaque, 0))
-
-
 def test_nothing_is_sent_before_authentication_succeeds():
-    bad = AuthRecorder(ok=False)
-    mc = fastmc.Client([bad.address], binary=True, username=USER, password="wrong")
-    with pytest.raises(fastmc.Error):
-        mc.get("k")
-    bad.thread.join(5)
-    assert bad.requests == [(0x21, b"PLAIN\0" + USER.encode() + b"\0wrong")]
+    with AuthRecorder(ok=False) as bad:
+        mc = fastmc.Client([bad.address], binary=True, username=USER, password="wrong")
+        with pytest.raises(fastmc.Error):
+            mc.get("k")
+        bad.join(5)  # the client hung up
+        assert bad.requests == [(0x21, b"PLAIN\0" + USER.encode() + b"\0wrong")]
 
-    good = AuthRecorder(ok=True)
-    mc = fastmc.Client([good.address], binary=True, username=USER, password=PASSWORD)
-    assert mc.get("k") is None
-    assert [op for op, _ in good.requests] == [0x21, 0x0D, 0x0A]
-    assert good.requests[0][1] == b"PLAIN\0" + USER.encode() + b"\0" + PASSWORD.encode()
-    assert good.requests[1][1] == b"k"
+    with AuthRecorder(ok=True) as good:
+        mc = fastmc.Client([good.address], binary=True, username=USER, password=PASSWORD)
+        assert mc.get("k") is None
+        assert [op for op, _ in good.requests] == [0x21, 0x0D, 0x0A]
+        assert good.requests[0][1] == b"PLAIN\0" + USER.encode() + b"\0" + PASSWORD.encode()
+        assert good.requests[1][1] == b"k"
 
 
 # ---------------------------------------------------------------------------------------- TLS
@@ -313,15 +269,8 @@ def test_tls_server_restart_is_invisible_and_clones_keep_tls(pki, binary):
 
 
 def test_sasl_over_tls(pki, sasl_server):
-    old = os.environ.get("SASL_CONF_PATH")
-    os.environ["SASL_CONF_PATH"] = sasl_server.sasl_dir
-    try:
+    with sasl_conf_path(sasl_server.sasl_dir):
         proc = Memcached("-S", "-Z", "-o", "ssl_chain_cert=%s,ssl_key=%s" % (pki / "server.pem", pki / "server.key"))
-    finally:
-        if old is None:
-            del os.environ["SASL_CONF_PATH"]
-        else:
-            os.environ["SASL_CONF_PATH"] = old
     try:
         ca = str(pki / "ca.pem")
         mc = fastmc.Client([proc.address], binary=True, username=USER, password=PASSWORD, tls_ca_file=ca)

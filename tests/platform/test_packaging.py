@@ -10,12 +10,11 @@ import sys
 import tarfile
 from pathlib import Path
 
-import pytest
-
 import fastmc
-from memcached_proc import Memcached
+import pytest
+from memcached import Memcached
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")
