@@ -150,7 +150,7 @@ def run(ctx: Ctx, wanted: list) -> bool:
     return True
 
 
-def finish(ctx: Ctx, args: argparse.Namespace, env: dict, wanted: list, elapsed: float) -> None:
+def finish(ctx: Ctx, env: dict, wanted: list, elapsed: float) -> None:
     """Write the Markdown and the JSON; print the summary."""
     env["runtime"] = f"{elapsed:.1f} s"
     md_path, summ = write_files(ctx, env)
@@ -197,7 +197,7 @@ def main(argv: list | None = None) -> int:
     wanted = wanted_scenarios(ap, args)
     ctx, env = setup(args, wanted)
     completed = run(ctx, wanted)
-    finish(ctx, args, env, wanted, perf_counter() - started)
+    finish(ctx, env, wanted, perf_counter() - started)
     return exit_status(ctx, args, completed)
 
 
