@@ -23,36 +23,89 @@ BINARY_CASES = {
     "incr_multi_non_numeric": lambda m, c: (c.set("s", "abc"), c.incr_multi(["s"])),
     "cas_zero_is_unconditional": lambda m, c: (c.set("g", 1), c.cas("g", 4, 0), c.get("g")),
     # any byte may appear in a binary key
-    "nul_and_space_keys": lambda m, c: (c.set(b"a\x00 b\r\n", 5), c.get(b"a\x00 b\r\n"),
-                                        c.get_multi([b"a\x00 b\r\n", b"\xff\xfe"]),
-                                        c.delete(b"a\x00 b\r\n"), c.get(b"a\x00 b\r\n")),
-    "space_keys_multi": lambda m, c: (c.set_multi({"a b": 1, "c\nd": 2}), c.get_multi(["a b", "c\nd"]),
-                                      c.delete_multi(["a b", "c\nd"]), c.get_multi(["a b"])),
-    "gets_cas_flow": lambda m, c: (c.set("g", 1), c.gets("g")[0], c.cas("g", 2, c.gets("g")[1]),
-                                   c.get("g"), c.cas("g", 3, 1), c.get("g"), c.cas("zz", 1, 5)),
-    "decr_floor_incr_wrap": lambda m, c: (c.set("d", 3), c.decr("d", 10), c.set("w", 2**64 - 1), c.incr("w")),
-    "empty_values": lambda m, c: (c.set("e", b""), c.get("e"), c.get_multi(["e"]), c.set("es", ""), c.get("es")),
-    "big_value": lambda m, c: (c.set("bv", b"v" * 900000), len(c.get("bv")), len(c.get_multi(["bv"])["bv"])),
-    "stats_groups": lambda m, c: (c.set("a", 1), [(type(n).__name__, len(s) > 0) for n, s in c.get_stats("items")]),
+    "nul_and_space_keys": lambda m, c: (
+        c.set(b"a\x00 b\r\n", 5),
+        c.get(b"a\x00 b\r\n"),
+        c.get_multi([b"a\x00 b\r\n", b"\xff\xfe"]),
+        c.delete(b"a\x00 b\r\n"),
+        c.get(b"a\x00 b\r\n"),
+    ),
+    "space_keys_multi": lambda m, c: (
+        c.set_multi({"a b": 1, "c\nd": 2}),
+        c.get_multi(["a b", "c\nd"]),
+        c.delete_multi(["a b", "c\nd"]),
+        c.get_multi(["a b"]),
+    ),
+    "gets_cas_flow": lambda m, c: (
+        c.set("g", 1),
+        c.gets("g")[0],
+        c.cas("g", 2, c.gets("g")[1]),
+        c.get("g"),
+        c.cas("g", 3, 1),
+        c.get("g"),
+        c.cas("zz", 1, 5),
+    ),
+    "decr_floor_incr_wrap": lambda m, c: (
+        c.set("d", 3),
+        c.decr("d", 10),
+        c.set("w", 2**64 - 1),
+        c.incr("w"),
+    ),
+    "empty_values": lambda m, c: (
+        c.set("e", b""),
+        c.get("e"),
+        c.get_multi(["e"]),
+        c.set("es", ""),
+        c.get("es"),
+    ),
+    "big_value": lambda m, c: (
+        c.set("bv", b"v" * 900000),
+        len(c.get("bv")),
+        len(c.get_multi(["bv"])["bv"]),
+    ),
+    "stats_groups": lambda m, c: (
+        c.set("a", 1),
+        [(type(n).__name__, len(s) > 0) for n, s in c.get_stats("items")],
+    ),
     "stats_bogus": lambda m, c: c.get_stats("bogus"),
     "get_multi_5000": lambda m, c: (
         c.set_multi({"k%d" % i: "v" * (i % 50) for i in range(5000)}),
         c.get_multi(["k%d" % i for i in range(0, 5000, 2)] + ["zz%d" % i for i in range(100)])
-        == {"k%d" % i: "v" * (i % 50) for i in range(0, 5000, 2)}),
+        == {"k%d" % i: "v" * (i % 50) for i in range(0, 5000, 2)},
+    ),
     "add_multi_attribution": lambda m, c: (
         c.set_multi({"a%d" % i: i for i in range(0, 200, 3)}),
         sorted(c.add_multi({"a%d" % i: -i for i in range(200)})),
-        c.get_multi(["a%d" % i for i in range(200)]) == {"a%d" % i: (i if i % 3 == 0 else -i) for i in range(200)}),
-    "delete_multi_partial": lambda m, c: (c.set_multi({"x1": 1, "x2": 2}), c.delete_multi(["x1", "zz", "x2"]),
-                                          c.get_multi(["x1", "x2"])),
+        c.get_multi(["a%d" % i for i in range(200)])
+        == {"a%d" % i: (i if i % 3 == 0 else -i) for i in range(200)},
+    ),
+    "delete_multi_partial": lambda m, c: (
+        c.set_multi({"x1": 1, "x2": 2}),
+        c.delete_multi(["x1", "zz", "x2"]),
+        c.get_multi(["x1", "x2"]),
+    ),
     "prefix_too_long": lambda m, c: c.get_multi(["x" * 245], key_prefix="abcdefg"),
-    "incr_multi_many": lambda m, c: (c.set_multi({"n%d" % i: i for i in range(100)}),
-                                     c.incr_multi(["n%d" % i for i in range(100)], delta=7), c.get_multi(["n0", "n99"])),
+    "incr_multi_many": lambda m, c: (
+        c.set_multi({"n%d" % i: i for i in range(100)}),
+        c.incr_multi(["n%d" % i for i in range(100)], delta=7),
+        c.get_multi(["n0", "n99"]),
+    ),
 }
 
-MULTI = ["hash_index", "get_multi", "get_multi_1000", "set_multi_failed_list", "delete_multi", "incr_multi",
-         "incr_multi_missing", "get_multi_5000", "add_multi_attribution", "delete_multi_partial",
-         "space_keys_multi", "incr_multi_many"]
+MULTI = [
+    "hash_index",
+    "get_multi",
+    "get_multi_1000",
+    "set_multi_failed_list",
+    "delete_multi",
+    "incr_multi",
+    "incr_multi_missing",
+    "get_multi_5000",
+    "add_multi_attribution",
+    "delete_multi_partial",
+    "space_keys_multi",
+    "incr_multi_many",
+]
 
 
 @pytest.mark.parametrize("name", sorted(CASES))
@@ -106,7 +159,8 @@ def test_noreply_stores_without_waiting_for_per_key_answers(servers):
     assert mc.delete("missing") is True
     assert mc.set_multi({"m%d" % i: i for i in range(300)}) == []
     assert mc.get_multi(["nr"] + ["m%d" % i for i in range(300)]) == dict(
-        {"nr": 1}, **{"m%d" % i: i for i in range(300)})
+        {"nr": 1}, **{"m%d" % i: i for i in range(300)}
+    )
     # a hard failure is still attributed to its key
     with pytest.raises(fastmc.TooBig):
         mc.set("huge", b"x" * (2 * 1024 * 1024))
@@ -126,20 +180,30 @@ def test_connection_survives_per_key_errors(servers):
     assert mc.get_multi(["ok1", "ok2", "huge"]) == {"ok1": 1, "ok2": 2}
 
 
-@pytest.mark.parametrize("op, reply, message", [
-    ("get", b"ERROR\r\n", "bad magic byte"),
-    ("set", binary_header(0x11, status=0x05, opaque=999), "names no key of the batch"),
-    ("get", binary_header(0x11, status=0x05, opaque=999), "does not answer"),
-    ("get", binary_header(0x0D, body_len=0xFFFFFFFF), "too large"),
-    # a hit whose opaque names another key of the batch than the key it carries
-    ("get_multi", struct.pack(">BBHBBHIIQ", 0x81, 0x0D, 1, 4, 0, 0, 6, 0, 0) + b"\0\0\0\0k1", "not requested"),
-])
+@pytest.mark.parametrize(
+    "op, reply, message",
+    [
+        ("get", b"ERROR\r\n", "bad magic byte"),
+        ("set", binary_header(0x11, status=0x05, opaque=999), "names no key of the batch"),
+        ("get", binary_header(0x11, status=0x05, opaque=999), "does not answer"),
+        ("get", binary_header(0x0D, body_len=0xFFFFFFFF), "too large"),
+        # a hit whose opaque names another key of the batch than the key it carries
+        (
+            "get_multi",
+            struct.pack(">BBHBBHIIQ", 0x81, 0x0D, 1, 4, 0, 0, 6, 0, 0) + b"\0\0\0\0k1",
+            "not requested",
+        ),
+    ],
+)
 def test_garbage_from_the_server_is_a_protocol_error(op, reply, message):
     # a fake that answers every read with the same bytes (a real server cannot)
     with ScriptedServer(reply) as srv:
         mc = fastmc.Client([srv.address], binary=True, behaviors={"get_multi_raise_on_error": 1})
-        calls = {"get": lambda: mc.get("k"), "set": lambda: mc.set("k", 1),
-                 "get_multi": lambda: mc.get_multi(["j", "k"])}
+        calls = {
+            "get": lambda: mc.get("k"),
+            "set": lambda: mc.set("k", 1),
+            "get_multi": lambda: mc.get_multi(["j", "k"]),
+        }
         with pytest.raises(fastmc.ProtocolError, match=message):
             calls[op]()
 
@@ -177,7 +241,7 @@ def test_binary_protocol_round_trips_pickled_values(mcd):
         "set": {1, 2, 3},
         "str": "h\u00e9llo",
         "bytes": b"\r\n\x00END\r\n",
-        "int": -(2 ** 70),
+        "int": -(2**70),
         "bool": True,
     }
     bin_mc = fastmc.Client([mcd.address], binary=True)

@@ -41,7 +41,7 @@ def outcome(call):
     """What a call did, comparable across the two clients."""
     try:
         return ("ok", call())
-    except BaseException as e:  # noqa: B036 - the class is the outcome
+    except BaseException as e:  # the class is the outcome, KeyboardInterrupt's too
         name = type(e).__name__
         return ("raises", name)
 
@@ -196,13 +196,45 @@ def test_key_length_boundary_with_and_without_prefix(both):
 
 
 COMMAND_WORDS = [
-    "get", "gets", "set", "add", "cas", "delete", "incr", "decr", "touch", "flush_all", "quit",
-    "version", "stats", "verbosity", "noreply", "END", "VALUE", "STORED", "ERROR", "CLIENT_ERROR",
-    "SERVER_ERROR", "NOT_FOUND", "mg", "ms", "md", "ma", "mn",
+    "get",
+    "gets",
+    "set",
+    "add",
+    "cas",
+    "delete",
+    "incr",
+    "decr",
+    "touch",
+    "flush_all",
+    "quit",
+    "version",
+    "stats",
+    "verbosity",
+    "noreply",
+    "END",
+    "VALUE",
+    "STORED",
+    "ERROR",
+    "CLIENT_ERROR",
+    "SERVER_ERROR",
+    "NOT_FOUND",
+    "mg",
+    "ms",
+    "md",
+    "ma",
+    "mn",
 ]
 COMMAND_VALUES = [
-    b"flush_all\r\n", b"END\r\n", b"VALUE k 0 1\r\nx\r\nEND\r\n", b"\r\n", b"quit\r\n",
-    b"set x 0 0 1\r\ny\r\n", b"SERVER_ERROR out of memory\r\n", b"\r", b"\n", b"",
+    b"flush_all\r\n",
+    b"END\r\n",
+    b"VALUE k 0 1\r\nx\r\nEND\r\n",
+    b"\r\n",
+    b"quit\r\n",
+    b"set x 0 0 1\r\ny\r\n",
+    b"SERVER_ERROR out of memory\r\n",
+    b"\r",
+    b"\n",
+    b"",
 ]
 
 
@@ -309,8 +341,22 @@ def test_incr_decr_extreme_integers_match_pylibmc(both):
     still_usable(mf, before)
 
 
-TIMES = [0, 1, -1, 100, 30 * 86400, 30 * 86400 + 1, 2**31 - 1, 2**31, 2**32, 2**32 + 5, 2**64,
-         -(2**31), -(2**40), 10**30]
+TIMES = [
+    0,
+    1,
+    -1,
+    100,
+    30 * 86400,
+    30 * 86400 + 1,
+    2**31 - 1,
+    2**31,
+    2**32,
+    2**32 + 5,
+    2**64,
+    -(2**31),
+    -(2**40),
+    10**30,
+]
 
 
 def test_extreme_expiry_times_match_pylibmc(both):

@@ -12,7 +12,7 @@ from memcached import Memcached
 
 
 def test_quiet_meta_writes_after_the_probe(relayed):
-    m, relay = relayed
+    _, relay = relayed
     mc = fastmc.Client([relay.address])
     assert mc.set_multi({"a": 1, "b": 2}) == []
     first = relay.take()
@@ -66,7 +66,7 @@ def test_outcomes_match_pylibmc_key_by_key():
 
 
 def test_replace_multi_reports_missing_keys(relayed):
-    m, relay = relayed
+    _, relay = relayed
     mc = fastmc.Client([relay.address])
     mc.set_multi({"x%d" % i: i for i in range(0, 40, 2)})
     relay.take()
@@ -78,7 +78,7 @@ def test_replace_multi_reports_missing_keys(relayed):
 
 
 def test_too_big_value_in_a_quiet_batch_fails_only_its_key(relayed):
-    m, relay = relayed
+    _, relay = relayed
     mc = fastmc.Client([relay.address])
     mc.set_multi({"w1": 1, "w2": 2})  # the probe: the next batches are quiet
     batch = {"k%d" % i: i for i in range(50)}
@@ -178,7 +178,7 @@ def test_huge_quiet_batches_on_three_servers():
         keys = list(data)
         got = mc.get_multi(keys)
         assert got == data
-        assert mc.delete_multi(keys + ["missing"]) is False
+        assert mc.delete_multi([*keys, "missing"]) is False
         assert mc.get_multi(keys[::1000]) == {}
         assert mc.delete_multi(keys[:10]) is False
     finally:

@@ -10,7 +10,7 @@ from memcached import Memcached
 
 
 def test_single_noreply_writes_are_not_waited_for(relayed):
-    m, relay = relayed
+    _, relay = relayed
     mc = fastmc.Client([relay.address])
     assert mc.get("warm") is None
     relay.take()
@@ -29,7 +29,7 @@ def test_single_noreply_writes_are_not_waited_for(relayed):
 
 
 def test_unsynced_writes_are_bounded(relayed):
-    m, relay = relayed
+    _, relay = relayed
     mc = fastmc.Client([relay.address])
     for i in range(3000):
         mc.set("b%d" % i, i, noreply=True)

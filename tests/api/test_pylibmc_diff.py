@@ -20,9 +20,21 @@ def test_same_outcome_as_pylibmc(servers, name):
     assert ours == theirs
 
 
-@pytest.mark.parametrize("name", ["hash_index", "get_multi", "get_multi_1000", "set_multi_failed_list",
-                                  "delete_multi", "incr_multi", "incr_multi_missing"])
-@pytest.mark.parametrize("behaviors", [None, {"ketama": True}, {"ketama_weighted": True}, {"hash": "crc"}])
+@pytest.mark.parametrize(
+    "name",
+    [
+        "hash_index",
+        "get_multi",
+        "get_multi_1000",
+        "set_multi_failed_list",
+        "delete_multi",
+        "incr_multi",
+        "incr_multi_missing",
+    ],
+)
+@pytest.mark.parametrize(
+    "behaviors", [None, {"ketama": True}, {"ketama_weighted": True}, {"hash": "crc"}]
+)
 def test_same_outcome_on_three_servers(servers, name, behaviors):
     theirs, ours = run_both(servers, CASES[name], behaviors)
     assert ours == theirs
@@ -81,8 +93,17 @@ def test_exceptions_pickle_once_installed_as_pylibmc():
 
 
 def test_module_constants_match():
-    for name in ["all_behaviors", "hashers", "distributions", "server_type_tcp", "server_type_udp",
-                 "server_type_unix", "callback_namespace", "all_callbacks", "support_compression"]:
+    for name in [
+        "all_behaviors",
+        "hashers",
+        "distributions",
+        "server_type_tcp",
+        "server_type_udp",
+        "server_type_unix",
+        "callback_namespace",
+        "all_callbacks",
+        "support_compression",
+    ]:
         assert getattr(fastmc, name) == getattr(pylibmc, name), name
     for name in dir(pylibmc):
         if name.startswith(("hash_", "distribution_")):
@@ -93,9 +114,15 @@ def test_module_constants_match():
 def test_constructor_errors_match():
     def errs(mod):
         out = []
-        for args, kw in [((["127.0.0.1"],), {"username": "u"}), ((["127.0.0.1"],), {"username": "u", "password": "p"}),
-                         (([],), {}), ((["127.0.0.1", "/tmp/x.sock"],), {}), ((["::1"],), {}), ((["[::1"],), {}),
-                         ((["host:abc"],), {})]:
+        for args, kw in [
+            ((["127.0.0.1"],), {"username": "u"}),
+            ((["127.0.0.1"],), {"username": "u", "password": "p"}),
+            (([],), {}),
+            ((["127.0.0.1", "/tmp/x.sock"],), {}),
+            ((["::1"],), {}),
+            ((["[::1"],), {}),
+            ((["host:abc"],), {}),
+        ]:
             out.append(outcome(lambda args=args, kw=kw: mod.Client(*args, **kw)))
         return [o if o[0] == "raise" else "ok" for o in out]
 
@@ -103,10 +130,24 @@ def test_constructor_errors_match():
 
 
 def test_translate_server_spec_matches():
-    for spec in ["127.0.0.1", "127.0.0.1:22122", "127.0.0.1:1234:2", "localhost", "/var/run/mc.sock",
-                 "udp:127.0.0.1", "udp:127.0.0.1:5555", "udp:[abcd::1]:5555:2", "[::1]", "[::1]:22122",
-                 "[::1]:22122:3", "", " 127.0.0.1 "]:
-        assert fastmc.client.translate_server_spec(spec) == pylibmc.client.translate_server_spec(spec), spec
+    for spec in [
+        "127.0.0.1",
+        "127.0.0.1:22122",
+        "127.0.0.1:1234:2",
+        "localhost",
+        "/var/run/mc.sock",
+        "udp:127.0.0.1",
+        "udp:127.0.0.1:5555",
+        "udp:[abcd::1]:5555:2",
+        "[::1]",
+        "[::1]:22122",
+        "[::1]:22122:3",
+        "",
+        " 127.0.0.1 ",
+    ]:
+        assert fastmc.client.translate_server_spec(spec) == pylibmc.client.translate_server_spec(
+            spec
+        ), spec
 
 
 def test_subclass_with_serializer_hooks(servers):
@@ -122,8 +163,15 @@ def test_subclass_with_serializer_hooks(servers):
 
         c = JSONClient(servers[:1])
         c.flush_all()
-        return (c.set("a", [1]), c.get("a"), c.set("m", "miss"), c.get("m", "D"), "m" in c,
-                c.set_multi({"b": 2}), c.get_multi(["a", "b", "m"]))
+        return (
+            c.set("a", [1]),
+            c.get("a"),
+            c.set("m", "miss"),
+            c.get("m", "D"),
+            "m" in c,
+            c.set_multi({"b": 2}),
+            c.get_multi(["a", "b", "m"]),
+        )
 
     assert outcome(lambda: make(fastmc)) == outcome(lambda: make(pylibmc))
 

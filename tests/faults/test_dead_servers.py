@@ -88,7 +88,9 @@ def test_failure_limit_marks_the_server_dead_and_it_rejoins_after_dead_timeout()
     with pytest.raises(fastmc.ConnectionError):
         mc.get("k")  # failure 2: dead now
     t_dead = time.monotonic()
-    proc = Memcached(port=port)  # the server is back, but the client does not look before dead_timeout
+    proc = Memcached(
+        port=port
+    )  # the server is back, but the client does not look before dead_timeout
     try:
         while time.monotonic() - t_dead < 1.5:
             with pytest.raises(fastmc.ServerDead):

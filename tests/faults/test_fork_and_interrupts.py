@@ -62,8 +62,11 @@ def _mp_worker(n):
     mc = _MP_CLIENT
     for i in range(50):
         k = "mp-%d-%d" % (n, i)
-        if not (mc.set(k, k) and mc.get(k) == k and mc.get_multi([k, "mp-parent"]) ==
-                {k: k, "mp-parent": "parent"}):
+        if not (
+            mc.set(k, k)
+            and mc.get(k) == k
+            and mc.get_multi([k, "mp-parent"]) == {k: k, "mp-parent": "parent"}
+        ):
             return False
     return True
 

@@ -254,12 +254,24 @@ def test_random_faults_never_return_a_wrong_value():
 
     rnd = random.Random(4)
     fakes = [FakeMemcached(), FakeMemcached()]
-    damage = ["close_mid", "long", "short", "garbage", "wrong_key", "extra",
-              "line:SERVER_ERROR out of memory storing object", "line:CLIENT_ERROR nope",
-              "close_before_apply", "close_after_apply", "hang_mid", "delay:0.01"]
+    damage = [
+        "close_mid",
+        "long",
+        "short",
+        "garbage",
+        "wrong_key",
+        "extra",
+        "line:SERVER_ERROR out of memory storing object",
+        "line:CLIENT_ERROR nope",
+        "close_before_apply",
+        "close_after_apply",
+        "hang_mid",
+        "delay:0.01",
+    ]
     try:
-        mc = fastmc.Client([f.address for f in fakes],
-                           behaviors={"retry_timeout": -1, "receive_timeout": 100_000})
+        mc = fastmc.Client(
+            [f.address for f in fakes], behaviors={"retry_timeout": -1, "receive_timeout": 100_000}
+        )
         keys = ["cx%d" % i for i in range(30)]
         seq = 0
         errors = 0

@@ -21,7 +21,9 @@ def test_restart_is_invisible_to_the_next_call():
     try:
         mc = fastmc.Client([p.address])
         # several pooled connections, from several threads
-        threads = [threading.Thread(target=lambda: [mc.set("r", 1) for _ in range(50)]) for _ in range(4)]
+        threads = [
+            threading.Thread(target=lambda: [mc.set("r", 1) for _ in range(50)]) for _ in range(4)
+        ]
         for t in threads:
             t.start()
         for t in threads:
@@ -114,8 +116,14 @@ def test_restart_is_invisible_on_every_pooled_connection_writes(fake, op):
     results = {}
     assert run_threads(lambda i: results.__setitem__(i, calls[op](i)), 4) == []
     assert results == {i: (15 if op == "incr" else True) for i in range(4)}
-    wire = {"set": b"set", "incr": b"incr", "add": b"add", "append": b"append",
-            "delete": b"delete", "touch": b"touch"}[op]
+    wire = {
+        "set": b"set",
+        "incr": b"incr",
+        "add": b"add",
+        "append": b"append",
+        "delete": b"delete",
+        "touch": b"touch",
+    }[op]
     assert fake.command_names()[seen:].count(wire) == 4
     assert fake.accepted == 8
 
@@ -141,7 +149,8 @@ def test_close_after_an_error_line_is_invisible_to_the_next_write(fake, op):
     assert fake.accepted == 2
     assert (b"good" in fake.data) == (op != "delete")
     assert fake.command_names().count(b"delete" if op == "delete" else b"set") == (
-        1 if op == "delete" else 3 + (op == "set_multi"))
+        1 if op == "delete" else 3 + (op == "set_multi")
+    )
 
 
 def test_write_right_after_an_answer_on_a_connection_closed_since_lands_once_or_raises(fake):

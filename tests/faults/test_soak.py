@@ -56,8 +56,12 @@ class Ledger:
 def test_soak_kill_and_restart_under_load():
     seconds = float(os.environ.get("SOAK_SECONDS", "60"))
     procs = [Memcached() for _ in range(3)]
-    beh = {"retry_timeout": 1, "receive_timeout": 400_000, "send_timeout": 400_000,
-           "connect_timeout": 400}
+    beh = {
+        "retry_timeout": 1,
+        "receive_timeout": 400_000,
+        "send_timeout": 400_000,
+        "connect_timeout": 400,
+    }
     mc = fastmc.Client([p.address for p in procs], behaviors=beh)
     ledger = Ledger()
     stop = threading.Event()
@@ -147,8 +151,11 @@ def test_soak_kill_and_restart_under_load():
         assert failures == []
         # every server is up again: after the retry window nothing fails and all reads are exact
         time.sleep(1.2)
-        final = {"own-%d-%d" % (t, i): ledger.value("own-%d-%d" % (t, i), t)
-                 for t in range(THREADS) for i in range(KEYS_PER_THREAD)}
+        final = {
+            "own-%d-%d" % (t, i): ledger.value("own-%d-%d" % (t, i), t)
+            for t in range(THREADS)
+            for i in range(KEYS_PER_THREAD)
+        }
         assert mc.set_multi(final) == []
         assert mc.get_multi(list(final)) == final
         for k in list(final)[:50]:
@@ -158,9 +165,17 @@ def test_soak_kill_and_restart_under_load():
         print(
             "\nsoak: %.0f s, %d ops (%.0f/s), %d errors during %d outages, %d reads checked; "
             "RSS after warm-up %.1f MB -> %.1f MB (max %.1f)"
-            % (seconds, counts["ops"], counts["ops"] / seconds, counts["errors"], len(outages),
-               counts["reads_checked"], warm[0] if warm else 0, warm[-1] if warm else 0,
-               max(warm) if warm else 0)
+            % (
+                seconds,
+                counts["ops"],
+                counts["ops"] / seconds,
+                counts["errors"],
+                len(outages),
+                counts["reads_checked"],
+                warm[0] if warm else 0,
+                warm[-1] if warm else 0,
+                max(warm) if warm else 0,
+            )
         )
         assert len(outages) >= int(seconds / 5)
         assert counts["reads_checked"] > 1000

@@ -39,7 +39,11 @@ def test_receive_timeout_is_honoured_and_never_a_miss(fake, behaviors, expect):
 
 @pytest.mark.parametrize(
     "behaviors, expect",
-    [({"receive_timeout": 200_000}, 0.2), ({"_poll_timeout": 300}, 0.3), ({"_poll_timeout": 300, "receive_timeout": 100_000}, 0.1)],
+    [
+        ({"receive_timeout": 200_000}, 0.2),
+        ({"_poll_timeout": 300}, 0.3),
+        ({"_poll_timeout": 300, "receive_timeout": 100_000}, 0.1),
+    ],
 )
 def test_read_timeouts_are_honoured(behaviors, expect):
     fake = ScriptedServer()  # reads, never answers

@@ -24,8 +24,9 @@ def run(*args, servers=None, stdin=None, env=None):
     full_env = dict(os.environ)
     full_env.pop("MEMCACHED_SERVERS", None)
     full_env.update(env or {})
-    return subprocess.run(cmd + list(args), input=stdin, capture_output=True, timeout=60,
-                          env=full_env)
+    return subprocess.run(
+        cmd + list(args), input=stdin, capture_output=True, timeout=60, env=full_env
+    )
 
 
 def test_set_then_get_as_a_python_client_sees_it(server, mc):
@@ -37,8 +38,12 @@ def test_set_then_get_as_a_python_client_sees_it(server, mc):
 
 
 def test_set_types_stdin_and_expiry(server, mc):
-    assert run("set", "raw", "-", "--type", "bytes", servers=server.address,
-               stdin=b"\x00\x01 binary").returncode == 0
+    assert (
+        run(
+            "set", "raw", "-", "--type", "bytes", servers=server.address, stdin=b"\x00\x01 binary"
+        ).returncode
+        == 0
+    )
     assert mc.get("raw") == b"\x00\x01 binary"
     assert run("set", "n", "41", "--type", "int", servers=server.address).returncode == 0
     assert mc.incr("n") == 42

@@ -52,7 +52,11 @@ def test_sasl_on_every_new_pooled_connection(sasl_server):
 def test_sasl_wrong_password_raises_what_pylibmc_raises(sasl_server):
     for user, pw in [(USER, "wrong"), ("nobody", PASSWORD)]:
         mc = fastmc.Client([sasl_server.address], binary=True, username=user, password=pw)
-        for op in (lambda c: c.get("a"), lambda c: c.set("a", 1), lambda c: c.get_multi(["a", "b"])):
+        for op in (
+            lambda c: c.get("a"),
+            lambda c: c.set("a", 1),
+            lambda c: c.get_multi(["a", "b"]),
+        ):
             with pytest.raises(fastmc.Error) as info:
                 op(mc)
             # pylibmc: the base class, "error 41 from memcached_get(a): AUTHENTICATION FAILURE"
@@ -78,8 +82,13 @@ def test_sasl_wrong_password_class_matches_real_pylibmc(sasl_server):
         "print(run(%r))\n"
         "print(run('wrong'))\n"
     ) % (sasl_server.address, USER, PASSWORD)
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
-                         env=dict(os.environ, SASL_PATH=plugins[0])).stdout.splitlines()
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        check=True,
+        env=dict(os.environ, SASL_PATH=plugins[0]),
+    ).stdout.splitlines()
     assert out[0] == "(True, 1)"
     assert out[1] == "Error: error 41 from memcached_set: AUTHENTICATION FAILURE"
     mc = fastmc.Client([sasl_server.address], binary=True, username=USER, password="wrong")
@@ -89,8 +98,12 @@ def test_sasl_wrong_password_class_matches_real_pylibmc(sasl_server):
 
 
 def test_sasl_constructor_checks_match_pylibmc():
-    for kwargs in [{"username": "u"}, {"password": "p"}, {"username": "u", "password": "p"},
-                   {"username": b"u", "password": "p", "binary": True}]:
+    for kwargs in [
+        {"username": "u"},
+        {"password": "p"},
+        {"username": "u", "password": "p"},
+        {"username": b"u", "password": "p", "binary": True},
+    ]:
         with pytest.raises(TypeError):
             fastmc.Client(["127.0.0.1:1"], **kwargs)
     assert fastmc.support_sasl is True
@@ -120,18 +133,65 @@ def _openssl(*args, cwd):
 
 
 def _make_ca(d, name):
-    _openssl("req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",
-             "-keyout", name + ".key", "-out", name + ".pem", "-days", "3", "-subj", "/CN=" + name,
-             "-addext", "basicConstraints=critical,CA:TRUE", "-addext", "keyUsage=critical,keyCertSign",
-             cwd=d)
+    _openssl(
+        "req",
+        "-x509",
+        "-newkey",
+        "ec",
+        "-pkeyopt",
+        "ec_paramgen_curve:prime256v1",
+        "-nodes",
+        "-keyout",
+        name + ".key",
+        "-out",
+        name + ".pem",
+        "-days",
+        "3",
+        "-subj",
+        "/CN=" + name,
+        "-addext",
+        "basicConstraints=critical,CA:TRUE",
+        "-addext",
+        "keyUsage=critical,keyCertSign",
+        cwd=d,
+    )
 
 
 def _make_leaf(d, name, ca, ext):
-    _openssl("req", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",
-             "-keyout", name + ".key", "-out", name + ".csr", "-subj", "/CN=" + name, cwd=d)
+    _openssl(
+        "req",
+        "-newkey",
+        "ec",
+        "-pkeyopt",
+        "ec_paramgen_curve:prime256v1",
+        "-nodes",
+        "-keyout",
+        name + ".key",
+        "-out",
+        name + ".csr",
+        "-subj",
+        "/CN=" + name,
+        cwd=d,
+    )
     (d / (name + ".ext")).write_text(ext)
-    _openssl("x509", "-req", "-in", name + ".csr", "-CA", ca + ".pem", "-CAkey", ca + ".key",
-             "-CAcreateserial", "-out", name + ".pem", "-days", "3", "-extfile", name + ".ext", cwd=d)
+    _openssl(
+        "x509",
+        "-req",
+        "-in",
+        name + ".csr",
+        "-CA",
+        ca + ".pem",
+        "-CAkey",
+        ca + ".key",
+        "-CAcreateserial",
+        "-out",
+        name + ".pem",
+        "-days",
+        "3",
+        "-extfile",
+        name + ".ext",
+        cwd=d,
+    )
 
 
 @pytest.fixture(scope="module")
@@ -139,15 +199,22 @@ def pki(tmp_path_factory):
     d = tmp_path_factory.mktemp("pki")
     _make_ca(d, "ca")
     _make_ca(d, "otherca")
-    _make_leaf(d, "server", "ca", "subjectAltName=DNS:localhost,DNS:memcached.test,IP:127.0.0.1\n"
-               "extendedKeyUsage=serverAuth\n")
+    _make_leaf(
+        d,
+        "server",
+        "ca",
+        "subjectAltName=DNS:localhost,DNS:memcached.test,IP:127.0.0.1\n"
+        "extendedKeyUsage=serverAuth\n",
+    )
     _make_leaf(d, "client", "ca", "extendedKeyUsage=clientAuth\n")
     return d
 
 
 @pytest.fixture(scope="module")
 def tls_server(pki):
-    proc = Memcached("-Z", "-o", "ssl_chain_cert=%s,ssl_key=%s" % (pki / "server.pem", pki / "server.key"))
+    proc = Memcached(
+        "-Z", "-o", "ssl_chain_cert=%s,ssl_key=%s" % (pki / "server.pem", pki / "server.key")
+    )
     yield proc
     proc.stop()
 
@@ -155,8 +222,12 @@ def tls_server(pki):
 @pytest.fixture(scope="module")
 def mtls_server(pki):
     # ssl_verify_mode=3: the client must present a certificate signed by ssl_ca_cert.
-    proc = Memcached("-Z", "-o", "ssl_chain_cert=%s,ssl_key=%s,ssl_ca_cert=%s,ssl_verify_mode=3"
-                     % (pki / "server.pem", pki / "server.key", pki / "ca.pem"))
+    proc = Memcached(
+        "-Z",
+        "-o",
+        "ssl_chain_cert=%s,ssl_key=%s,ssl_ca_cert=%s,ssl_verify_mode=3"
+        % (pki / "server.pem", pki / "server.key", pki / "ca.pem"),
+    )
     yield proc
     proc.stop()
 
@@ -179,14 +250,18 @@ def test_tls_operations_and_big_batches(tls_server, pki, binary):
     # Megabytes each way: the poll loop must flush pending TLS records and drain decrypted data.
     big = {"b%d" % i: ("%d" % i) * 20000 for i in range(400)}
     assert mc.set_multi(big) == []
-    assert mc.get_multi(list(big) + ["missing"]) == big
+    assert mc.get_multi([*big, "missing"]) == big
     assert mc.delete_multi(list(big)) is True
     assert mc.get_stats()[0][1]["pid"]
 
 
 def test_tls_with_several_servers_and_threads(pki):
-    procs = [Memcached("-Z", "-o", "ssl_chain_cert=%s,ssl_key=%s" % (pki / "server.pem", pki / "server.key"))
-             for _ in range(2)]
+    procs = [
+        Memcached(
+            "-Z", "-o", "ssl_chain_cert=%s,ssl_key=%s" % (pki / "server.pem", pki / "server.key")
+        )
+        for _ in range(2)
+    ]
     try:
         mc = fastmc.Client([p.address for p in procs], tls_ca_file=str(pki / "ca.pem"))
 
@@ -214,10 +289,12 @@ def test_tls_wrong_ca_fails_with_a_clear_error(tls_server, pki):
 
 
 def test_tls_server_name(tls_server, pki):
-    host, port = tls_server.address.rsplit(":", 1)
+    _, port = tls_server.address.rsplit(":", 1)
     ca = str(pki / "ca.pem")
     # a name in the certificate, different from the address connected to
-    assert fastmc.Client([tls_server.address], tls_ca_file=ca, tls_server_name="memcached.test").set("x", 1)
+    assert fastmc.Client(
+        [tls_server.address], tls_ca_file=ca, tls_server_name="memcached.test"
+    ).set("x", 1)
     assert fastmc.Client(["localhost:" + port], tls_ca_file=ca).get("x") == 1
     with pytest.raises(fastmc.ConnectionError) as info:
         fastmc.Client([tls_server.address], tls_ca_file=ca, tls_server_name="other.test").get("x")
@@ -226,8 +303,12 @@ def test_tls_server_name(tls_server, pki):
 
 def test_tls_client_certificate(mtls_server, pki):
     ca = str(pki / "ca.pem")
-    mc = fastmc.Client([mtls_server.address], tls_ca_file=ca, tls_cert_file=str(pki / "client.pem"),
-                       tls_key_file=str(pki / "client.key"))
+    mc = fastmc.Client(
+        [mtls_server.address],
+        tls_ca_file=ca,
+        tls_cert_file=str(pki / "client.pem"),
+        tls_key_file=str(pki / "client.key"),
+    )
     assert mc.set("m", 1) and mc.get("m") == 1
     with pytest.raises((fastmc.ConnectionError, fastmc.ReadError, fastmc.WriteError)):
         fastmc.Client([mtls_server.address], tls_ca_file=ca).set("m", 1)
@@ -237,7 +318,9 @@ def test_tls_setup_errors_at_construction(pki):
     with pytest.raises(fastmc.Error, match="TLS setup failed"):
         fastmc.Client(["127.0.0.1:1"], tls_ca_file=str(pki / "missing.pem"))
     with pytest.raises(fastmc.Error, match="both a cert file and a key file"):
-        fastmc.Client(["127.0.0.1:1"], tls_ca_file=str(pki / "ca.pem"), tls_cert_file=str(pki / "client.pem"))
+        fastmc.Client(
+            ["127.0.0.1:1"], tls_ca_file=str(pki / "ca.pem"), tls_cert_file=str(pki / "client.pem")
+        )
     with pytest.raises(fastmc.Error, match="TLS setup failed"):
         fastmc.Client(["127.0.0.1:1"], tls_ca_file=str(pki / "ca.pem"), tls_server_name="bad name!")
 
@@ -245,7 +328,9 @@ def test_tls_setup_errors_at_construction(pki):
 def test_tls_plaintext_server_fails_cleanly(pki):
     plain = Memcached()
     try:
-        mc = fastmc.Client([plain.address], tls_ca_file=str(pki / "ca.pem"), behaviors={"connect_timeout": 2000})
+        mc = fastmc.Client(
+            [plain.address], tls_ca_file=str(pki / "ca.pem"), behaviors={"connect_timeout": 2000}
+        )
         with pytest.raises(fastmc.ConnectionError):
             mc.get("k")
     finally:
@@ -254,7 +339,9 @@ def test_tls_plaintext_server_fails_cleanly(pki):
 
 @pytest.mark.parametrize("binary", [False, True])
 def test_tls_server_restart_is_invisible_and_clones_keep_tls(pki, binary):
-    proc = Memcached("-Z", "-o", "ssl_chain_cert=%s,ssl_key=%s" % (pki / "server.pem", pki / "server.key"))
+    proc = Memcached(
+        "-Z", "-o", "ssl_chain_cert=%s,ssl_key=%s" % (pki / "server.pem", pki / "server.key")
+    )
     try:
         mc = fastmc.Client([proc.address], binary=binary, tls_ca_file=str(pki / "ca.pem"))
         assert mc.set("r", 1) and mc.get("r") == 1
@@ -270,12 +357,21 @@ def test_tls_server_restart_is_invisible_and_clones_keep_tls(pki, binary):
 
 def test_sasl_over_tls(pki, sasl_server):
     with sasl_conf_path(sasl_server.sasl_dir):
-        proc = Memcached("-S", "-Z", "-o", "ssl_chain_cert=%s,ssl_key=%s" % (pki / "server.pem", pki / "server.key"))
+        proc = Memcached(
+            "-S",
+            "-Z",
+            "-o",
+            "ssl_chain_cert=%s,ssl_key=%s" % (pki / "server.pem", pki / "server.key"),
+        )
     try:
         ca = str(pki / "ca.pem")
-        mc = fastmc.Client([proc.address], binary=True, username=USER, password=PASSWORD, tls_ca_file=ca)
+        mc = fastmc.Client(
+            [proc.address], binary=True, username=USER, password=PASSWORD, tls_ca_file=ca
+        )
         assert mc.set("st", "v") and mc.get_multi(["st", "zz"]) == {"st": "v"}
-        bad = fastmc.Client([proc.address], binary=True, username=USER, password="nope", tls_ca_file=ca)
+        bad = fastmc.Client(
+            [proc.address], binary=True, username=USER, password="nope", tls_ca_file=ca
+        )
         with pytest.raises(fastmc.Error, match="AUTHENTICATION FAILURE"):
             bad.get("st")
     finally:

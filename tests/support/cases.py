@@ -46,30 +46,83 @@ class Custom:
         return isinstance(other, Custom) and other.x == self.x
 
 
-VALUES = [b"bytes", b"", "text", "", "åäö", 0, 42, -1, 2**63, -(2**70), True, False, 1.5, None,
-          [1, 2], (1, "a"), {"a": 1}, {1, 2}, Custom(3), b"x" * 5000]
+VALUES = [
+    b"bytes",
+    b"",
+    "text",
+    "",
+    "åäö",
+    0,
+    42,
+    -1,
+    2**63,
+    -(2**70),
+    True,
+    False,
+    1.5,
+    None,
+    [1, 2],
+    (1, "a"),
+    {"a": 1},
+    {1, 2},
+    Custom(3),
+    b"x" * 5000,
+]
 
 CASES = {
     "get_missing": lambda m, c: c.get("nope"),
     "get_default": lambda m, c: c.get("nope", "D"),
     "get_stored_none_not_default": lambda m, c: (c.set("n", None), c.get("n", "D")),
     "get_empty_key": lambda m, c: c.get("", "D"),
-    "set_get_roundtrip": lambda m, c: [(c.set("v%d" % i, v), c.get("v%d" % i)) for i, v in enumerate(VALUES)],
+    "set_get_roundtrip": lambda m, c: [
+        (c.set("v%d" % i, v), c.get("v%d" % i)) for i, v in enumerate(VALUES)
+    ],
     "bool_reads_back_int": lambda m, c: (c.set("b", True), type(c.get("b")).__name__, c.get("b")),
-    "str_bytes_share_storage": lambda m, c: (c.set("k", 1), c.get(b"k"), c.set(b"k2", 2), c.get("k2")),
+    "str_bytes_share_storage": lambda m, c: (
+        c.set("k", 1),
+        c.get(b"k"),
+        c.set(b"k2", 2),
+        c.get("k2"),
+    ),
     "utf8_keys": lambda m, c: (c.set("ключ😀", "v"), c.get("ключ😀".encode())),
     "add_existing": lambda m, c: (c.add("a", 1), c.add("a", 2), c.get("a")),
-    "replace_missing": lambda m, c: (c.replace("r", 1), c.set("r", 0), c.replace("r", 2), c.get("r")),
-    "append_prepend": lambda m, c: (c.append("ap", "x"), c.set("ap", 12), c.append("ap", 3),
-                                    c.prepend("ap", 9), c.get("ap"), c.set("bx", b"x"), c.append("bx", "y"), c.get("bx")),
+    "replace_missing": lambda m, c: (
+        c.replace("r", 1),
+        c.set("r", 0),
+        c.replace("r", 2),
+        c.get("r"),
+    ),
+    "append_prepend": lambda m, c: (
+        c.append("ap", "x"),
+        c.set("ap", 12),
+        c.append("ap", 3),
+        c.prepend("ap", 9),
+        c.get("ap"),
+        c.set("bx", b"x"),
+        c.append("bx", "y"),
+        c.get("bx"),
+    ),
     "append_empty_has": lambda m, c: (c.append("h", ""), c.set("h", "v"), c.append("h", "")),
     "set_empty_key": lambda m, c: c.set("", "hi"),
     "delete": lambda m, c: (c.delete("d"), c.set("d", 1), c.delete("d"), c.delete(""), c.get("d")),
     "delete_two_args": lambda m, c: c.delete("foo", 123),
-    "delete_argument_messages": lambda m, c: [_message(f) for f in (
-        lambda: c.delete(), lambda: c.delete("a", 1), lambda: c.delete("a", 1, 2),
-        lambda: c.delete(None), lambda: c.delete(1))],
-    "incr_decr": lambda m, c: (c.set("i", 41), c.incr("i"), c.incr("i", 10), c.decr("i", 100), c.incr("i", 0)),
+    "delete_argument_messages": lambda m, c: [
+        _message(f)
+        for f in (
+            lambda: c.delete(),
+            lambda: c.delete("a", 1),
+            lambda: c.delete("a", 1, 2),
+            lambda: c.delete(None),
+            lambda: c.delete(1),
+        )
+    ],
+    "incr_decr": lambda m, c: (
+        c.set("i", 41),
+        c.incr("i"),
+        c.incr("i", 10),
+        c.decr("i", 100),
+        c.incr("i", 0),
+    ),
     "incr_missing": lambda m, c: c.incr("missing"),
     "incr_non_numeric": lambda m, c: (c.set("nn", "abc"), c.incr("nn")),
     "incr_pickled_none": lambda m, c: (c.set("pn", None), c.incr("pn")),
@@ -89,52 +142,101 @@ CASES = {
     "gets_without_cas": lambda m, c: c.gets("k"),
     "gets_empty": lambda m, c: c.gets(""),
     "cas_without_cas": lambda m, c: c.cas("k", 1, 1),
-    "compress": lambda m, c: (c.set("z", "a" * 1000, min_compress_len=1), c.get("z"),
-                              c.set("big", b"a" * (1024 * 1024 + 1), min_compress_len=1), len(c.get("big"))),
+    "compress": lambda m, c: (
+        c.set("z", "a" * 1000, min_compress_len=1),
+        c.get("z"),
+        c.set("big", b"a" * (1024 * 1024 + 1), min_compress_len=1),
+        len(c.get("big")),
+    ),
     "compress_level_bad": lambda m, c: c.set("z", "a", compress_level=10),
     "too_big": lambda m, c: c.set("huge", b"x" * (2 * 1024 * 1024)),
     "serialize": lambda m, c: [c.serialize(v) for v in (b"b", "s", 1, True, 2**64)],
-    "deserialize": lambda m, c: (c.deserialize(b"5", 4), c.deserialize(b"5", 2), c.deserialize(b"x", 0),
-                                 c.deserialize(pickle.dumps([1]), 1)),
+    "deserialize": lambda m, c: (
+        c.deserialize(b"5", 4),
+        c.deserialize(b"5", 2),
+        c.deserialize(b"x", 0),
+        c.deserialize(pickle.dumps([1]), 1),
+    ),
     "deserialize_unknown_flags": lambda m, c: c.deserialize(b"x", 3),
-    "mapping": lambda m, c: (c.__setitem__("m", 1), c["m"], "m" in c, "zz" in c, c.__delitem__("m"), "m" in c),
+    "mapping": lambda m, c: (
+        c.__setitem__("m", 1),
+        c["m"],
+        "m" in c,
+        "zz" in c,
+        c.__delitem__("m"),
+        "m" in c,
+    ),
     "mapping_missing": lambda m, c: c["missing"],
     "mapping_del_missing": lambda m, c: c.__delitem__("missing"),
     "flush_all": lambda m, c: (c.set("fa", 1), c.flush_all(), c.get("fa")),
-    "stats_shape": lambda m, c: [(type(n).__name__, sorted(s), {type(v).__name__ for v in s.values()})
-                                 for n, s in c.get_stats()],
+    "stats_shape": lambda m, c: [
+        (type(n).__name__, sorted(s), {type(v).__name__ for v in s.values()})
+        for n, s in c.get_stats()
+    ],
     "hash_index": lambda m, c: [c.hash("key%d" % i) for i in range(40)],
-    "behaviors_defaults": lambda m, c: {k: v for k, v in c.behaviors.items() if not k.startswith("_socket")},
+    "behaviors_defaults": lambda m, c: {
+        k: v for k, v in c.behaviors.items() if not k.startswith("_socket")
+    },
     "behaviors_unknown": lambda m, c: c.set_behaviors({"foo": 1}),
     "behaviors_bad_type": lambda m, c: c.set_behaviors({"tcp_nodelay": 1.5}),
     "behaviors_hash_int": lambda m, c: c.set_behaviors({"hash": 2}),
     "behaviors_retry_zero": lambda m, c: c.set_behaviors({"retry_timeout": 0}),
-    "behaviors_set_read": lambda m, c: (c.set_behaviors({"ketama": True, "tcp_nodelay": 5, "remove_failed": 3}),
-                                        {k: v for k, v in c.behaviors.items() if not k.startswith("_socket")}),
-    "get_multi": lambda m, c: (c.set_multi({"a": 1, "b": "2", b"c": b"3"}),
-                               c.get_multi(["a", b"b", "c", "missing", "a"])),
-    "get_multi_prefix": lambda m, c: (c.set_multi({"a": 1, "b": 2}, key_prefix="p:"),
-                                      c.get_multi(["a", "b", ""], key_prefix="p:"), c.get("p:a")),
+    "behaviors_set_read": lambda m, c: (
+        c.set_behaviors({"ketama": True, "tcp_nodelay": 5, "remove_failed": 3}),
+        {k: v for k, v in c.behaviors.items() if not k.startswith("_socket")},
+    ),
+    "get_multi": lambda m, c: (
+        c.set_multi({"a": 1, "b": "2", b"c": b"3"}),
+        c.get_multi(["a", b"b", "c", "missing", "a"]),
+    ),
+    "get_multi_prefix": lambda m, c: (
+        c.set_multi({"a": 1, "b": 2}, key_prefix="p:"),
+        c.get_multi(["a", "b", ""], key_prefix="p:"),
+        c.get("p:a"),
+    ),
     "get_multi_mixed_types": lambda m, c: (c.set("k", 1), c.get_multi(["k", b"k"])),
     "get_multi_str": lambda m, c: (c.set_multi({"a": 1, "c": 3}), c.get_multi("abc")),
     "get_multi_dict": lambda m, c: c.get_multi({"a": 1}),
     "get_multi_empty": lambda m, c: (c.get_multi([]), c.get_multi([""])),
-    "get_multi_1000": lambda m, c: (c.set_multi({"k%d" % i: i for i in range(1000)}),
-                                    c.get_multi(["k%d" % i for i in range(1000)]) == {"k%d" % i: i for i in range(1000)}),
-    "set_multi_failed_list": lambda m, c: (c.add_multi({"a": 1}), c.add_multi({"a": 2, "b": 3}), c.get_multi(["a", "b"])),
-    "add_multi_failed_str_and_bytes": lambda m, c: (c.add_multi({"d": 1}),
-                                                    c.add_multi({b"d": 2, "d": 3, b"e": 4})),
+    "get_multi_1000": lambda m, c: (
+        c.set_multi({"k%d" % i: i for i in range(1000)}),
+        c.get_multi(["k%d" % i for i in range(1000)]) == {"k%d" % i: i for i in range(1000)},
+    ),
+    "set_multi_failed_list": lambda m, c: (
+        c.add_multi({"a": 1}),
+        c.add_multi({"a": 2, "b": 3}),
+        c.get_multi(["a", "b"]),
+    ),
+    "add_multi_failed_str_and_bytes": lambda m, c: (
+        c.add_multi({"d": 1}),
+        c.add_multi({b"d": 2, "d": 3, b"e": 4}),
+    ),
     "set_multi_empty_keys": lambda m, c: c.set_multi({"": 1, b"": 2}),
     "set_multi_not_dict": lambda m, c: c.set_multi([("a", 1)]),
     "set_multi_prefixed_too_long": lambda m, c: c.set_multi({"k" * 248: 1}, key_prefix="abc"),
-    "delete_multi": lambda m, c: (c.set_multi({"a": 1, "b": 2}), c.delete_multi(["a", "b"]),
-                                  c.delete_multi(["a"]), c.delete_multi([]), c.delete_multi(iter(["x"]))),
+    "delete_multi": lambda m, c: (
+        c.set_multi({"a": 1, "b": 2}),
+        c.delete_multi(["a", "b"]),
+        c.delete_multi(["a"]),
+        c.delete_multi([]),
+        c.delete_multi(iter(["x"])),
+    ),
     "delete_multi_dict": lambda m, c: c.delete_multi({"a": "b"}),
-    "delete_multi_prefix": lambda m, c: (c.set("p:a", 1), c.delete_multi(["a"], key_prefix="p:"), c.get("p:a")),
-    "incr_multi": lambda m, c: (c.set_multi({"a": 1, "b": 2}), c.incr_multi(["a", "b"], delta=5),
-                                c.get_multi(["a", "b"])),
-    "incr_multi_prefix": lambda m, c: (c.set_multi({"a": 1}, key_prefix="p"), c.incr_multi(["a"], key_prefix="p"),
-                                       c.get("pa")),
+    "delete_multi_prefix": lambda m, c: (
+        c.set("p:a", 1),
+        c.delete_multi(["a"], key_prefix="p:"),
+        c.get("p:a"),
+    ),
+    "incr_multi": lambda m, c: (
+        c.set_multi({"a": 1, "b": 2}),
+        c.incr_multi(["a", "b"], delta=5),
+        c.get_multi(["a", "b"]),
+    ),
+    "incr_multi_prefix": lambda m, c: (
+        c.set_multi({"a": 1}, key_prefix="p"),
+        c.incr_multi(["a"], key_prefix="p"),
+        c.get("pa"),
+    ),
     "incr_multi_missing": lambda m, c: (c.set("a", 1), c.incr_multi(["a", "x", "y"])),
     "incr_multi_generator": lambda m, c: c.incr_multi(k for k in ["a"]),
     "clone_same_class": lambda m, c: (type(c.clone()).__name__, c.clone().addresses == c.addresses),
@@ -145,14 +247,13 @@ CASES = {
 def _pool(m, c):
     pool = m.ClientPool(c, 2)
     out = []
-    with pool.reserve() as a:
-        with pool.reserve() as b:
-            out.append(a is not b)
-            try:
-                with pool.reserve():
-                    out.append("third")
-            except Exception as e:
-                out.append(type(e).__name__)
+    with pool.reserve() as a, pool.reserve() as b:
+        out.append(a is not b)
+        try:
+            with pool.reserve():
+                out.append("third")
+        except Exception as e:
+            out.append(type(e).__name__)
     tp = m.ThreadMappedPool(c)
     with tp.reserve() as x:
         x.set("tp", 1)

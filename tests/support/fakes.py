@@ -187,8 +187,9 @@ class FakeMemcached(ScriptedServer):
     when each arrived, ``closed_by_client`` how many connections the client closed.
     """
 
-    def __init__(self, *, trickle=False, delay=0.0, read=True, host="127.0.0.1", port=0,
-                 rcvbuf=None):
+    def __init__(
+        self, *, trickle=False, delay=0.0, read=True, host="127.0.0.1", port=0, rcvbuf=None
+    ):
         self.trickle = trickle
         self.delay = delay
         self.read = read
