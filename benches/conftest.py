@@ -33,9 +33,7 @@ def memcached():
         with pinned(pids):
             yield server.address
     finally:
-        server.stop()
-        if server.proc is not None and server.proc.stderr is not None:
-            server.proc.stderr.close()
+        server.stop()  # also closes its stderr pipe
 
 
 @pytest.fixture(scope="session")
