@@ -9,7 +9,7 @@ import struct
 import fastmc
 import pylibmc
 import pytest
-from cases import CASES, run_both
+from cases import CASES, MULTI_SERVER_CASES, run_both
 from fakes import ScriptedServer, binary_header
 from threads import run_threads
 
@@ -93,13 +93,7 @@ BINARY_CASES = {
 }
 
 MULTI = [
-    "hash_index",
-    "get_multi",
-    "get_multi_1000",
-    "set_multi_failed_list",
-    "delete_multi",
-    "incr_multi",
-    "incr_multi_missing",
+    *MULTI_SERVER_CASES,
     "get_multi_5000",
     "add_multi_attribution",
     "delete_multi_partial",

@@ -10,7 +10,7 @@ import sys
 import fastmc
 import pylibmc
 import pytest
-from cases import CASES, VALUES, outcome, run_both
+from cases import CASES, MULTI_SERVER_CASES, VALUES, outcome, run_both
 
 
 @pytest.mark.parametrize("name", sorted(CASES))
@@ -20,18 +20,7 @@ def test_same_outcome_as_pylibmc(servers, name):
     assert ours == theirs
 
 
-@pytest.mark.parametrize(
-    "name",
-    [
-        "hash_index",
-        "get_multi",
-        "get_multi_1000",
-        "set_multi_failed_list",
-        "delete_multi",
-        "incr_multi",
-        "incr_multi_missing",
-    ],
-)
+@pytest.mark.parametrize("name", MULTI_SERVER_CASES)
 @pytest.mark.parametrize(
     "behaviors", [None, {"ketama": True}, {"ketama_weighted": True}, {"hash": "crc"}]
 )

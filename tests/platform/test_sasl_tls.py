@@ -128,68 +128,28 @@ def test_nothing_is_sent_before_authentication_succeeds():
 # ---------------------------------------------------------------------------------------- TLS
 
 
-def _openssl(*args, cwd):
-    subprocess.run(["openssl", *args], cwd=cwd, check=True, capture_output=True)
+def _openssl(command, cwd):
+    """Run openssl with the words of `command` (file names are relative to `cwd`)."""
+    subprocess.run(["openssl", *command.split()], cwd=cwd, check=True, capture_output=True)
+
+
+EC_KEY = "-newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes"  # a new P-256 key
 
 
 def _make_ca(d, name):
     _openssl(
-        "req",
-        "-x509",
-        "-newkey",
-        "ec",
-        "-pkeyopt",
-        "ec_paramgen_curve:prime256v1",
-        "-nodes",
-        "-keyout",
-        name + ".key",
-        "-out",
-        name + ".pem",
-        "-days",
-        "3",
-        "-subj",
-        "/CN=" + name,
-        "-addext",
-        "basicConstraints=critical,CA:TRUE",
-        "-addext",
-        "keyUsage=critical,keyCertSign",
+        f"req -x509 {EC_KEY} -keyout {name}.key -out {name}.pem -days 3 -subj /CN={name}"
+        " -addext basicConstraints=critical,CA:TRUE -addext keyUsage=critical,keyCertSign",
         cwd=d,
     )
 
 
 def _make_leaf(d, name, ca, ext):
+    _openssl(f"req {EC_KEY} -keyout {name}.key -out {name}.csr -subj /CN={name}", cwd=d)
+    (d / f"{name}.ext").write_text(ext)
     _openssl(
-        "req",
-        "-newkey",
-        "ec",
-        "-pkeyopt",
-        "ec_paramgen_curve:prime256v1",
-        "-nodes",
-        "-keyout",
-        name + ".key",
-        "-out",
-        name + ".csr",
-        "-subj",
-        "/CN=" + name,
-        cwd=d,
-    )
-    (d / (name + ".ext")).write_text(ext)
-    _openssl(
-        "x509",
-        "-req",
-        "-in",
-        name + ".csr",
-        "-CA",
-        ca + ".pem",
-        "-CAkey",
-        ca + ".key",
-        "-CAcreateserial",
-        "-out",
-        name + ".pem",
-        "-days",
-        "3",
-        "-extfile",
-        name + ".ext",
+        f"x509 -req -in {name}.csr -CA {ca}.pem -CAkey {ca}.key -CAcreateserial"
+        f" -out {name}.pem -days 3 -extfile {name}.ext",
         cwd=d,
     )
 
@@ -210,11 +170,15 @@ def pki(tmp_path_factory):
     return d
 
 
+def tls_args(pki, *options):
+    """memcached's arguments for TLS with the test server's certificate (and more -o options)."""
+    opts = [f"ssl_chain_cert={pki / 'server.pem'}", f"ssl_key={pki / 'server.key'}", *options]
+    return ("-Z", "-o", ",".join(opts))
+
+
 @pytest.fixture(scope="module")
 def tls_server(pki):
-    proc = Memcached(
-        "-Z", "-o", "ssl_chain_cert=%s,ssl_key=%s" % (pki / "server.pem", pki / "server.key")
-    )
+    proc = Memcached(*tls_args(pki))
     yield proc
     proc.stop()
 
@@ -222,12 +186,7 @@ def tls_server(pki):
 @pytest.fixture(scope="module")
 def mtls_server(pki):
     # ssl_verify_mode=3: the client must present a certificate signed by ssl_ca_cert.
-    proc = Memcached(
-        "-Z",
-        "-o",
-        "ssl_chain_cert=%s,ssl_key=%s,ssl_ca_cert=%s,ssl_verify_mode=3"
-        % (pki / "server.pem", pki / "server.key", pki / "ca.pem"),
-    )
+    proc = Memcached(*tls_args(pki, f"ssl_ca_cert={pki / 'ca.pem'}", "ssl_verify_mode=3"))
     yield proc
     proc.stop()
 
@@ -256,12 +215,7 @@ def test_tls_operations_and_big_batches(tls_server, pki, binary):
 
 
 def test_tls_with_several_servers_and_threads(pki):
-    procs = [
-        Memcached(
-            "-Z", "-o", "ssl_chain_cert=%s,ssl_key=%s" % (pki / "server.pem", pki / "server.key")
-        )
-        for _ in range(2)
-    ]
+    procs = [Memcached(*tls_args(pki)) for _ in range(2)]
     try:
         mc = fastmc.Client([p.address for p in procs], tls_ca_file=str(pki / "ca.pem"))
 
@@ -339,9 +293,7 @@ def test_tls_plaintext_server_fails_cleanly(pki):
 
 @pytest.mark.parametrize("binary", [False, True])
 def test_tls_server_restart_is_invisible_and_clones_keep_tls(pki, binary):
-    proc = Memcached(
-        "-Z", "-o", "ssl_chain_cert=%s,ssl_key=%s" % (pki / "server.pem", pki / "server.key")
-    )
+    proc = Memcached(*tls_args(pki))
     try:
         mc = fastmc.Client([proc.address], binary=binary, tls_ca_file=str(pki / "ca.pem"))
         assert mc.set("r", 1) and mc.get("r") == 1
@@ -357,12 +309,7 @@ def test_tls_server_restart_is_invisible_and_clones_keep_tls(pki, binary):
 
 def test_sasl_over_tls(pki, sasl_server):
     with sasl_conf_path(sasl_server.sasl_dir):
-        proc = Memcached(
-            "-S",
-            "-Z",
-            "-o",
-            "ssl_chain_cert=%s,ssl_key=%s" % (pki / "server.pem", pki / "server.key"),
-        )
+        proc = Memcached("-S", *tls_args(pki))
     try:
         ca = str(pki / "ca.pem")
         mc = fastmc.Client(

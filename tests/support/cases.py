@@ -244,6 +244,18 @@ CASES = {
 }
 
 
+# the cases whose outcome depends on how keys spread over several servers
+MULTI_SERVER_CASES = [
+    "hash_index",
+    "get_multi",
+    "get_multi_1000",
+    "set_multi_failed_list",
+    "delete_multi",
+    "incr_multi",
+    "incr_multi_missing",
+]
+
+
 def _pool(m, c):
     pool = m.ClientPool(c, 2)
     out = []
