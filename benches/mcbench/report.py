@@ -20,7 +20,7 @@ if TYPE_CHECKING:
 LEGEND = (
     "Each peer cell: the peer's median, then (fastmc ÷ peer): below 1 means fastmc is "
     "faster. The floor is the lower of the raw text and meta batches (`text`/`meta`): "
-    "N commands and a marker, as ../shared/benchmarks.md defines it."
+    "N commands and a marker, as benches/README.md defines it."
 )
 
 
