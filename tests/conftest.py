@@ -1,5 +1,23 @@
-"""Fixtures for every test directory. The helpers they build on live in tests/support/ (on
-pytest's pythonpath): memcached.py starts real servers, fakes.py the in-process fake ones."""
+"""Fixtures for every test directory.
+
+The suite, by topic (run ``pytest tests``; real memcached processes are started as needed):
+
+- ``api/``: what the client does against healthy servers, compared with real pylibmc where it
+  can be: the differential cases (text and binary protocol), the meta-protocol batches, noreply,
+  hostile input (keys, values, integers, times), server addresses and key placement;
+- ``faults/``: what it guarantees when servers misbehave: broken replies, timeouts, dead
+  servers, restarts, forks and interruptions, threads and big batches, and the long soak test
+  (marked ``soak``, off by default);
+- ``platform/``: SASL and TLS, the frameworks (Django, Flask-Caching, dogpile.cache), the
+  command line and the packaging;
+- ``support/`` (on pytest's pythonpath, imported by bare name): ``memcached`` starts real
+  servers, ``fakes`` the in-process fake ones, ``threads`` runs workers and forked children,
+  ``cases`` holds the differential cases, ``checks`` shared client settings and counts.
+
+The directories are not packages (pytest imports each test file by its bare name), so a test
+file's name must be unique across all of them. The Rust files here (``*.rs``) are cargo's
+integration tests, and ``data/`` holds the golden placement vectors both suites read.
+"""
 
 import pytest
 from fakes import Relay

@@ -222,10 +222,10 @@ def test_threads_share_one_binary_client(servers):
 
 
 def test_binary_protocol_round_trips_pickled_values(mcd):
-    """Landscape 6.7 (binary protocol with pickled values silently corrupted,
-    gusdan/django-elasticache#6): over the binary protocol every value type, pickles of every
-    size (compressed or not) included, reads back equal, through single and multi-key calls, and
-    a text-mode client reads the same bytes."""
+    """Pickled values were silently corrupted over another client's binary protocol
+    (gusdan/django-elasticache#6). Over the binary protocol every value type, pickles of every size
+    (compressed or not) included, reads back equal, through single and multi-key calls, and a
+    text-mode client reads the same bytes."""
     import datetime
 
     values = {

@@ -1,8 +1,9 @@
 """Hostile input: every key byte, over-long keys, keys and values that spell commands, empty and
 huge key lists, values at and over the server's item limit, extreme integers for incr/decr/time.
-Each gets a pylibmc-class exception or the right result, nothing is ever injected into the
-stream, and the connection stays usable (the server's connection count does not move). Where real
-pylibmc behaves sanely the outcome is compared with it (landscape 6.2-6.4, 6.7)."""
+Each gets a pylibmc-class exception or the right result, nothing is ever injected into the stream,
+and the connection stays usable (the server's connection count does not move). Where real pylibmc
+behaves sanely the outcome is compared with it. The docstrings name the failures of other clients
+that each test guards against."""
 
 # The lambdas below are called inside the loop iteration that makes them.
 # ruff: noqa: B023
@@ -55,10 +56,10 @@ def still_usable(mc, before):
 
 @pytest.mark.parametrize("kind", ["str", "bytes"])
 def test_every_key_byte(both, kind):
-    """Landscape 6.2 (key injection: pylibmc #282 with verify_keys off, pymemcache PR #105,
-    CVE-2022-26635): a key with any of the 256 byte values, alone, at the start, middle or end.
-    Bytes that would split the command line raise BadKeyProvided before anything is sent; every
-    other byte round-trips exactly as with pylibmc."""
+    """Key injection (pylibmc #282 with verify_keys off, pymemcache PR #105, CVE-2022-26635): a key
+    with any of the 256 byte values, alone, at the start, middle or end. Bytes that would split the
+    command line raise BadKeyProvided before anything is sent; every other byte round-trips exactly
+    as with pylibmc."""
     mf, mp = both
     before = total_connections(mf)
     for b in range(256):
@@ -141,8 +142,8 @@ def test_verify_keys_refuses_non_ascii_like_pylibmc(servers):
 
 
 def test_injection_attempts_never_reach_the_server():
-    """Landscape 6.2 (pylibmc #282: `get(b"foo\\r\\nset x 0 100 8\\r\\ninjected")` injects a
-    command; #219: a spaced key desyncs or returns False): nothing at all is sent for them."""
+    """pylibmc #282: `get(b"foo\\r\\nset x 0 100 8\\r\\ninjected")` injects a command; #219: a key
+    with a space desyncs or returns False. Nothing at all is sent for such keys."""
     with FakeMemcached() as f:
         mc = fastmc.Client([f.address])
         attacks = [
@@ -168,9 +169,9 @@ def test_injection_attempts_never_reach_the_server():
 
 
 def test_key_length_boundary_with_and_without_prefix(both):
-    """Landscape 6.3 (memcached <= 1.6.39 does not swallow the data block of a `set` whose key is
-    over 250 bytes: the value is then run as a command; async-memcached 0.5.0): the limit is
-    checked client-side, prefix included, before anything is sent."""
+    """memcached <= 1.6.39 does not swallow the data block of a `set` whose key is over 250 bytes:
+    the value is then run as a command (async-memcached 0.5.0 let that happen). The limit is checked
+    client-side, prefix included, before anything is sent."""
     mf, mp = both
     before = total_connections(mf)
     assert mf.set("k" * 250, "max") and mf.get("k" * 250) == "max"
@@ -239,8 +240,8 @@ COMMAND_VALUES = [
 
 
 def test_keys_and_values_that_spell_commands(both):
-    """Landscape 6.3/9(c)2 (values that look like commands): a key or a value is data, never a
-    command or a reply, and reads back exactly."""
+    """Keys and values that look like commands or replies: each is data, never a command or a reply,
+    and reads back exactly."""
     mf, mp = both
     before = total_connections(mf)
     for mc in (mf, mp):
@@ -257,8 +258,8 @@ def test_keys_and_values_that_spell_commands(both):
 
 
 def test_empty_and_huge_key_lists(both):
-    """Landscape 6.3 (an empty multi-get `get\\r\\n` is ERROR: memcache-async PR #18, pylibmc #7
-    SystemError) and 6.7 (memcached #849: very large multi-gets): nothing is sent for an empty
+    """An empty multi-get `get\\r\\n` is answered ERROR (memcache-async PR #18; pylibmc #7 raised
+    SystemError), and memcached #849 failed very large multi-gets. Nothing is sent for an empty
     list; huge lists work and duplicates are answered once."""
     mf, mp = both
     for mc in (mf, mp):
@@ -282,9 +283,9 @@ def test_empty_and_huge_key_lists(both):
 
 
 def test_values_at_and_over_the_item_limit(both):
-    """Landscape 6.5 (object too large; python-memcached silently refuses big values): a value
-    that fits the server's -I limit round-trips; at and over it TooBig, for that key only, as
-    with pylibmc; the connection is kept and no old value survives."""
+    """`object too large` (python-memcached silently refuses big values): a value that fits the
+    server's -I limit round-trips; at and over it TooBig, for that key only, as with pylibmc; the
+    connection is kept and no old value survives."""
     mf, mp = both
     before = total_connections(mf)
     fits = b"x" * (1024 * 1024 - 1000)
@@ -309,9 +310,9 @@ DELTAS = [0, 1, 2**31 - 1, 2**31, 2**32, 2**63, 2**64 - 1, 2**64, 2**100, -1, -(
 
 
 def test_incr_decr_extreme_integers_match_pylibmc(both):
-    """Landscape 6.4 (integer handling in incr/decr; 5f: Django expects NotFound for a missing
-    key, ClientError for a non-number): every delta gives pylibmc's result or exception class;
-    incr wraps at 2**64 and decr stops at 0 as the server does."""
+    """Integer handling in incr/decr (Django expects NotFound for a missing key, ClientError for a
+    non-number): every delta gives pylibmc's result or exception class; incr wraps at 2**64 and decr
+    stops at 0 as the server does."""
     mf, mp = both
     before = total_connections(mf)
     for d in DELTAS:
@@ -360,8 +361,8 @@ TIMES = [
 
 
 def test_extreme_expiry_times_match_pylibmc(both):
-    """Landscape 6.7 (exptime > 30 days is an absolute time; negative means expire now; pylibmc
-    documents negative as 0): every time gives pylibmc's outcome for set, set_multi and touch."""
+    """Expiry times (over 30 days is an absolute time; negative means expire now; pylibmc documents
+    negative as 0): every time gives pylibmc's outcome for set, set_multi and touch."""
     mf, mp = both
     before = total_connections(mf)
     for t in TIMES:
@@ -397,7 +398,8 @@ def test_wrong_types_raise_type_errors(both):
 
 
 def test_gets_with_str_key_many_times(servers):
-    """Landscape 5h (pylibmc #300: use-after-free in gets() with a str key; #63 double free)."""
+    """pylibmc had a use-after-free in gets() with a str key (#300) and a double free (#63): many
+    gets with fresh str keys."""
     mc = fastmc.Client([servers[0].address], behaviors={"cas": True})
     assert mc.set("gk", "v")
     for i in range(2000):

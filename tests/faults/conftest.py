@@ -1,5 +1,10 @@
 """Fixtures of the fault suite (``mcd``, a real memcached of the test's own, is in
-tests/conftest.py)."""
+tests/conftest.py).
+
+Real memcached processes are killed, restarted and SIGSTOPped; the scriptable fake server
+(fakes.FakeMemcached) produces the faults a real one cannot. Where another client is known to
+have failed in a scenario, the docstring of the test that covers it says how (with the public
+issue where there is one)."""
 
 import pytest
 from fakes import FakeMemcached

@@ -24,8 +24,9 @@ def test_dead_server_fails_fast_then_retries():
 
 
 def test_dead_server_fails_fast_instead_of_paying_the_connect_timeout():
-    """Landscape 6.6 (every request paying a connect timeout; memjs 90 s responses): within
-    retry_timeout the server is skipped at once with ServerDown."""
+    """Without a fail-fast window every request to a dead server pays the connect timeout again
+    (memjs users saw 90 s responses). Within retry_timeout the server is skipped at once with
+    ServerDown."""
     addr, socks = stalled_listener()
     try:
         mc = fastmc.Client([addr], behaviors={"connect_timeout": 400, "retry_timeout": 2})
@@ -44,9 +45,9 @@ def test_dead_server_fails_fast_instead_of_paying_the_connect_timeout():
 
 
 def test_disconnect_all_forgets_failures_as_pylibmc():
-    """Landscape 5f (Django called disconnect_all() per request, which reset libmemcached's
-    failover state, django #7200): disconnect_all forgets a server's failure, as in pylibmc, so
-    the next call tries the server again instead of failing fast."""
+    """Django called disconnect_all() after every request, which reset libmemcached's failover state
+    (django #7200). disconnect_all forgets a server's failure, as in pylibmc, so the next call tries
+    the server again instead of failing fast."""
     port = free_port()
     mc = fastmc.Client(["127.0.0.1:%d" % port], behaviors={"retry_timeout": 30})
     with pytest.raises(fastmc.ConnectionError):
@@ -159,9 +160,9 @@ def test_modula_never_remaps_a_dead_servers_keys():
 
 
 def test_rejoined_server_serves_what_it_had_like_libmemcached(mcd):
-    """Landscape 6.6 (rehash on failure sends keys elsewhere; when the original server returns it
-    still has the old value). fastmc does what libmemcached does, and documents it: a server that
-    was unreachable but kept its data serves its old value again after rejoining."""
+    """Ejecting a server sends its keys elsewhere; when it returns it may still hold their old
+    values. fastmc does what libmemcached does, and documents it: a server that was unreachable but
+    kept its data serves its old value again after rejoining."""
     old = FakeMemcached()
     port = old.port
     beh = {"ketama": True, "remove_failed": 1, "retry_timeout": 1, "dead_timeout": 1}
@@ -184,8 +185,8 @@ def test_rejoined_server_serves_what_it_had_like_libmemcached(mcd):
 
 
 def test_no_server_at_all_raises_everywhere():
-    """Landscape 5h (pylibmc #30 segfaults without a server, #301 errors masked as an empty
-    get_multi): every operation raises a pylibmc-class error."""
+    """pylibmc segfaulted without a server (#30) and masked errors as an empty get_multi (#301).
+    Here every operation raises a pylibmc-class error."""
     addrs = ["127.0.0.1:%d" % free_port(), "127.0.0.1:%d" % free_port()]
     mc = fastmc.Client(addrs, behaviors=dict(AGAIN, cas=True))
     calls = [

@@ -1,5 +1,5 @@
-"""Forks and interruptions: a forked child (through os.fork, multiprocessing or a plain C fork) never
-uses its parent's connections, a child killed mid-call leaves the parent in sync, and an
+"""Forks and interruptions: a forked child (through os.fork, multiprocessing or a plain C fork)
+never uses its parent's connections, a child killed mid-call leaves the parent in sync, and an
 exception raised by a signal handler during a blocking call leaves no reply behind."""
 
 import os
@@ -19,10 +19,11 @@ class Interrupted(Exception):
 @pytest.mark.parametrize("exc", [KeyboardInterrupt, Interrupted])
 @pytest.mark.parametrize("multi", [False, True])
 def test_exception_raised_during_a_blocking_call_leaves_no_reply_behind(exc, multi):
-    """Landscape 6.1/5d (python-memcached PR #130: Celery's SoftTimeLimitExceeded between write
-    and read left the reply for the next task; aiomcache #91: a cancelled request went back to
-    the pool with its reply pending; php-memcached #531): a signal handler raises while a call is
-    blocked on a slow server; the next call on the same client gets its own value."""
+    """An exception between a request's write and its read leaves the reply for the next caller
+    (python-memcached PR #130: Celery's SoftTimeLimitExceeded left it for the next task; aiomcache
+    #91: a cancelled request went back to the pool with its reply pending; php-memcached #531). Here
+    a signal handler raises while a call is blocked on a slow server; the next call on the same
+    client gets its own value."""
     fakes = [FakeMemcached(), FakeMemcached()]
 
     def handler(signum, frame):
@@ -72,9 +73,9 @@ def _mp_worker(n):
 
 
 def test_multiprocessing_fork_workers_never_share_the_parents_socket(mcd):
-    """Landscape 6.6 (preloading apps: a client made before the workers fork): multiprocessing
-    workers forked from a parent with a pooled connection each open their own and read only
-    their own replies, and the parent's connection stays in sync."""
+    """Servers that preload the app make the client before they fork their workers. Multiprocessing
+    workers forked from a parent with a pooled connection each open their own and read only their
+    own replies, and the parent's connection stays in sync."""
     import multiprocessing
 
     global _MP_CLIENT
@@ -102,10 +103,10 @@ def test_fork_child_never_reuses_parent_socket(mcd):
 
 
 def test_fork_child_never_shares_a_socket_with_the_parent(fake):
-    """Landscape 5d/6.6 (django-cms #5896 preload: one socket shared by workers gives garbled
-    replies; python-memcached #166): the child opens its own connection even after
-    disconnect_all (which must not send `quit` on the parent's socket), and the parent keeps
-    using its own connection, in sync."""
+    """One socket shared by forked workers gives garbled replies (django-cms #5896 with a preloaded
+    app; python-memcached #166). The child opens its own connection even after disconnect_all (which
+    must not send `quit` on the parent's socket), and the parent keeps using its own connection, in
+    sync."""
     mc = fastmc.Client([fake.address])
     assert mc.set("f", "parent")
     assert fake.accepted == 1
@@ -146,8 +147,8 @@ def test_fork_without_python_hooks_never_shares_a_socket(fake):
 
 
 def test_grandchild_never_uses_its_parents_socket(fake):
-    """Landscape 6.6, one generation further: a child that opened its own connection forks
-    again, and the grandchild opens a third one instead of using the child's."""
+    """The same one generation further: a child that opened its own connection forks again, and the
+    grandchild opens a third one instead of using the child's."""
     mc = fastmc.Client([fake.address])
     assert mc.set("f", "parent")
 
@@ -163,8 +164,8 @@ def test_grandchild_never_uses_its_parents_socket(fake):
 
 
 def test_child_killed_mid_operation_does_not_affect_the_parent(fake):
-    """Landscape 5d (python-memcached #166: wrong values after a forked child is killed
-    mid-operation)."""
+    """A forked child killed in the middle of a call leaves the parent's connection in sync
+    (python-memcached #166 gave wrong values after that)."""
     mc = fastmc.Client([fake.address])
     assert mc.set("a", "A") and mc.set("b", "B")
     fake.rule("a", "delay:2")

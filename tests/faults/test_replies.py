@@ -40,11 +40,10 @@ DAMAGE = ["hang", "hang_mid", "close_mid", "long", "short", "garbage", "wrong_ke
 @pytest.mark.parametrize("damage", DAMAGE)
 @pytest.mark.parametrize("op", ["get", "get_multi", "gets"])
 def test_damaged_reply_raises_and_the_next_call_gets_its_own_value(fake, damage, op):
-    """A reply that hangs, is cut, is longer or shorter than announced, is not the protocol,
-    names another key or comes with extra bytes never returns a value (or a miss): it raises,
-    the connection is dropped, and the next call gets its own value. (Landscape 5d:
-    meta-memcache PR #30 saw replies for the wrong key under gevent; 5h pylibmc #71 aborted
-    when the server went away mid-reply.)"""
+    """A reply that hangs, is cut, is longer or shorter than announced, is not the protocol, names
+    another key or comes with extra bytes never returns a value (or a miss): it raises, the
+    connection is dropped, and the next call gets its own value. (meta-memcache PR #30 saw replies
+    for the wrong key under gevent; pylibmc #71 aborted when the server went away mid-reply.)"""
     mc = fastmc.Client([fake.address], behaviors=dict(AGAIN, cas=True))
     assert mc.set("victim", "V" * 40)
     assert mc.set("other", "the other value")
@@ -88,10 +87,10 @@ def test_garbage_reply_is_a_protocol_error():
 
 
 def test_timed_out_connection_is_closed_never_pooled(fake):
-    """Landscape 6.1 (Rust `memcache` classic: a timed-out connection went back to the r2d2
-    pool; libmemcached-awesome 1.1.0-1.1.3 kept a timed-out connection, which gave
-    php-memcached #531 other keys' values at poll timeouts under 500 ms): the client closes it
-    and the next call opens a new one."""
+    """A timed-out connection still has a reply on its way: reused, it answers the next request with
+    the old one. (The Rust `memcache` crate put it back in its r2d2 pool; libmemcached-awesome
+    1.1.0-1.1.3 kept it, which gave php-memcached #531 other keys' values at poll timeouts under 500
+    ms.) Here the client closes it and the next call opens a new one."""
     mc = fastmc.Client([fake.address], behaviors={"retry_timeout": -1, "receive_timeout": 200_000})
     assert mc.set("k", "v")
     fake.rule("k", "hang")
@@ -116,9 +115,9 @@ def test_timed_out_connection_is_closed_never_pooled(fake):
     ],
 )
 def test_error_lines_fail_only_their_key_and_keep_the_connection(fake, line, exc):
-    """Landscape 6.5 (pymemcache closes the connection on SERVER_ERROR; pylibmc aborts the rest of
-    a set_multi) and 9(c)4: an error line fails its key only, the batch goes on, the stream stays
-    in sync and the same connection is used afterwards."""
+    """pymemcache closes the connection on SERVER_ERROR, and pylibmc aborts the rest of a set_multi.
+    Here an error line fails its key only, the batch goes on, the stream stays in sync and the same
+    connection is used afterwards."""
     mc = fastmc.Client([fake.address], behaviors=AGAIN)
     fake.rule("bad", "line:" + line)
     with pytest.raises(exc):
@@ -160,9 +159,9 @@ def test_reply_before_the_value_is_sent_still_sends_the_value(multi):
 
 
 def test_real_server_errors_keep_the_stream_in_sync(mcd):
-    """Landscape 6.5 with real memcached: `object too large` fails the key, the server unlinks the
-    old value (the key is gone, not stale), CLIENT_ERROR on incr of a non-number (5f: Django
-    expects ClientError) fails the key, and the connection is kept."""
+    """The same with real memcached: `object too large` fails the key, the server unlinks the old
+    value (the key is gone, not stale), CLIENT_ERROR on incr of a non-number (Django expects
+    ClientError there) fails the key, and the connection is kept."""
     mc = fastmc.Client([mcd.address])
     assert mc.set("big", "old")
     assert mc.set("txt", "abc")
@@ -192,10 +191,11 @@ def test_multi_failures_are_attributed_to_their_keys(mcd):
 
 
 def test_noreply_failures_are_not_hidden(mcd, fake):
-    """Landscape 6.7 (pymemcache `default_noreply=True`, memcache-async always noreply hide
-    failures) and 6.3 (a noreply error nobody reads): replies are on by default, so a failure is
-    reported; with noreply the batch still ends with a round trip, so an error line the server
-    sends anyway is read and reported, and the stream stays in sync."""
+    """Clients that write with noreply by default hide failures (pymemcache's
+    `default_noreply=True`, memcache-async always), and an error line sent to a noreply command is
+    left for the next reader. Here replies are on by default, so a failure is reported; with noreply
+    the batch still ends with a round trip, so an error line the server sends anyway is read and
+    reported, and the stream stays in sync."""
     mc = fastmc.Client([mcd.address])
     assert mc.behaviors["_noreply"] == 0
     with pytest.raises(fastmc.TooBig) as ei:
@@ -214,9 +214,9 @@ def test_noreply_failures_are_not_hidden(mcd, fake):
 
 
 def test_corrupt_values_raise_and_keep_the_connection(fake):
-    """Landscape 5h (pylibmc #68 bad decref on unpickle failure, #206 memory corruption in zlib
-    inflate): a value the client cannot decode raises a Python exception, and the next call on
-    the same connection is fine."""
+    """pylibmc crashed on values it could not decode (#68 a bad decref on an unpickle failure, #206
+    memory corruption in zlib inflate). Here a value the client cannot decode raises a Python
+    exception, and the next call on the same connection is fine."""
     mc = fastmc.Client([fake.address], behaviors=AGAIN)
     fake.put("pickled", b"\x80\x04garbage", flags=1)
     fake.put("zipped", b"not zlib at all", flags=8)
@@ -229,9 +229,9 @@ def test_corrupt_values_raise_and_keep_the_connection(fake):
 
 
 def test_flag_bits_match_pylibmc(fake):
-    """Landscape 6.7 (libmc uses other flag bits, mixing clients corrupts types): values written
-    by another pylibmc-compatible client with flags int=2, long=4, text=16, raw=0 read back as
-    pylibmc reads them."""
+    """libmc uses other flag bits, so mixing it with pylibmc on one cache corrupts types. Values
+    written by another pylibmc-compatible client with flags int=2, long=4, text=16, raw=0 read back
+    as pylibmc reads them."""
     mc = fastmc.Client([fake.address])
     fake.put("i", b"42", flags=2)
     fake.put("l", b"12345678901234567890", flags=4)

@@ -38,8 +38,9 @@ def test_restart_is_invisible_to_the_next_call():
 
 
 def test_real_restart_is_invisible_for_threads_reading_and_writing(mcd):
-    """Landscape 5c with a real memcached killed and restarted: threads that had pooled
-    connections keep reading and writing without an error."""
+    """A real memcached killed and restarted, twice (other clients fail the first request on each
+    pooled connection after a restart): threads that had pooled connections keep reading and writing
+    without an error."""
     mc = fastmc.Client([mcd.address])
     assert run_threads(lambda i: [mc.set("t%d" % i, j) for j in range(100)], 6) == []
     for _ in range(2):
@@ -81,9 +82,9 @@ def _pool_of(fake, mc, n):
 
 
 def test_restart_is_invisible_on_every_pooled_connection_reads(fake):
-    """Landscape 5c/6.6 (pymemcache #307, Weasyl #1569: the first request after a restart fails
-    on each pooled connection): n pooled connections are all closed by the server; n threads
-    each take one of them at once and read: nobody sees an error."""
+    """Other clients fail the first request on each pooled connection after a restart (pymemcache
+    #307, Weasyl #1569). Here n pooled connections are all closed by the server; n threads each take
+    one of them at once and read: nobody sees an error."""
     mc = fastmc.Client([fake.address], behaviors={"retry_timeout": 2})
     _pool_of(fake, mc, 4)
     fake.drop_connections(forget=False)

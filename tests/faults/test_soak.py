@@ -1,13 +1,12 @@
 """Soak test (marked `soak`, off the default run; `make soak`): 8 threads share one client for
-SOAK_SECONDS (default 60) of mixed operations on three real memcached servers while a killer
-thread kills and restarts (or SIGSTOPs) one of them every few seconds.
+SOAK_SECONDS (default 60) of mixed operations on three real memcached servers while a killer thread
+kills and restarts (or SIGSTOPs) one of them every few seconds.
 
-Checked: every value read back is one that was written for that key (values name their key,
-writer and sequence number, and a reader checks the writer had already reached that sequence);
-only pylibmc-class errors are raised, and only while a server is down; after the last outage
-everything works again with no error; resident memory stays flat after warm-up (landscape 5h:
-pylibmc leaks #6, #183; 6.1/6.6: desync and reconnect storms under restarts).
-"""
+Checked: every value read back is one that was written for that key (values name their key, writer
+and sequence number, and a reader checks the writer had already reached that sequence); only
+pylibmc-class errors are raised, and only while a server is down; after the last outage everything
+works again with no error; resident memory stays flat after warm-up. (pylibmc leaked memory, #6 and
+#183; other clients desynchronise or storm the server with reconnects under restarts.)"""
 
 import os
 import random

@@ -36,9 +36,10 @@ def test_sixteen_threads_share_one_client(mcd):
 
 
 def test_threads_sharing_one_client_never_get_another_keys_value(mcd):
-    """Landscape 5b (django-pylibmc-thread-unsafe-example: a cached response returned for another
-    key; flask-caching #113; pymemcache #34/#195): 8 threads share one client and every value
-    read carries its own key."""
+    """Clients shared between threads without a lock returned one key's value for another
+    (django-pylibmc-thread-unsafe-example served a cached response for another page; flask-caching
+    #113; pymemcache #34/#195). Here 8 threads share one client and every value read carries its own
+    key."""
     mc = fastmc.Client([mcd.address])
 
     def work(t):
@@ -75,9 +76,10 @@ def test_huge_batches_never_deadlock():
 
 
 def test_big_pipelines_do_not_deadlock_and_get_lines_stay_short(fake):
-    """Landscape 6.6 (python-memcached #24: writing a huge batch without reading deadlocks) and
-    6.7 (memcached 1.6.12 answered ERROR to very large multi-gets, memcached #849): a 12 MB
-    set_multi goes through one connection, and every get line carries at most 100 keys."""
+    """Writing a huge batch without reading the replies deadlocks once both socket buffers are full
+    (python-memcached #24), and memcached 1.6.12 answered ERROR to very large multi-gets (memcached
+    #849). Here a 12 MB set_multi goes through one connection, and every get line carries at most
+    100 keys."""
     mc = fastmc.Client([fake.address])
     data = {"big%d" % i: b"v" * 1000 for i in range(12000)}
     assert mc.set_multi(data) == []
@@ -90,8 +92,8 @@ def test_big_pipelines_do_not_deadlock_and_get_lines_stay_short(fake):
 
 
 def test_multi_ops_fan_out_to_every_server_at_once():
-    """Landscape 5e (pymemcache #478: HashClient get_many asks servers one after another; #319:
-    set_many sent single sets): a batch goes out to every server, on one connection each,
+    """pymemcache's HashClient asks the servers of a get_many one after another (#478), and its
+    set_many sent single sets (#319). Here a batch goes out to every server, on one connection each,
     before any server has answered."""
     fakes = [FakeMemcached() for _ in range(3)]
     try:

@@ -24,8 +24,9 @@ def within_10_percent(elapsed, expect):
     [({"receive_timeout": 500_000}, 0.5), ({"_poll_timeout": 600}, 0.6)],
 )
 def test_receive_timeout_is_honoured_and_never_a_miss(fake, behaviors, expect):
-    """Landscape 5c/6.7 (libmemcached reported a timeout as NOT FOUND until 1.1.1, #67;
-    php-memcached #9): a stalled server gives an error after the timeout, never None."""
+    """libmemcached reported a timeout as NOT FOUND until 1.1.1 (#67; php-memcached #9), so a
+    stalled server looked like a cache miss. Here a stalled server gives an error after the timeout,
+    never None."""
     mc = fastmc.Client([fake.address], behaviors=dict(behaviors, retry_timeout=-1))
     assert mc.set("k", "v")
     fake.rule("k", "hang")
@@ -163,8 +164,9 @@ def test_periodic_signals_do_not_stretch_timeouts(fake, behaviors):
 
 
 def test_connect_timeout_is_honoured():
-    """Landscape 5c (pylibmc #89: connect_timeout not honoured, hangs for over a minute): a
-    loopback listener with a full accept queue never completes the handshake."""
+    """pylibmc once ignored connect_timeout and hung for over a minute (pylibmc #89). A loopback
+    listener with a full accept queue never completes the handshake: the connect fails after
+    connect_timeout, each time."""
     addr, socks = stalled_listener()
     try:
         mc = fastmc.Client([addr], behaviors={"connect_timeout": 500, "retry_timeout": -1})
@@ -179,10 +181,10 @@ def test_connect_timeout_is_honoured():
 
 
 def test_stalled_server_fails_only_its_keys_in_a_batch():
-    """Landscape 9(c)3 and 5h (pylibmc #301: connection errors masked as a shorter get_multi):
-    one of three servers is SIGSTOPped mid-life. In one batch the healthy servers' keys succeed
-    with their own values, the stalled server's keys fail (and are reported as failed keys), and
-    nothing is attributed to the wrong key."""
+    """pylibmc masked connection errors as a shorter get_multi result (pylibmc #301). Here one of
+    three servers is SIGSTOPped mid-life. In one batch the healthy servers' keys succeed with their
+    own values, the stalled server's keys fail (and are reported as failed keys), and nothing is
+    attributed to the wrong key."""
     procs = [Memcached() for _ in range(3)]
     try:
         beh = {"receive_timeout": 300_000, "retry_timeout": -1}

@@ -1,6 +1,7 @@
 """The frameworks pylibmc users run, unchanged, on fastmc against a real memcached: Django (through
-its own PyLibMCCache after ``fastmc.install_as_pylibmc()``, and through ``fastmc.django.FastMCCache``),
-Flask-Caching's pylibmc-based backends and dogpile.cache's ``dogpile.cache.pylibmc``.
+its own PyLibMCCache after ``fastmc.install_as_pylibmc()``, and through
+``fastmc.django.FastMCCache``), Flask-Caching's pylibmc-based backends and dogpile.cache's
+``dogpile.cache.pylibmc``.
 
 ``install_as_pylibmc()`` rewrites ``sys.modules``; the ``as_pylibmc`` fixture undoes it after each
 test so that the other test modules keep the real pylibmc as their oracle."""
