@@ -11,6 +11,14 @@ import pytest
 from fakes import FakeMemcached
 from threads import in_forked_child
 
+# These tests fork on purpose while the fake servers' threads run in this process (the children
+# only use the client, then leave with os._exit). Python 3.12+ warns about any fork of a
+# multi-threaded process; the warning is about that choice of the test, not about fastmc.
+pytestmark = pytest.mark.filterwarnings(
+    r"ignore:This process \(pid=\d+\) is multi-threaded, use of fork\(\) may lead to deadlocks"
+    ":DeprecationWarning"
+)
+
 
 class Interrupted(Exception):
     pass
