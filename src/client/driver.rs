@@ -19,14 +19,14 @@ use super::snapshot::Snapshot;
 use super::Client;
 use crate::connection::Connection;
 use crate::error::{Error, Result};
-use crate::protocol::ReplyKind;
 use crate::server::Probe;
 
 /// After this many unwaited `noreply` writes on a connection, the next one waits for the server
 /// to catch up (`ServerBatch::prepend_sync`): what it may owe stays bounded.
 const MAX_UNSYNCED: u32 = 1024;
 
-fn to_timespec(d: Duration) -> rustix::event::Timespec {
+/// A `Duration` as `poll` takes it.
+pub(super) fn to_timespec(d: Duration) -> rustix::event::Timespec {
     rustix::event::Timespec {
         tv_sec: d.as_secs() as _,
         tv_nsec: d.subsec_nanos() as _,
@@ -289,16 +289,6 @@ impl Client {
     /// the server's failure.
     fn finish(&self, snap: &Snapshot, mut a: InFlight, sink: &mut dyn Sink) {
         let server = &self.servers[a.batch.server];
-        if let Some(yes) = a.replies.probe {
-            server.set_meta_support(yes);
-        }
-        // A probe that went unanswered (a proxy may close or ignore unknown commands) after
-        // every key was answered: no meta there, and no failure of the server either.
-        let pending = a.batch.reqs.get(a.replies.req).map(|r| r.kind);
-        if a.failed.is_some() && pending == Some(ReplyKind::MetaProbe) {
-            server.set_meta_support(false);
-            return;
-        }
         match a.failed.take() {
             None if a.conn.is_idle_clean() => {
                 if a.batch.forget {
@@ -310,7 +300,14 @@ impl Client {
                         .answered((!a.replies.error_reply).then_some(a.last_progress));
                 }
                 server.record_success();
-                server.checkin(a.conn);
+                let conn = if a.batch.probe_after {
+                    self.probe_meta(a.batch.server, a.conn)
+                } else {
+                    Some(a.conn)
+                };
+                if let Some(conn) = conn {
+                    server.checkin(conn);
+                }
             }
             None => {}
             Some(e) => {

@@ -8,6 +8,7 @@
 //! - `plan`: keys validated, routed and encoded into one `ServerBatch` per server;
 //! - `ops`: the operations themselves (which requests, which sink, read-backs);
 //! - `driver`: connections checked out and driven to completion (the only `poll`);
+//! - `probe`: whether a server speaks the meta protocol, asked on a connection of its own;
 //! - `inflight`: one batch on its connection (writes, reads handed to `replies`);
 //! - `replies`: each reply unit matched to the request and keys it answers (no socket);
 //! - `sink`: replies turned into per-key outcomes (no socket).
@@ -19,6 +20,7 @@ mod driver;
 mod inflight;
 mod ops;
 mod plan;
+mod probe;
 mod replies;
 mod sink;
 mod snapshot;

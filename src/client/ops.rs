@@ -5,7 +5,7 @@
 //! Uses the plan, the sinks and the driver (`execute`); `protocol` encoders. No I/O of its own.
 
 use super::plan::{close_batches, plan, Closing, ServerBatch, WriteMode, WriteModes};
-use super::sink::{unexpected, GetSink, LineSink, Outcomes, Sink, StatsSink};
+use super::sink::{unexpected, GetSink, LineSink, Sink, StatsSink};
 use super::snapshot::Snapshot;
 use super::{Client, Fetched, Stats, StoreStatus};
 use crate::error::{Error, Result};
@@ -128,12 +128,8 @@ impl Client {
         for batch in &mut p.batches {
             batch.encode_gets(&p.wire_keys, with_cas, snap.behaviors.binary);
         }
-        let sink = GetSink {
-            wire: &p.wire_keys,
-            out: Outcomes::new(keys.len()),
-            // Room for small values of every key: the arena rarely has to grow.
-            data: Vec::with_capacity((keys.len() * 64).min(ARENA_START)),
-        };
+        // Room for small values of every key: the arena rarely has to grow.
+        let sink = GetSink::new(&p.wire_keys, (keys.len() * 64).min(ARENA_START));
         let sink = self.execute(&snap, p.batches, p.rejected, sink, true);
         Fetched {
             items: sink.out.finish(),
@@ -175,7 +171,7 @@ impl Client {
         p.rejected.append(&mut too_big);
         close_batches(
             &mut p.batches,
-            write_closing(bin, &modes, noreply, items.len(), ReplyKind::Storage),
+            write_closing(bin, &modes, noreply, ReplyKind::Storage),
         );
         let sink = LineSink::new(items.len(), store_status, Some(StoreStatus::Stored));
         let mut sink = self.execute(&snap, p.batches, p.rejected, sink, false);
@@ -216,7 +212,7 @@ impl Client {
                 }
             }
         });
-        let closing = write_closing(bin, &modes, noreply, keys.len(), ReplyKind::Delete);
+        let closing = write_closing(bin, &modes, noreply, ReplyKind::Delete);
         close_batches(&mut p.batches, closing);
         let sink = LineSink::new(keys.len(), deleted, Some(true));
         let mut sink = self.execute(&snap, p.batches, p.rejected, sink, false);
@@ -271,7 +267,7 @@ impl Client {
         });
         if noreply {
             for batch in &mut p.batches {
-                batch.close_noreply(keys.len() == 1);
+                batch.close_noreply();
             }
         }
         let sink = LineSink::new(keys.len(), touched, Some(true));
@@ -328,13 +324,7 @@ impl Client {
 }
 
 /// How the batches of a store or delete are closed: `kind` is the classic reply kind.
-fn write_closing(
-    binary: bool,
-    modes: &WriteModes,
-    noreply: bool,
-    keys: usize,
-    kind: ReplyKind,
-) -> Closing<'_> {
+fn write_closing(binary: bool, modes: &WriteModes, noreply: bool, kind: ReplyKind) -> Closing<'_> {
     if binary {
         return Closing::Binary { kind, noreply };
     }
@@ -346,7 +336,6 @@ fn write_closing(
     Closing::Text {
         modes,
         noreply,
-        single: keys == 1,
         quiet_kind,
     }
 }

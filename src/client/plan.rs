@@ -45,8 +45,11 @@ pub(super) struct ServerBatch {
     pub reqs: Vec<Request>,
     /// Where the open quiet meta segment starts in `keys`.
     quiet_start: u32,
-    /// A single `noreply` write sent without waiting for anything (`close_noreply`).
+    /// `noreply` writes sent without waiting for anything (`close_noreply`).
     pub forget: bool,
+    /// After this write batch succeeds, ask the server (on a connection of its own) whether it
+    /// speaks the meta protocol (`Client::probe_meta`).
+    pub probe_after: bool,
     /// Binary protocol: the quiet batch is `noreply`, so soft failures (not stored, not found)
     /// count as success, as pylibmc reports them.
     pub noreply: bool,
@@ -66,6 +69,7 @@ impl ServerBatch {
             reqs: Vec::new(),
             quiet_start: 0,
             forget: false,
+            probe_after: false,
             noreply: false,
             record_ends: Vec::new(),
         }
@@ -112,27 +116,17 @@ impl ServerBatch {
         self.quiet_start = end;
     }
 
-    /// Close the `noreply` commands of a write. A single one is not waited for at all, as with
-    /// pylibmc: the connection notes it as unsynced, and the next request other than such a
-    /// write starts with a marker that reads whatever the server answered to it
-    /// (`prepend_sync`), so no such answer is ever taken for another request's reply. Several
-    /// are closed by a `version` marker, whose round trip reports errors for the batch.
-    pub fn close_noreply(&mut self, single: bool) {
-        if single {
-            self.forget = true;
-        } else {
-            text::encode_version(&mut self.wbuf);
-            self.push_marker(ReplyKind::Version);
-        }
+    /// Close the `noreply` commands of a write: they are not waited for at all, as with
+    /// pylibmc. The connection notes them as unsynced, and the next request other than such a
+    /// write starts with a marker that reads whatever the server answered to them
+    /// (`prepend_sync`), so no such answer is ever taken for another request's reply.
+    pub fn close_noreply(&mut self) {
+        self.forget = true;
     }
 
     /// Close a batch of quiet binary commands with a NOOP: every key rides on it.
     pub fn close_binary(&mut self, kind: ReplyKind) {
         binary::encode_noop(&mut self.wbuf, binary::NOOP_OPAQUE);
-        self.push_marker(kind);
-    }
-
-    fn push_marker(&mut self, kind: ReplyKind) {
         self.reqs.push(Request {
             kind,
             start: 0,
@@ -159,17 +153,6 @@ impl ServerBatch {
                 marker: true,
             },
         );
-    }
-
-    /// Ask whether the server speaks the meta protocol, after everything else (no keys).
-    pub fn push_meta_probe(&mut self) {
-        meta::encode_noop(&mut self.wbuf);
-        self.reqs.push(Request {
-            kind: ReplyKind::MetaProbe,
-            start: self.keys.len() as u32,
-            len: 0,
-            marker: false,
-        });
     }
 
     /// Encode this batch's keys as retrieval requests, `KEYS_PER_GET` keys each: a `get`/`gets`
@@ -293,8 +276,8 @@ pub(super) enum WriteMode {
     Quiet,
     /// Classic commands, one reply each.
     Classic,
-    /// Classic commands followed by a probe: the server has not told yet whether it speaks the
-    /// meta protocol.
+    /// Classic commands, then a probe on a connection of its own: the server has not told yet
+    /// whether it speaks the meta protocol.
     ClassicThenProbe,
 }
 
@@ -331,13 +314,11 @@ pub(super) enum Closing<'a> {
     /// Quiet binary opcodes (`noreply` or not), closed by a NOOP; `kind` is the batch's kind.
     /// With `noreply` the not-stored and not-found answers are dropped.
     Binary { kind: ReplyKind, noreply: bool },
-    /// Text: the meta no-op for a quiet segment (`quiet_kind`), the `version` marker for
-    /// classic `noreply` commands (`single`: one key, not waited for), and a probe where the
-    /// server's protocols are unknown.
+    /// Text: the meta no-op for a quiet segment (`quiet_kind`); classic `noreply` commands are
+    /// not waited for; a probe follows where the server's protocols are unknown.
     Text {
         modes: &'a WriteModes,
         noreply: bool,
-        single: bool,
         quiet_kind: ReplyKind,
     },
 }
@@ -353,13 +334,12 @@ pub(super) fn close_batches(batches: &mut [ServerBatch], closing: Closing<'_>) {
             Closing::Text {
                 modes,
                 noreply,
-                single,
                 quiet_kind,
             } => match modes.mode(batch.server) {
                 WriteMode::Quiet => batch.close_quiet(quiet_kind),
-                _ if noreply => batch.close_noreply(single),
+                _ if noreply => batch.close_noreply(),
                 WriteMode::Classic => {}
-                WriteMode::ClassicThenProbe => batch.push_meta_probe(),
+                WriteMode::ClassicThenProbe => batch.probe_after = true,
             },
         }
     }

@@ -1,7 +1,7 @@
 //! Reply dispatch: which request (and so which keys) each reply unit answers. Given a batch and
 //! the bytes that have arrived, `Replies` parses every complete unit and hands it to the sink
 //! with the keys of the request it answers: classic replies in request order, quiet meta
-//! segments settled by their tokens and `MN`, `noreply` markers, the meta probe, and binary
+//! segments settled by their tokens and `MN`, `noreply` markers, and binary
 //! batches whose answers name their key by opaque. It owns no socket, so every case is tested
 //! with plain bytes (`replies_tests.rs`).
 //!
@@ -19,11 +19,9 @@ pub(super) struct Replies {
     pub req: usize,
     /// How far into that request's keys a multi-value reply has come.
     pub cursor: usize,
-    /// Error lines read before a `noreply` batch's marker.
-    marker_errors: Vec<Error>,
+    /// Error lines read before the sync marker: answers to earlier `noreply` writes.
+    pub owed_errors: u32,
     quiet: QuietBatch,
-    /// What the meta probe found, if one was sent and answered.
-    pub probe: Option<bool>,
     /// Whether an error line was among the replies (see `Connection::answered`).
     pub error_reply: bool,
 }
@@ -89,14 +87,11 @@ impl Replies {
         };
         self.error_reply |= matches!(reply, Reply::Failed(_));
         let keys = req.keys(&batch.keys);
-        let complete = if req.kind == ReplyKind::MetaProbe {
-            self.probe = Some(matches!(reply, Reply::MetaNoop));
-            true
-        } else if matches!(req.kind, ReplyKind::MetaStore | ReplyKind::MetaDelete) {
+        let complete = if matches!(req.kind, ReplyKind::MetaStore | ReplyKind::MetaDelete) {
             self.quiet.reply(sink, keys, reply)?
         } else if req.marker {
-            let complete = self.marker_reply(sink, keys, reply)?;
-            *synced |= complete && keys.is_empty();
+            let complete = self.marker_reply(reply)?;
+            *synced |= complete;
             complete
         } else {
             match sink.reply(req.kind, keys, &mut self.cursor, reply) {
@@ -111,24 +106,17 @@ impl Replies {
         Ok(Some((used, complete)))
     }
 
-    /// A reply to the `version` marker after `noreply` commands: error lines before it belong
-    /// to those commands; the version itself completes them. True when complete.
-    fn marker_reply(
-        &mut self,
-        sink: &mut dyn Sink,
-        keys: &[u32],
-        reply: Reply<'_>,
-    ) -> Result<bool> {
+    /// A reply to the sync marker (`ServerBatch::prepend_sync`): error lines before it are
+    /// what the server answered to earlier `noreply` writes, which their callers chose not to
+    /// wait for (as with pylibmc): read and dropped, never taken for another reply. The
+    /// version itself completes the marker. True when complete.
+    fn marker_reply(&mut self, reply: Reply<'_>) -> Result<bool> {
         match reply {
-            Reply::Failed(e) => {
-                self.marker_errors.push(e);
+            Reply::Failed(_) => {
+                self.owed_errors += 1;
                 Ok(false)
             }
-            Reply::Version(_) => {
-                sink.noreply_done(keys, &self.marker_errors);
-                self.marker_errors.clear();
-                Ok(true)
-            }
+            Reply::Version(_) => Ok(true),
             _ => Err(unexpected()),
         }
     }

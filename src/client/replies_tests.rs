@@ -4,7 +4,7 @@ use std::borrow::Cow;
 
 use super::*;
 use crate::client::plan::ServerBatch;
-use crate::client::sink::{LineSink, Outcomes, Sink};
+use crate::client::sink::{LineSink, Sink};
 use crate::client::{Fetched, StoreStatus};
 
 type Stores = LineSink<StoreStatus, fn(Reply<'_>) -> Result<StoreStatus>>;
@@ -39,16 +39,11 @@ fn get_batch(keys: usize, wire: &[Cow<'_, [u8]>]) -> ServerBatch {
 }
 
 #[test]
-fn hits_out_of_order_break_the_stream_and_revoke_every_key() {
-    // A proxy may answer a multi-key get out of request order.
+fn a_hit_not_asked_for_breaks_the_stream_and_revokes_every_key() {
     let wire: Vec<Cow<'_, [u8]>> = vec![Cow::Borrowed(b"a"), Cow::Borrowed(b"b")];
     let batch = get_batch(2, &wire);
-    let mut sink = crate::client::sink::GetSink {
-        wire: &wire,
-        out: Outcomes::new(2),
-        data: Vec::new(),
-    };
-    let input = b"VALUE b 0 1\r\nB\r\nVALUE a 0 1\r\nA\r\nEND\r\n";
+    let mut sink = crate::client::sink::GetSink::new(&wire, 0);
+    let input = b"VALUE a 0 1\r\nA\r\nVALUE zz 0 1\r\nZ\r\nEND\r\n";
     let (replies, r) = run(&batch, input, &mut sink);
     let e = r.unwrap_err();
     assert!(matches!(e, Error::Protocol(_)), "{e:?}");
@@ -59,6 +54,47 @@ fn hits_out_of_order_break_the_stream_and_revoke_every_key() {
     };
     // Not even the hit that looked right is trusted.
     assert!(f.items.iter().all(|r| r.is_err()), "{:?}", f.items);
+}
+
+#[test]
+fn a_proxy_reply_out_of_order_with_an_error_line_keeps_the_stream() {
+    let wire: Vec<Cow<'_, [u8]>> = [&b"a"[..], b"b", b"c"].map(Cow::Borrowed).to_vec();
+    let batch = get_batch(3, &wire);
+    let mut sink = crate::client::sink::GetSink::new(&wire, 0);
+    let input = b"VALUE c 0 1\r\nC\r\nSERVER_ERROR backend failure\r\nVALUE a 0 1\r\nA\r\nEND\r\n";
+    let (replies, r) = run(&batch, input, &mut sink);
+    assert_eq!(r.unwrap().used, input.len());
+    assert!(replies.complete(&batch));
+    let f = Fetched {
+        items: sink.out.finish(),
+        data: sink.data,
+    };
+    assert!(f.items[1].is_err());
+    assert_eq!(
+        f.bytes(f.items[0].as_ref().unwrap().as_ref().unwrap()),
+        b"A"
+    );
+    assert_eq!(
+        f.bytes(f.items[2].as_ref().unwrap().as_ref().unwrap()),
+        b"C"
+    );
+}
+
+#[test]
+fn out_of_memory_ends_a_get_reply() {
+    // memcached's own "SERVER_ERROR out of memory writing get response" is the whole reply.
+    let wire: Vec<Cow<'_, [u8]>> = vec![Cow::Borrowed(b"a"), Cow::Borrowed(b"b")];
+    let batch = get_batch(2, &wire);
+    let mut sink = crate::client::sink::GetSink::new(&wire, 0);
+    let input = b"SERVER_ERROR out of memory writing get response\r\n";
+    let (replies, r) = run(&batch, input, &mut sink);
+    assert_eq!(r.unwrap().used, input.len());
+    assert!(replies.complete(&batch));
+    assert!(sink
+        .out
+        .finish()
+        .iter()
+        .all(|r| *r == Err(Error::OutOfMemory)));
 }
 
 #[test]
@@ -82,23 +118,6 @@ fn an_error_line_between_two_answered_keys_of_a_quiet_batch() {
 }
 
 #[test]
-fn a_probe_answer_says_whether_the_server_speaks_meta() {
-    for (answer, meta) in [(&b"MN\r\n"[..], true), (&b"ERROR\r\n"[..], false)] {
-        let mut batch = ServerBatch::new(0);
-        batch.push_req(ReplyKind::Storage, 0);
-        batch.push_req(ReplyKind::Storage, 1);
-        batch.push_meta_probe();
-        let mut sink = stores(2);
-        let input = [&b"STORED\r\nNOT_STORED\r\n"[..], answer].concat();
-        let (replies, r) = run(&batch, &input, &mut sink);
-        assert_eq!(r.unwrap().used, input.len());
-        assert_eq!(replies.probe, Some(meta));
-        let out = sink.out.finish();
-        assert_eq!(out, [Ok(StoreStatus::Stored), Ok(StoreStatus::NotStored)]);
-    }
-}
-
-#[test]
 fn a_partial_unit_waits_and_later_bytes_complete_it() {
     let mut batch = ServerBatch::new(0);
     batch.push_req(ReplyKind::Storage, 0);
@@ -117,24 +136,6 @@ fn a_partial_unit_waits_and_later_bytes_complete_it() {
 }
 
 #[test]
-fn noreply_marker_takes_the_error_lines_before_it() {
-    let mut batch = ServerBatch::new(0);
-    batch.keys = vec![0, 1];
-    batch.close_noreply(false);
-    let mut sink = stores(2);
-    let input = b"SERVER_ERROR out of memory storing object\r\nVERSION 1.6.18\r\n";
-    let (_, r) = run(&batch, input, &mut sink);
-    assert_eq!(
-        r.unwrap(),
-        Dispatched {
-            used: input.len(),
-            synced: false
-        }
-    );
-    assert!(sink.out.finish().iter().all(|r| r.is_err()));
-}
-
-#[test]
 fn a_sync_marker_reads_what_earlier_noreply_writes_owed() {
     let mut batch = ServerBatch::new(0);
     batch.push_req(ReplyKind::Storage, 0);
@@ -142,8 +143,9 @@ fn a_sync_marker_reads_what_earlier_noreply_writes_owed() {
     let mut sink = stores(1);
     // An error line owed by an earlier noreply write, then the marker, then this reply.
     let input = b"SERVER_ERROR out of memory storing object\r\nVERSION 1.6\r\nSTORED\r\n";
-    let (_, r) = run(&batch, input, &mut sink);
+    let (replies, r) = run(&batch, input, &mut sink);
     assert!(r.unwrap().synced);
+    assert_eq!(replies.owed_errors, 1);
     assert_eq!(sink.out.finish(), [Ok(StoreStatus::Stored)]);
 }
 
@@ -177,11 +179,7 @@ fn binary_hits_are_matched_by_opaque_and_may_not_go_back() {
     let mut batch = ServerBatch::new(0);
     batch.keys = vec![0, 1];
     batch.encode_gets(&wire, false, true);
-    let mut sink = crate::client::sink::GetSink {
-        wire: &wire,
-        out: Outcomes::new(2),
-        data: Vec::new(),
-    };
+    let mut sink = crate::client::sink::GetSink::new(&wire, 0);
     let mut replies = Replies::default();
     let first = binary_hit(b"b", b"B", 1);
     let d = replies.dispatch(&batch, true, &first, &mut sink).unwrap();

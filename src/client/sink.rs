@@ -36,19 +36,6 @@ pub(super) trait Sink {
     fn revoke(&mut self, keys: &[u32], e: &Error) {
         self.fail(keys, e);
     }
-    /// A `noreply` batch ended: `errors` is what the server reported for it (unattributable).
-    fn noreply_done(&mut self, keys: &[u32], errors: &[Error]) {
-        if let Some(first) = errors.first() {
-            let e = Error::ServerError(format!(
-                "{} of {} noreply commands failed on this server (first: {first})",
-                errors.len(),
-                keys.len()
-            ));
-            self.fail(keys, &e);
-        } else {
-            self.assume_ok(keys);
-        }
-    }
     /// `noreply` keys that the server did not complain about.
     fn assume_ok(&mut self, keys: &[u32]);
     /// A key failed before anything was sent (it never reaches a server).
@@ -86,6 +73,13 @@ impl<T> Outcomes<T> {
             self.set(k, Err(e.clone()));
         }
     }
+    /// Whether key `i` is recorded as a miss (`Ok(None)`).
+    pub fn is_miss(&self, i: u32) -> bool
+    where
+        T: IsMiss,
+    {
+        matches!(self.slots.get(i as usize), Some(Some(Ok(v))) if v.is_miss())
+    }
     /// The outcomes; a key nothing was recorded for failed (no reply for it).
     pub fn finish(self) -> Vec<Result<T>> {
         self.slots
@@ -95,17 +89,129 @@ impl<T> Outcomes<T> {
     }
 }
 
+/// Outcomes that can be a miss.
+pub(super) trait IsMiss {
+    fn is_miss(&self) -> bool;
+}
+
+impl<T> IsMiss for Option<T> {
+    fn is_miss(&self) -> bool {
+        self.is_none()
+    }
+}
+
 /// A reply that is legal in the protocol but not for this request.
 pub(super) fn unexpected() -> Error {
     Error::Protocol("reply does not match the request".into())
 }
 
 /// Retrievals: each hit's bytes go into one arena (`data`), the outcome records where.
+///
+/// Hits are matched to keys by the key they carry. memcached answers in request order, which the
+/// common path follows at no cost (a key skipped over is a miss); a proxy (twemproxy) may answer
+/// out of order, so a hit for a key skipped earlier turns that miss into the hit. A hit for a key
+/// the request did not ask for (or asked for once and already got) breaks the stream.
 pub(super) struct GetSink<'a> {
     /// The wire key of every key of the operation, to match hits against.
     pub wire: &'a [Cow<'a, [u8]>],
     pub out: Outcomes<Option<Item>>,
     pub data: Vec<u8>,
+    /// The current request's error lines (see `GetError`); empty on the common path.
+    errors: Vec<GetError>,
+    /// Whether a hit of the current request came out of order.
+    reordered: bool,
+}
+
+/// An error line inside a retrieval reply, in place of one key's value (memcached's proxy
+/// answers so for a key whose backend failed). The line names no key: it belongs to one of the
+/// keys after the last hit before it (`from`) and before the next hit (`to`), and every key
+/// left without a hit there fails with it (or, if the hits came out of order, every key of the
+/// request left without a hit).
+struct GetError {
+    from: usize,
+    to: Option<usize>,
+    error: Error,
+}
+
+impl<'a> GetSink<'a> {
+    /// A sink for `wire.len()` keys; `arena` bytes reserved for the values.
+    pub fn new(wire: &'a [Cow<'a, [u8]>], arena: usize) -> Self {
+        GetSink {
+            wire,
+            out: Outcomes::new(wire.len()),
+            data: Vec::with_capacity(arena),
+            errors: Vec::new(),
+            reordered: false,
+        }
+    }
+
+    fn hit(&mut self, k: u32, flags: u32, cas: Option<u64>, data: &[u8]) {
+        let start = self.data.len();
+        self.data.extend_from_slice(data);
+        let item = Item::new(flags, cas, start, data.len());
+        self.out.set(k, Ok(Some(item)));
+    }
+
+    /// A hit for `key`: ahead of the cursor (skipping misses), or a key skipped earlier.
+    fn value(
+        &mut self,
+        keys: &[u32],
+        cursor: &mut usize,
+        r: (&[u8], u32, Option<u64>, &[u8]),
+    ) -> Result<bool> {
+        let (key, flags, cas, data) = r;
+        let ahead = keys[(*cursor).min(keys.len())..]
+            .iter()
+            .position(|&k| *self.wire[k as usize] == *key);
+        if let Some(offset) = ahead {
+            let pos = *cursor + offset;
+            for &k in &keys[*cursor..pos] {
+                // (if not empty: a binary batch may have failed this key on its own)
+                self.out.set_if_empty(k, Ok(None));
+            }
+            for e in self.errors.iter_mut().filter(|e| e.to.is_none()) {
+                e.to = Some(pos);
+            }
+            *cursor = pos + 1;
+            self.hit(keys[pos], flags, cas, data);
+            return Ok(false);
+        }
+        let behind = keys[..(*cursor).min(keys.len())]
+            .iter()
+            .copied()
+            .find(|&k| *self.wire[k as usize] == *key && self.out.is_miss(k));
+        match behind {
+            Some(k) => {
+                self.reordered = true;
+                self.hit(k, flags, cas, data);
+                Ok(false)
+            }
+            None => Err(Error::Protocol(
+                "value for a key that was not requested".into(),
+            )),
+        }
+    }
+
+    /// `END`: the keys without a hit are misses, except where an error line stood for them.
+    fn end(&mut self, keys: &[u32], cursor: &mut usize) {
+        for &k in &keys[(*cursor).min(keys.len())..] {
+            self.out.set_if_empty(k, Ok(None));
+        }
+        for e in std::mem::take(&mut self.errors) {
+            let range = if self.reordered {
+                keys
+            } else {
+                &keys[e.from..e.to.unwrap_or(keys.len())]
+            };
+            for &k in range {
+                if self.out.is_miss(k) {
+                    self.out.set(k, Err(e.error.clone()));
+                }
+            }
+        }
+        self.reordered = false;
+        *cursor = keys.len();
+    }
 }
 
 impl Sink for GetSink<'_> {
@@ -122,33 +228,23 @@ impl Sink for GetSink<'_> {
                 flags,
                 cas,
                 data,
-            } => {
-                // Hits come back in request order: keys skipped over are misses.
-                while *cursor < keys.len() {
-                    let k = keys[*cursor];
-                    *cursor += 1;
-                    if *self.wire[k as usize] == *key {
-                        let start = self.data.len();
-                        self.data.extend_from_slice(data);
-                        let item = Item::new(flags, cas, start, data.len());
-                        self.out.set(k, Ok(Some(item)));
-                        return Ok(false);
-                    }
-                    // (if empty: a binary batch may have failed this key on its own)
-                    self.out.set_if_empty(k, Ok(None));
-                }
-                Err(Error::Protocol(
-                    "value for a key that was not requested".into(),
-                ))
-            }
+            } => self.value(keys, cursor, (key, flags, cas, data)),
             Reply::End => {
-                for &k in &keys[(*cursor).min(keys.len())..] {
-                    self.out.set_if_empty(k, Ok(None));
-                }
-                *cursor = keys.len();
+                self.end(keys, cursor);
                 Ok(true)
             }
-            Reply::Failed(e) if *cursor == 0 => Err(e),
+            // A server error line in place of a value (a proxy whose backend failed for that
+            // key): the reply goes on. memcached itself never sends one inside a reply but
+            // "out of memory writing get response", which ends it.
+            Reply::Failed(e @ (Error::ServerError(_) | Error::TooBig)) => {
+                self.errors.push(GetError {
+                    from: *cursor,
+                    to: None,
+                    error: e,
+                });
+                Ok(false)
+            }
+            Reply::Failed(e) if *cursor == 0 && self.errors.is_empty() => Err(e),
             Reply::Failed(e) => Err(Error::Protocol(format!(
                 "error in the middle of a get reply: {e}"
             ))),
@@ -156,9 +252,13 @@ impl Sink for GetSink<'_> {
         }
     }
     fn fail(&mut self, keys: &[u32], e: &Error) {
+        self.errors.clear();
+        self.reordered = false;
         self.out.fail(keys, e);
     }
     fn revoke(&mut self, keys: &[u32], e: &Error) {
+        self.errors.clear();
+        self.reordered = false;
         self.out.revoke(keys, e);
     }
     fn assume_ok(&mut self, _: &[u32]) {}

@@ -6,11 +6,7 @@ use super::*;
 use crate::client::{Fetched, StoreStatus};
 
 fn get_sink<'a>(wire: &'a [Cow<'a, [u8]>]) -> GetSink<'a> {
-    GetSink {
-        wire,
-        out: Outcomes::new(wire.len()),
-        data: Vec::new(),
-    }
+    GetSink::new(wire, 0)
 }
 
 fn value<'a>(key: &'a [u8], data: &'a [u8]) -> Reply<'a> {
@@ -73,16 +69,97 @@ fn hits_in_request_order_skip_misses() {
 }
 
 #[test]
-fn a_hit_out_of_order_is_a_protocol_error() {
-    let w = wire(&[b"a", b"b"]);
+fn hits_out_of_order_are_matched_by_their_key() {
+    // twemproxy may answer a multi-key get out of request order.
+    let w = wire(&[b"a", b"b", b"c"]);
     let mut sink = get_sink(&w);
-    let keys = [0, 1];
+    let keys = [0, 1, 2];
     let mut cursor = 0;
     let kind = ReplyKind::Retrieval;
-    sink.reply(kind, &keys, &mut cursor, value(b"b", b"B"))
+    sink.reply(kind, &keys, &mut cursor, value(b"c", b"C"))
         .unwrap();
-    let err = sink.reply(kind, &keys, &mut cursor, value(b"a", b"A"));
+    sink.reply(kind, &keys, &mut cursor, value(b"a", b"A"))
+        .unwrap();
+    sink.reply(kind, &keys, &mut cursor, Reply::End).unwrap();
+    assert_eq!(fetched(sink), ["A", "miss", "C"]);
+}
+
+#[test]
+fn a_hit_not_asked_for_or_twice_is_a_protocol_error() {
+    let w = wire(&[b"a", b"b"]);
+    let kind = ReplyKind::Retrieval;
+    let mut sink = get_sink(&w);
+    let err = sink.reply(kind, &[0, 1], &mut 0, value(b"zz", b"Z"));
     assert!(matches!(err, Err(Error::Protocol(_))), "{err:?}");
+    let mut sink = get_sink(&w);
+    let mut cursor = 0;
+    sink.reply(kind, &[0, 1], &mut cursor, value(b"b", b"B"))
+        .unwrap();
+    let err = sink.reply(kind, &[0, 1], &mut cursor, value(b"b", b"B"));
+    assert!(matches!(err, Err(Error::Protocol(_))), "{err:?}");
+    // A key of another request of the batch is not this request's.
+    let mut sink = get_sink(&w);
+    let err = sink.reply(kind, &[0], &mut 0, value(b"b", b"B"));
+    assert!(matches!(err, Err(Error::Protocol(_))), "{err:?}");
+}
+
+#[test]
+fn a_server_error_line_fails_only_the_keys_between_two_hits() {
+    // memcached's proxy answers a key whose backend failed with an error line in its place.
+    let w = wire(&[b"a", b"b", b"c", b"d", b"e"]);
+    let mut sink = get_sink(&w);
+    let keys = [0, 1, 2, 3, 4];
+    let mut cursor = 0;
+    let kind = ReplyKind::Retrieval;
+    let failed = || Reply::Failed(Error::ServerError("backend failure".into()));
+    sink.reply(kind, &keys, &mut cursor, value(b"a", b"A"))
+        .unwrap();
+    assert!(!sink.reply(kind, &keys, &mut cursor, failed()).unwrap());
+    sink.reply(kind, &keys, &mut cursor, value(b"d", b"D"))
+        .unwrap();
+    assert!(sink.reply(kind, &keys, &mut cursor, Reply::End).unwrap());
+    // b or c failed (the line does not say which): both fail; e is a miss.
+    assert_eq!(fetched(sink), ["A", "err", "err", "D", "miss"]);
+}
+
+#[test]
+fn a_server_error_line_first_or_last_covers_its_side() {
+    let w = wire(&[b"a", b"b", b"c"]);
+    let kind = ReplyKind::Retrieval;
+    let failed = || Reply::Failed(Error::ServerError("backend failure".into()));
+    let mut sink = get_sink(&w);
+    let mut cursor = 0;
+    sink.reply(kind, &[0, 1, 2], &mut cursor, failed()).unwrap();
+    sink.reply(kind, &[0, 1, 2], &mut cursor, value(b"b", b"B"))
+        .unwrap();
+    sink.reply(kind, &[0, 1, 2], &mut cursor, Reply::End)
+        .unwrap();
+    assert_eq!(fetched(sink), ["err", "B", "miss"]);
+    let mut sink = get_sink(&w);
+    let mut cursor = 0;
+    sink.reply(kind, &[0, 1, 2], &mut cursor, value(b"a", b"A"))
+        .unwrap();
+    sink.reply(kind, &[0, 1, 2], &mut cursor, failed()).unwrap();
+    sink.reply(kind, &[0, 1, 2], &mut cursor, Reply::End)
+        .unwrap();
+    assert_eq!(fetched(sink), ["A", "err", "err"]);
+}
+
+#[test]
+fn with_hits_out_of_order_an_error_line_fails_every_key_without_a_hit() {
+    let w = wire(&[b"a", b"b", b"c", b"d"]);
+    let mut sink = get_sink(&w);
+    let keys = [0, 1, 2, 3];
+    let mut cursor = 0;
+    let kind = ReplyKind::Retrieval;
+    let failed = Reply::Failed(Error::ServerError("backend failure".into()));
+    sink.reply(kind, &keys, &mut cursor, value(b"c", b"C"))
+        .unwrap();
+    sink.reply(kind, &keys, &mut cursor, failed).unwrap();
+    sink.reply(kind, &keys, &mut cursor, value(b"a", b"A"))
+        .unwrap();
+    sink.reply(kind, &keys, &mut cursor, Reply::End).unwrap();
+    assert_eq!(fetched(sink), ["A", "err", "C", "err"]);
 }
 
 #[test]
@@ -200,16 +277,6 @@ fn quiet_batch_rejects_a_token_that_was_not_sent_or_goes_back() {
     quiet.reply(&mut sink, &keys, meta(1)).unwrap();
     let back = quiet.reply(&mut sink, &keys, meta(0));
     assert!(matches!(back, Err(Error::Protocol(_))));
-}
-
-#[test]
-fn noreply_errors_fail_the_whole_batch() {
-    let mut sink = store_sink();
-    sink.noreply_done(&[0, 1], &[Error::OutOfMemory]);
-    sink.noreply_done(&[2, 3], &[]);
-    let out = sink.out.finish();
-    assert!(matches!(&out[0], Err(Error::ServerError(m)) if m.starts_with("1 of 2 noreply")));
-    assert_eq!(out[2], Ok(StoreStatus::Stored));
 }
 
 #[test]

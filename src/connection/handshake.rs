@@ -57,7 +57,7 @@ impl Connection {
     }
 
     /// Write everything, blocking up to the socket's write timeout.
-    fn write_all_blocking(&mut self, data: &[u8]) -> Result<()> {
+    pub(crate) fn write_all_blocking(&mut self, data: &[u8]) -> Result<()> {
         let werr = |e: io::Error| {
             if io_kind_is_timeout(&e) {
                 Error::Timeout
