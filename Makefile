@@ -1,5 +1,5 @@
 # Everything goes through here: `make bench` (the main job) and `make test` (every check).
-# Both set up what they need on a fresh Debian machine: memcached from Debian's packages and a
+# Both set up what they need on a fresh Debian machine: memcached and nutcracker from Debian's packages and a
 # virtualenv (.venv) with maturin, pytest and the peers from PyPI.
 
 PYTHON ?= python3
@@ -22,8 +22,9 @@ $(BIN)/.installed: requirements-dev.txt
 
 venv: $(BIN)/.installed ## the virtualenv with maturin, pytest, the linters and the peers
 
-memcached: ## Debian's memcached, sasl2-bin and openssl, when missing
+memcached: ## Debian's memcached, nutcracker (twemproxy), sasl2-bin and openssl, when missing
 	@command -v memcached >/dev/null 2>&1 || (apt-get update -qq && apt-get install -y -qq memcached >/dev/null)
+	@{ command -v nutcracker || [ -x /usr/sbin/nutcracker ]; } >/dev/null 2>&1 || (apt-get update -qq && apt-get install -y -qq nutcracker >/dev/null)
 	@{ [ -x /usr/sbin/saslpasswd2 ] && command -v openssl >/dev/null 2>&1 && ls /usr/lib/*/sasl2/libplain.so* >/dev/null 2>&1; } || (apt-get update -qq && apt-get install -y -qq sasl2-bin libsasl2-modules openssl >/dev/null)
 
 # Tests and lints run on the debug profile (it builds in seconds; nothing in the test suite
@@ -60,7 +61,7 @@ bench-full: memcached venv develop-release ## the full benchmark (the figures in
 # restarted); marked `soak`, so it is not part of `make test`.
 SOAK_SECONDS ?= 60
 soak: memcached venv develop-release ## SOAK_SECONDS of mixed load while servers die
-	SOAK_SECONDS=$(SOAK_SECONDS) $(BIN)/python -m pytest -q -s -m soak tests/test_soak.py
+	SOAK_SECONDS=$(SOAK_SECONDS) $(BIN)/python -m pytest -q -s -m soak tests/faults/test_soak.py
 
 # Fuzz the reply parser for FUZZ_SECONDS (not part of `make test`). cargo fuzz wants nightly;
 # RUSTC_BOOTSTRAP=1 lets the stable toolchain accept its flags.

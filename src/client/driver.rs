@@ -315,7 +315,12 @@ impl Client {
                     sink.fail(&a.batch.keys, &e);
                 }
                 a.fail_rest(sink, &e);
-                self.server_failed(snap, a.batch.server, &e);
+                // A server that answered with an error line and then closed the connection
+                // (twemproxy, after a backend failed a multi-key get) is alive: only this
+                // connection is gone, and the next request opens another.
+                if !(a.replies.error_reply && e.is_stale_connection()) {
+                    self.server_failed(snap, a.batch.server, &e);
+                }
             }
         }
     }

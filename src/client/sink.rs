@@ -233,10 +233,11 @@ impl Sink for GetSink<'_> {
                 self.end(keys, cursor);
                 Ok(true)
             }
-            // A server error line in place of a value (a proxy whose backend failed for that
-            // key): the reply goes on. memcached itself never sends one inside a reply but
-            // "out of memory writing get response", which ends it.
-            Reply::Failed(e @ (Error::ServerError(_) | Error::TooBig)) => {
+            // A server error line in place of a value (memcached's proxy, for a key whose
+            // backend failed): the reply goes on to `END`. To a get of one key, the line is the
+            // whole reply (as a proxy passes a single get through); memcached itself never sends
+            // one inside a reply but "out of memory writing get response", which ends it.
+            Reply::Failed(e @ (Error::ServerError(_) | Error::TooBig)) if keys.len() > 1 => {
                 self.errors.push(GetError {
                     from: *cursor,
                     to: None,

@@ -146,6 +146,16 @@ fn a_server_error_line_first_or_last_covers_its_side() {
 }
 
 #[test]
+fn to_a_get_of_one_key_an_error_line_is_the_whole_reply() {
+    // twemproxy and memcached's proxy answer a single get whose backend failed so, with no END.
+    let w = wire(&[b"a"]);
+    let mut sink = get_sink(&w);
+    let failed = Reply::Failed(Error::ServerError("Connection refused".into()));
+    let r = sink.reply(ReplyKind::Retrieval, &[0], &mut 0, failed);
+    assert_eq!(r, Err(Error::ServerError("Connection refused".into())));
+}
+
+#[test]
 fn with_hits_out_of_order_an_error_line_fails_every_key_without_a_hit() {
     let w = wire(&[b"a", b"b", b"c", b"d"]);
     let mut sink = get_sink(&w);

@@ -464,16 +464,33 @@ class FakeMemcached(ScriptedServer):
 class MiniMemcached(ScriptedServer):
     """A tiny memcached for the multi-key operations: get/gets, set/add/replace, delete,
     version, and (with ``meta=True``) ms/md/mn with the q and O flags. ``unknown`` says what it
-    does with any other command: "error" answers ERROR, "close" hangs up. Keys in
-    ``server_error_keys`` fail with a SERVER_ERROR; ``loud_errors`` answers that error even to
-    a noreply command (as memcached does for a CLIENT_ERROR), to test that such an answer is
-    never taken for another reply. ``commands()`` lists the command words received."""
+    does with any other command: "error" answers ERROR, "close" hangs up (what was answered
+    before is sent first), "drop" hangs up dropping every answer not yet sent (as twemproxy
+    does), "ignore" never answers it. Keys in ``server_error_keys`` fail with a SERVER_ERROR;
+    ``loud_errors`` answers that error even to a noreply command (as memcached does for a
+    CLIENT_ERROR), to test that such an answer is never taken for another reply.
 
-    def __init__(self, meta=False, unknown="error", server_error_keys=(), loud_errors=False):
+    Proxies: keys in ``backend_errors`` are answered in a multi-key get by a ``SERVER_ERROR
+    backend failure`` line in place of their value, and alone in a get by that line only (as
+    memcached's proxy answers keys whose backend failed); ``reorder`` answers the hits of a
+    multi-key get in reverse order (as twemproxy may). ``commands()`` lists the command words
+    received."""
+
+    def __init__(
+        self,
+        meta=False,
+        unknown="error",
+        server_error_keys=(),
+        loud_errors=False,
+        backend_errors=(),
+        reorder=False,
+    ):
         self.meta = meta
         self.loud_errors = loud_errors
         self.unknown = unknown
         self.server_error_keys = set(server_error_keys)
+        self.backend_errors = {k.encode() if isinstance(k, str) else k for k in backend_errors}
+        self.reorder = reorder
         self.data = {}
         self.cmds = []
         super().__init__()
@@ -511,7 +528,7 @@ class MiniMemcached(ScriptedServer):
                 buf = buf[nl + 2 + need :]
                 reply = self._handle(cmd, parts, data)
                 if reply is None:  # hang up (what was answered so far is sent first)
-                    if out:
+                    if out and self.unknown != "drop":
                         c.sendall(b"".join(out))
                     return
                 out.append(reply)
@@ -521,12 +538,19 @@ class MiniMemcached(ScriptedServer):
     def _handle(self, cmd, parts, data):
         d = self.data
         if cmd in (b"get", b"gets"):
+            keys = parts[1:]
+            if len(keys) == 1 and keys[0] in self.backend_errors:
+                return b"SERVER_ERROR backend failure\r\n"
             out = []
-            for k in parts[1:]:
-                if k in d:
+            for k in keys:
+                if k in self.backend_errors:
+                    out.append(b"SERVER_ERROR backend failure\r\n")
+                elif k in d:
                     flags, v = d[k]
                     cas = b" 1" if cmd == b"gets" else b""
                     out.append(b"VALUE %s %d %d%s\r\n%s\r\n" % (k, flags, len(v), cas, v))
+            if self.reorder:
+                out.reverse()
             return b"".join(out) + b"END\r\n"
         if cmd in (b"set", b"add", b"replace"):
             k, flags = parts[1], int(parts[2])
@@ -547,8 +571,10 @@ class MiniMemcached(ScriptedServer):
             return b"VERSION 1.4.25\r\n"
         if self.meta and cmd in (b"ms", b"md", b"mn"):
             return self._meta(cmd, parts, data)
-        if self.unknown == "close":
+        if self.unknown in ("close", "drop"):
             return None
+        if self.unknown == "ignore":
+            return b""
         return b"ERROR\r\n"
 
     def _meta(self, cmd, parts, data):
