@@ -135,32 +135,25 @@ pub fn encode_store(
     quiet: bool,
     opaque: u32,
 ) {
-    let StoreItem {
-        flags,
-        exptime,
-        data,
-        cas,
-        ..
-    } = *item;
     let with_extras = !matches!(cmd, StoreCmd::Append | StoreCmd::Prepend);
     let extras = if with_extras { 8 } else { 0 };
-    let cas = if cmd == StoreCmd::Cas { cas } else { 0 };
-    buf.reserve(HEADER_LEN + extras + key.len() + data.len());
+    let cas = if cmd == StoreCmd::Cas { item.cas } else { 0 };
+    buf.reserve(HEADER_LEN + extras + key.len() + item.data.len());
     header(
         buf,
         store_opcode(cmd, quiet),
         key.len(),
         extras,
-        data.len(),
+        item.data.len(),
         opaque,
         cas,
     );
     if with_extras {
-        buf.extend_from_slice(&flags.to_be_bytes());
-        buf.extend_from_slice(&exptime.to_be_bytes());
+        buf.extend_from_slice(&item.flags.to_be_bytes());
+        buf.extend_from_slice(&item.exptime.to_be_bytes());
     }
     buf.extend_from_slice(key);
-    buf.extend_from_slice(data);
+    buf.extend_from_slice(item.data);
 }
 
 /// DELETE / DELETEQ.

@@ -25,24 +25,18 @@ pub fn encode_store_quiet(
     item: &StoreItem<'_>,
     opaque: u32,
 ) {
-    let StoreItem {
-        flags,
-        exptime,
-        data,
-        ..
-    } = *item;
-    buf.reserve(key.len() + data.len() + 48);
+    buf.reserve(key.len() + item.data.len() + 48);
     buf.extend_from_slice(b"ms ");
     buf.extend_from_slice(key);
     buf.push(b' ');
-    push_u64(buf, data.len() as u64);
-    if exptime != 0 {
+    push_u64(buf, item.data.len() as u64);
+    if item.exptime != 0 {
         buf.extend_from_slice(b" T");
-        push_u64(buf, exptime as u64);
+        push_u64(buf, item.exptime as u64);
     }
-    if flags != 0 {
+    if item.flags != 0 {
         buf.extend_from_slice(b" F");
-        push_u64(buf, flags as u64);
+        push_u64(buf, item.flags as u64);
     }
     match cmd {
         StoreCmd::Add => buf.extend_from_slice(b" ME"),
@@ -52,7 +46,7 @@ pub fn encode_store_quiet(
     buf.extend_from_slice(b" q O");
     push_u64(buf, opaque as u64);
     buf.extend_from_slice(b"\r\n");
-    buf.extend_from_slice(data);
+    buf.extend_from_slice(item.data);
     buf.extend_from_slice(b"\r\n");
 }
 

@@ -31,32 +31,25 @@ pub fn encode_store(
     item: &StoreItem<'_>,
     noreply: bool,
 ) {
-    let StoreItem {
-        flags,
-        exptime,
-        data,
-        cas,
-        ..
-    } = *item;
-    buf.reserve(key.len() + data.len() + 48);
+    buf.reserve(key.len() + item.data.len() + 48);
     buf.extend_from_slice(cmd.name().as_bytes());
     buf.push(b' ');
     buf.extend_from_slice(key);
     buf.push(b' ');
-    push_u64(buf, flags as u64);
+    push_u64(buf, item.flags as u64);
     buf.push(b' ');
-    push_u64(buf, exptime as u64);
+    push_u64(buf, item.exptime as u64);
     buf.push(b' ');
-    push_u64(buf, data.len() as u64);
+    push_u64(buf, item.data.len() as u64);
     if cmd == StoreCmd::Cas {
         buf.push(b' ');
-        push_u64(buf, cas);
+        push_u64(buf, item.cas);
     }
     if noreply {
         buf.extend_from_slice(b" noreply");
     }
     buf.extend_from_slice(b"\r\n");
-    buf.extend_from_slice(data);
+    buf.extend_from_slice(item.data);
     buf.extend_from_slice(b"\r\n");
 }
 
