@@ -187,3 +187,20 @@ def test_a_killed_backend_fails_only_its_keys(backends):
         proxy.close()
         for p in procs:
             p.stop()
+
+
+def test_other_multi_operations(clients):
+    """incr_multi (compared with pylibmc), and fastmc's touch_multi and gets_multi."""
+    mf, mp = clients
+    for mc, tag in ((mf, "f"), (mp, "p")):
+        keys = ["im:%s:%d" % (tag, i) for i in range(20)]
+        assert mc.set_multi({k: 10 for k in keys}) == []
+        mc.incr_multi(keys, delta=5)
+        assert mc.get_multi(keys) == {k: 15 for k in keys}
+        assert mc.get_multi([k.split(":", 1)[1] for k in keys], key_prefix="im:") == {
+            k.split(":", 1)[1]: 15 for k in keys
+        }
+    keys = ["im:f:%d" % i for i in range(20)]
+    assert mf.touch_multi([*keys, "im:none"], time=60) == ["im:none"]
+    got = mf.gets_multi(keys)
+    assert sorted(got) == sorted(keys) and all(v == 15 for v, _ in got.values())
