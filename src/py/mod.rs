@@ -1,8 +1,10 @@
 //! The PyO3 binding: the only part of the crate that touches Python. Registration only here.
 
+pub mod args;
 pub mod client;
 pub mod errors;
 pub mod serde;
+pub mod servers;
 
 use pyo3::prelude::*;
 use pyo3::types::PyList;

@@ -1,0 +1,353 @@
+//! The multi-key methods: get_multi, gets_multi, set/add/replace_multi, delete_multi,
+//! incr_multi and touch_multi.
+
+use std::borrow::Cow;
+
+use pyo3::exceptions::PyTypeError;
+use pyo3::prelude::*;
+use pyo3::types::{PyBytes, PyDict, PyList, PyString};
+
+use super::Native;
+use crate::client::{StoreItem, StoreStatus};
+use crate::error::Error as CoreError;
+use crate::protocol::{StoreCmd, MAX_KEY_LEN};
+use crate::py::args::*;
+use crate::py::errors::{self, op_error, plain_error};
+
+/// Delete multiple keys at once; True only if every key was deleted.
+pub(super) fn delete_multi(
+    slf: &Bound<'_, Native>,
+    keys: &Bound<'_, PyAny>,
+    key_prefix: Option<&Bound<'_, PyAny>>,
+    noreply: bool,
+) -> PyResult<bool> {
+    let py = slf.py();
+    let this = slf.get();
+    if keys.is_instance_of::<PyDict>() {
+        return Err(PyTypeError::new_err(
+            "keys must be a sequence, not a mapping",
+        ));
+    }
+    let prefix = prefix_bytes(key_prefix)?;
+    let mut items = Vec::new();
+    for k in keys.try_iter()? {
+        items.push(k?);
+    }
+    let mut all = true;
+    let mut full: Vec<Cow<'_, [u8]>> = Vec::with_capacity(items.len());
+    for obj in &items {
+        let k = key_bytes(obj, KeyType::BytesLike)?;
+        let fk = join_key(&prefix, k);
+        check_key_len(&fk)?;
+        if fk.is_empty() {
+            all = false;
+            continue;
+        }
+        full.push(fk);
+    }
+    let core = this.core()?;
+    let refs: Vec<&[u8]> = full.iter().map(|k| &**k).collect();
+    let results = py.detach(|| core.delete_multi(&refs, noreply));
+    let verify = Native::verify_keys(&core);
+    let mut first_err = None;
+    for (i, r) in results.into_iter().enumerate() {
+        match r {
+            Ok(true) => {}
+            Ok(false) => all = false,
+            Err(CoreError::BadKey(_)) if verify => all = false,
+            Err(e) => {
+                all = false;
+                first_err.get_or_insert((i, e));
+            }
+        }
+    }
+    if let Some((i, e)) = first_err {
+        return Err(op_error(
+            py,
+            "memcached_delete",
+            Some(&refs[i][prefix.len()..]),
+            &e,
+        ));
+    }
+    Ok(all)
+}
+
+/// Increment multiple keys by a delta; returns None.
+pub(super) fn incr_multi(
+    slf: &Bound<'_, Native>,
+    keys: &Bound<'_, PyAny>,
+    key_prefix: Option<&Bound<'_, PyAny>>,
+    delta: Option<&Bound<'_, PyAny>>,
+) -> PyResult<()> {
+    let py = slf.py();
+    let this = slf.get();
+    let delta = match delta {
+        None => 1,
+        Some(d) => wrap_u32(Some(d))?,
+    };
+    let items = sized_items(keys, "keys must be a sequence, not a mapping")?;
+    let prefix = prefix_bytes(key_prefix)?;
+    let mut full = Vec::with_capacity(items.len());
+    for obj in &items {
+        let k = key_bytes(obj, KeyType::MustBeBytes)?;
+        full.push(join_key(&prefix, k));
+    }
+    let core = this.core()?;
+    let refs: Vec<&[u8]> = full.iter().map(|k| &**k).collect();
+    let results = py.detach(|| core.arith_multi(true, &refs, delta as u64));
+    report_arith(py, results)
+}
+
+/// fastmc extension: touch multiple keys; returns the keys that were not found.
+pub(super) fn touch_multi(
+    slf: &Bound<'_, Native>,
+    keys: &Bound<'_, PyAny>,
+    time: Option<&Bound<'_, PyAny>>,
+    key_prefix: Option<&Bound<'_, PyAny>>,
+    noreply: bool,
+) -> PyResult<Py<PyList>> {
+    let py = slf.py();
+    let this = slf.get();
+    let exptime = wrap_u32(time)?;
+    let prefix = prefix_bytes(key_prefix)?;
+    let items = sized_items(keys, "keys must be a sequence, not a mapping")?;
+    let (objs, full, empty) = multi_keys(&items, &prefix, true)?;
+    let core = this.core()?;
+    let refs: Vec<&[u8]> = full.iter().map(|k| &**k).collect();
+    let results = py.detach(|| core.touch_multi(&refs, exptime, noreply));
+    let failed = PyList::empty(py);
+    for e in empty {
+        failed.append(e)?;
+    }
+    let mut first_err = None;
+    for (obj, r) in objs.iter().zip(results) {
+        match r {
+            Ok(true) => {}
+            Ok(false) => failed.append(obj)?,
+            Err(e) => {
+                failed.append(obj)?;
+                first_err.get_or_insert(e);
+            }
+        }
+    }
+    if let Some(e) = first_err {
+        return Err(with_failed_keys(
+            py,
+            op_error(py, "memcached_touch_multi", None, &e),
+            &failed,
+        ));
+    }
+    Ok(failed.unbind())
+}
+
+/// Attach the failed keys to an exception raised after a whole batch was processed.
+fn with_failed_keys(py: Python<'_>, err: PyErr, failed: &Bound<'_, PyList>) -> PyErr {
+    let _ = err.value(py).setattr("failed_keys", failed);
+    err
+}
+
+/// pylibmc's incr/incr_multi error report, after every key was tried: `<n> keys not found` when
+/// all failures were misses, else `<n> keys failed` (the error's class if there was one hard error).
+fn report_arith(py: Python<'_>, results: Vec<crate::error::Result<Option<u64>>>) -> PyResult<()> {
+    let mut misses = 0usize;
+    let mut hard: Vec<CoreError> = Vec::new();
+    for r in results {
+        match r {
+            Ok(Some(_)) => {}
+            Ok(None) => misses += 1,
+            Err(e) => hard.push(e),
+        }
+    }
+    let n = misses + hard.len();
+    match hard.as_slice() {
+        [] if n == 0 => Ok(()),
+        [] => Err(errors::NotFound::new_err(format!("{n} keys not found"))),
+        [e] => Err(errors::error_with_message(
+            py,
+            e,
+            format!("{n} keys failed"),
+        )),
+        _ => Err(plain_error(format!("{n} keys failed"))),
+    }
+}
+
+pub(super) fn fetch_multi(
+    slf: &Bound<'_, Native>,
+    keys: &Bound<'_, PyAny>,
+    key_prefix: Option<&Bound<'_, PyAny>>,
+    with_cas: bool,
+) -> PyResult<Py<PyDict>> {
+    let py = slf.py();
+    let this = slf.get();
+    let items = sized_items(keys, "dict is not a sequence")?;
+    let prefix = prefix_bytes(key_prefix)?;
+    let (mut objs, mut full, _) = multi_keys(&items, &prefix, false)?;
+    if full.iter().any(|k| k.len() > MAX_KEY_LEN) {
+        return Err(errors::BadKeyProvided::new_err(
+            "error 33 from memcached_mget: A BAD KEY WAS PROVIDED/CHARACTERS OUT OF RANGE",
+        ));
+    }
+    // A str and a bytes spelling of one key give one entry, under the str form.
+    let has_str = objs.iter().any(|o| o.is_instance_of::<PyString>());
+    let has_bytes = objs.iter().any(|o| o.is_instance_of::<PyBytes>());
+    if has_str && has_bytes {
+        let mut seen: std::collections::HashMap<Cow<'_, [u8]>, usize> =
+            std::collections::HashMap::new();
+        let mut o2 = Vec::with_capacity(objs.len());
+        let mut f2 = Vec::with_capacity(full.len());
+        for (o, f) in objs.into_iter().zip(full) {
+            match seen.get(&f) {
+                Some(&i) => {
+                    if o.is_instance_of::<PyString>() {
+                        o2[i] = o;
+                    }
+                }
+                None => {
+                    seen.insert(f.clone(), o2.len());
+                    o2.push(o);
+                    f2.push(f);
+                }
+            }
+        }
+        objs = o2;
+        full = f2;
+    }
+    let core = this.core()?;
+    let refs: Vec<&[u8]> = full.iter().map(|k| &**k).collect();
+    let mut fetched = py.detach(|| core.get_multi(&refs, with_cas));
+    let results = std::mem::take(&mut fetched.items);
+    let raise_on_error = core.behaviors().get_multi_raise_on_error;
+    let out = PyDict::new(py);
+    let mut first_err: Option<CoreError> = None;
+    let mut any_ok = false;
+    for (obj, r) in objs.iter().zip(results) {
+        match r {
+            Ok(Some(item)) => {
+                any_ok = true;
+                if let Some(v) = this.decode_item(slf, fetched.bytes(&item), item.flags)? {
+                    if with_cas {
+                        out.set_item(obj, (v, item.cas.unwrap_or(0)))?;
+                    } else {
+                        out.set_item(obj, v)?;
+                    }
+                }
+            }
+            Ok(None) => any_ok = true,
+            Err(CoreError::BadKey(m)) => {
+                return Err(errors::BadKeyProvided::new_err(format!(
+                    "error 33 from memcached_mget: {m}"
+                )))
+            }
+            Err(e) => {
+                first_err.get_or_insert(e);
+            }
+        }
+    }
+    if let Some(e) = first_err {
+        // pylibmc leaves a failed server's keys out unless every server failed.
+        if raise_on_error || !any_ok {
+            return Err(op_error(
+                py,
+                if with_cas {
+                    "memcached_gets_multi"
+                } else {
+                    "memcached_mget"
+                },
+                None,
+                &e,
+            ));
+        }
+    }
+    Ok(out.unbind())
+}
+
+#[allow(clippy::too_many_arguments)]
+pub(super) fn store_multi(
+    slf: &Bound<'_, Native>,
+    cmd: StoreCmd,
+    what: &str,
+    keys: &Bound<'_, PyAny>,
+    time: Option<&Bound<'_, PyAny>>,
+    key_prefix: Option<&Bound<'_, PyAny>>,
+    min_compress_len: Option<&Bound<'_, PyAny>>,
+    compress_level: i64,
+    noreply: bool,
+) -> PyResult<Py<PyList>> {
+    let py = slf.py();
+    let this = slf.get();
+    let mapping = keys.cast::<PyDict>().map_err(|_| {
+        PyTypeError::new_err(format!("argument 1 must be dict, not {}", type_name(keys)))
+    })?;
+    let exptime = wrap_u32(time)?;
+    let prefix = prefix_bytes(key_prefix)?;
+    let mcl = wrap_u32(min_compress_len)?;
+    let level = check_compress_level(compress_level)?;
+    let failed = PyList::empty(py);
+    // Serialize everything first: a failure here stores nothing.
+    // Keep the pairs alive so that keys and bytes/str values are borrowed, not copied.
+    let pairs: Vec<(Bound<'_, PyAny>, Bound<'_, PyAny>)> = mapping.iter().collect();
+    let mut objs = Vec::with_capacity(pairs.len());
+    let mut full: Vec<Cow<'_, [u8]>> = Vec::with_capacity(pairs.len());
+    let mut values: Vec<(Cow<'_, [u8]>, u32)> = Vec::with_capacity(pairs.len());
+    for (k, v) in &pairs {
+        let kb = key_bytes(k, KeyType::MustBeBytes)?;
+        let fk = join_key(&prefix, kb);
+        check_key_len(&fk)?;
+        let enc = this.encode_value(slf, v, mcl, level)?;
+        if fk.is_empty() {
+            failed.append(k)?;
+            continue;
+        }
+        full.push(fk);
+        values.push(enc);
+        objs.push(k);
+    }
+    let core = this.core()?;
+    let items: Vec<StoreItem<'_>> = full
+        .iter()
+        .zip(&values)
+        .map(|(k, (data, flags))| StoreItem {
+            key: k,
+            flags: *flags,
+            exptime,
+            data,
+            cas: 0,
+        })
+        .collect();
+    let results = py.detach(|| core.store_multi(cmd, &items, noreply));
+    let verify = Native::verify_keys(&core);
+    let mut first_err = None;
+    for (obj, r) in objs.iter().zip(results) {
+        match r {
+            Ok(StoreStatus::Stored) => {}
+            Ok(_) => failed.append(obj)?,
+            Err(CoreError::BadKey(_)) if verify => failed.append(obj)?,
+            Err(e) => {
+                failed.append(obj)?;
+                first_err.get_or_insert(e);
+            }
+        }
+    }
+    // When a key is given both as str and as bytes, pylibmc reports the str form.
+    if !failed.is_empty()
+        && pairs.iter().any(|(k, _)| k.is_instance_of::<PyString>())
+        && pairs.iter().any(|(k, _)| k.is_instance_of::<PyBytes>())
+    {
+        let mut str_form = std::collections::HashMap::new();
+        for (k, _) in &pairs {
+            if k.is_instance_of::<PyString>() {
+                str_form.insert(key_bytes(k, KeyType::MustBeBytes)?.to_vec(), k);
+            }
+        }
+        for i in 0..failed.len() {
+            let k = failed.get_item(i)?;
+            if let Some(&s) = str_form.get(key_bytes(&k, KeyType::MustBeBytes)?) {
+                failed.set_item(i, s)?;
+            }
+        }
+    }
+    if let Some(e) = first_err {
+        return Err(with_failed_keys(py, op_error(py, what, None, &e), &failed));
+    }
+    Ok(failed.unbind())
+}

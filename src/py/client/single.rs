@@ -1,0 +1,286 @@
+//! The single-key methods: get, gets, the stores (set, add, replace, append, prepend, cas),
+//! delete, touch, incr and decr.
+
+use pyo3::exceptions::{PyOverflowError, PyTypeError, PyValueError};
+use pyo3::prelude::*;
+use pyo3::types::{PyInt, PyTuple};
+use pyo3::IntoPyObjectExt;
+
+use super::Native;
+use crate::client::{StoreItem, StoreStatus};
+use crate::error::Error as CoreError;
+use crate::protocol::StoreCmd;
+use crate::py::args::*;
+use crate::py::errors::{self, op_error, plain_error};
+
+impl Native {
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn store_one(
+        &self,
+        slf: &Bound<'_, Self>,
+        cmd: StoreCmd,
+        key: &Bound<'_, PyAny>,
+        val: &Bound<'_, PyAny>,
+        time: Option<&Bound<'_, PyAny>>,
+        min_compress_len: Option<&Bound<'_, PyAny>>,
+        compress_level: i64,
+        cas: u64,
+        noreply: bool,
+    ) -> PyResult<bool> {
+        let py = slf.py();
+        let key = key_bytes(key, KeyType::BytesLike)?;
+        check_key_len(key)?;
+        let exptime = wrap_u32(time)?;
+        let mcl = wrap_u32(min_compress_len)?;
+        let level = check_compress_level(compress_level)?;
+        // cas never compresses (pylibmc takes no min_compress_len for it).
+        let mcl = if cmd == StoreCmd::Cas { 0 } else { mcl };
+        let (data, flags) = self.encode_value(slf, val, mcl, level)?;
+        if key.is_empty() {
+            if cmd == StoreCmd::Cas {
+                return Err(errors::BadKeyProvided::new_err(
+                    "error 33 from memcached_cas: key is empty",
+                ));
+            }
+            return Ok(false);
+        }
+        let core = self.core()?;
+        let item = StoreItem {
+            key,
+            flags,
+            exptime,
+            data: &data,
+            cas,
+        };
+        let r = py.detach(|| core.store_multi(cmd, &[item], noreply)).pop();
+        let what = match cmd {
+            StoreCmd::Set => "memcached_set",
+            StoreCmd::Add => "memcached_add",
+            StoreCmd::Replace => "memcached_replace",
+            StoreCmd::Append => "memcached_append",
+            StoreCmd::Prepend => "memcached_prepend",
+            StoreCmd::Cas => "memcached_cas",
+        };
+        match r {
+            Some(Ok(StoreStatus::Stored)) => Ok(true),
+            // Binary replace of a missing key: NOT FOUND (text mode says NOT_STORED: False).
+            Some(Ok(StoreStatus::NotFound)) if cmd == StoreCmd::Replace => {
+                Err(errors::NotFound::new_err("error 16 from memcached_replace"))
+            }
+            Some(Ok(StoreStatus::NotFound)) if cmd == StoreCmd::Cas => {
+                Err(errors::NotFound::new_err(format!(
+                    "error 16 from memcached_cas({}): NOT FOUND",
+                    String::from_utf8_lossy(key)
+                )))
+            }
+            Some(Ok(_)) => Ok(false),
+            Some(Err(CoreError::BadKey(_))) if Self::verify_keys(&core) && cmd != StoreCmd::Cas => {
+                Ok(false)
+            }
+            Some(Err(e)) => {
+                let k = if cmd == StoreCmd::Cas {
+                    Some(key)
+                } else {
+                    None
+                };
+                Err(op_error(py, what, k, &e))
+            }
+            None => Err(plain_error("no result")),
+        }
+    }
+}
+
+/// Retrieve a key from a memcached.
+pub(super) fn get(
+    slf: &Bound<'_, Native>,
+    key: &Bound<'_, PyAny>,
+    default: Option<Py<PyAny>>,
+) -> PyResult<Py<PyAny>> {
+    let py = slf.py();
+    let this = slf.get();
+    let default = default.unwrap_or_else(|| py.None());
+    let k = key_bytes(key, KeyType::MustBeBytes)?;
+    check_key_len(k)?;
+    if k.is_empty() {
+        return Ok(default);
+    }
+    let core = this.core()?;
+    let mut f = py.detach(|| core.get_multi(&[k], false));
+    match f.items.pop() {
+        Some(Ok(Some(item))) => Ok(this
+            .decode_item(slf, f.bytes(&item), item.flags)?
+            .unwrap_or(default)),
+        Some(Ok(None)) => Ok(default),
+        Some(Err(e)) => Err(op_error(py, "memcached_get", Some(k), &e)),
+        None => Ok(default),
+    }
+}
+
+/// Retrieve a key and cas_id from a memcached.
+pub(super) fn gets(
+    slf: &Bound<'_, Native>,
+    key: &Bound<'_, PyAny>,
+) -> PyResult<(Py<PyAny>, Py<PyAny>)> {
+    let py = slf.py();
+    let this = slf.get();
+    let k = key_bytes(key, KeyType::MustBeBytes)?;
+    check_key_len(k)?;
+    if k.is_empty() {
+        return Ok((py.None(), py.None()));
+    }
+    let core = this.core()?;
+    if !core.behaviors().cas {
+        return Err(PyValueError::new_err("gets without cas behavior"));
+    }
+    let mut f = py.detach(|| core.get_multi(&[k], true));
+    match f.items.pop() {
+        Some(Ok(Some(item))) => match this.decode_item(slf, f.bytes(&item), item.flags)? {
+            Some(v) => Ok((v, item.cas.unwrap_or(0).into_py_any(py)?)),
+            None => Ok((py.None(), py.None())),
+        },
+        Some(Ok(None)) | None => Ok((py.None(), py.None())),
+        Some(Err(e)) => Err(op_error(py, "memcached_gets", Some(k), &e)),
+    }
+}
+
+/// Attempt to compare-and-store a key by CAS ID.
+pub(super) fn cas(
+    slf: &Bound<'_, Native>,
+    key: &Bound<'_, PyAny>,
+    val: &Bound<'_, PyAny>,
+    cas: &Bound<'_, PyAny>,
+    time: Option<&Bound<'_, PyAny>>,
+) -> PyResult<bool> {
+    let this = slf.get();
+    let token: i64 = if cas.is_instance_of::<PyInt>() {
+        cas.extract()?
+    } else {
+        return Err(PyTypeError::new_err(format!(
+            "'{}' object cannot be interpreted as an integer",
+            type_name(cas)
+        )));
+    };
+    let k = key_bytes(key, KeyType::BytesLike)?;
+    if !k.is_empty() && !this.core()?.behaviors().cas {
+        return Err(PyValueError::new_err("cas without cas behavior"));
+    }
+    this.store_one(
+        slf,
+        StoreCmd::Cas,
+        key,
+        val,
+        time,
+        None,
+        -1,
+        token as u64,
+        false,
+    )
+}
+
+/// Delete a key.
+/// The rest of the positional arguments is gathered only for pylibmc's message ("delete()
+/// takes exactly 1 argument (N given)"): with one argument no tuple is built.
+pub(super) fn delete(
+    slf: &Bound<'_, Native>,
+    key: MaybeArg<'_, '_>,
+    rest: &Bound<'_, PyTuple>,
+    noreply: bool,
+) -> PyResult<bool> {
+    let py = slf.py();
+    let this = slf.get();
+    let key = match key {
+        MaybeArg::Given(key) if rest.is_empty() => key,
+        _ => {
+            return Err(PyTypeError::new_err(format!(
+                "delete() takes exactly 1 argument ({} given)",
+                usize::from(matches!(key, MaybeArg::Given(_))) + rest.len()
+            )))
+        }
+    };
+    let k = key_bytes(&key, KeyType::BytesLike)?;
+    check_key_len(k)?;
+    if k.is_empty() {
+        return Ok(false);
+    }
+    let core = this.core()?;
+    let r = py.detach(|| core.delete_multi(&[k], noreply)).pop();
+    match r {
+        Some(Ok(d)) => Ok(d),
+        Some(Err(CoreError::BadKey(_))) if Native::verify_keys(&core) => Ok(false),
+        Some(Err(e)) => Err(op_error(py, "memcached_delete", Some(k), &e)),
+        None => Ok(false),
+    }
+}
+
+/// Change the expiry time of a key.
+pub(super) fn touch(
+    slf: &Bound<'_, Native>,
+    key: &Bound<'_, PyAny>,
+    time: &Bound<'_, PyAny>,
+    noreply: bool,
+) -> PyResult<bool> {
+    let py = slf.py();
+    let this = slf.get();
+    let k = key_bytes(key, KeyType::BytesLike)?;
+    check_key_len(k)?;
+    let exptime = wrap_u32(Some(time))?;
+    if k.is_empty() {
+        return Ok(false);
+    }
+    let core = this.core()?;
+    let r = py.detach(|| core.touch_multi(&[k], exptime, noreply)).pop();
+    match r {
+        Some(Ok(t)) => Ok(t),
+        Some(Err(e)) => Err(op_error(py, "memcached_touch", Some(k), &e)),
+        None => Ok(false),
+    }
+}
+
+pub(super) fn arith_one(
+    slf: &Bound<'_, Native>,
+    incr: bool,
+    key: &Bound<'_, PyAny>,
+    delta: Option<&Bound<'_, PyAny>>,
+) -> PyResult<u64> {
+    let py = slf.py();
+    let one = 1i64.into_pyobject(py)?.into_any();
+    let delta = delta.unwrap_or(&one);
+    if !delta.is_instance_of::<PyInt>() {
+        return Err(PyTypeError::new_err(format!(
+            "'{}' object cannot be interpreted as an integer",
+            type_name(delta)
+        )));
+    }
+    // pylibmc parses the delta as a C int: OverflowError outside its range, either side.
+    let d: i64 = match delta.extract() {
+        Ok(d) => d,
+        Err(_) if delta.lt(0).unwrap_or(false) => i64::MIN,
+        Err(_) => i64::MAX,
+    };
+    if d < i32::MIN as i64 {
+        return Err(PyOverflowError::new_err(
+            "signed integer is less than minimum",
+        ));
+    }
+    if d < 0 {
+        return Err(PyValueError::new_err("delta must be positive"));
+    }
+    if d > i32::MAX as i64 {
+        return Err(PyOverflowError::new_err(
+            "signed integer is greater than maximum",
+        ));
+    }
+    let k = key_bytes(key, KeyType::BytesLike)?;
+    check_key_len(k)?;
+    if k.is_empty() {
+        return Err(errors::BadKeyProvided::new_err("1 keys failed"));
+    }
+    let core = slf.get().core()?;
+    let r = py.detach(|| core.arith_multi(incr, &[k], d as u64)).pop();
+    match r {
+        Some(Ok(Some(n))) => Ok(n),
+        Some(Ok(None)) => Err(errors::NotFound::new_err("1 keys not found")),
+        Some(Err(e)) => Err(errors::error_with_message(py, &e, "1 keys failed".into())),
+        None => Err(plain_error("no result")),
+    }
+}
