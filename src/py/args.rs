@@ -27,33 +27,31 @@ impl<'a, 'py> FromPyObject<'a, 'py> for MaybeArg<'a, 'py> {
 
 /// How a method reports a key of the wrong type (pylibmc has two wordings).
 #[derive(Clone, Copy)]
-pub enum KeyType {
+pub enum KeyErrorWording {
     /// get, gets and the multi methods.
     MustBeBytes,
     /// methods that parse the key with the `s#` format.
     BytesLike,
 }
 
-pub fn key_bytes<'a>(obj: &'a Bound<'_, PyAny>, style: KeyType) -> PyResult<&'a [u8]> {
+/// A key's bytes (str as UTF-8, bytes as they are), borrowed from the object.
+pub fn key_bytes<'a>(obj: &'a Bound<'_, PyAny>, wording: KeyErrorWording) -> PyResult<&'a [u8]> {
     if let Ok(s) = obj.cast::<PyString>() {
         return Ok(s.to_str()?.as_bytes());
     }
     if let Ok(b) = obj.cast::<PyBytes>() {
         return Ok(b.as_bytes());
     }
-    Err(match style {
-        KeyType::MustBeBytes => PyTypeError::new_err("key must be bytes"),
-        KeyType::BytesLike => {
-            let tn = obj
-                .get_type()
-                .name()
-                .map(|n| n.to_string())
-                .unwrap_or_default();
-            PyTypeError::new_err(format!("a bytes-like object is required, not '{tn}'"))
-        }
+    Err(match wording {
+        KeyErrorWording::MustBeBytes => PyTypeError::new_err("key must be bytes"),
+        KeyErrorWording::BytesLike => PyTypeError::new_err(format!(
+            "a bytes-like object is required, not '{}'",
+            type_name(obj)
+        )),
     })
 }
 
+/// pylibmc's own length check (ValueError), before libmemcached sees the key.
 pub fn check_key_len(k: &[u8]) -> PyResult<()> {
     if k.len() > MAX_KEY_LEN {
         return Err(PyValueError::new_err(format!(
@@ -103,7 +101,7 @@ pub fn prefix_bytes(prefix: Option<&Bound<'_, PyAny>>) -> PyResult<Vec<u8>> {
     match prefix {
         None => Ok(Vec::new()),
         Some(p) if p.is_none() => Ok(Vec::new()),
-        Some(p) => key_bytes(p, KeyType::BytesLike).map(<[u8]>::to_vec),
+        Some(p) => key_bytes(p, KeyErrorWording::BytesLike).map(<[u8]>::to_vec),
     }
 }
 
@@ -118,16 +116,25 @@ pub fn join_key<'a>(prefix: &[u8], key: &'a [u8]) -> Cow<'a, [u8]> {
     }
 }
 
-/// The keys of a multi operation: the objects with a non-empty key, their keys with the prefix
-/// (borrowed from the objects when there is no prefix), and the objects with an empty key.
-pub type MultiKeys<'a, 'py> = (
-    Vec<&'a Bound<'py, PyAny>>,
-    Vec<Cow<'a, [u8]>>,
-    Vec<&'a Bound<'py, PyAny>>,
-);
+/// The keys of a multi operation, converted while attached.
+pub struct MultiKeys<'a, 'py> {
+    /// The objects with a non-empty key, in the caller's order.
+    pub objs: Vec<&'a Bound<'py, PyAny>>,
+    /// Their keys with the prefix (borrowed from the objects when there is no prefix).
+    pub full: Vec<Cow<'a, [u8]>>,
+    /// The objects whose key is empty after prefixing (no I/O for them).
+    pub empty: Vec<&'a Bound<'py, PyAny>>,
+}
 
-/// Convert a key list for a multi operation: (original objects, full keys). Keys that are
-/// empty after prefixing are reported through `empty` (no I/O for them).
+impl MultiKeys<'_, '_> {
+    /// The full keys as the core takes them.
+    pub fn refs(&self) -> Vec<&[u8]> {
+        self.full.iter().map(|k| &**k).collect()
+    }
+}
+
+/// Convert a key list for a multi operation. `check_prefixed`: the length limit applies to the
+/// key with its prefix (else to the key as given).
 pub fn multi_keys<'a, 'py>(
     keys_iter: &'a [Bound<'py, PyAny>],
     prefix: &[u8],
@@ -137,7 +144,7 @@ pub fn multi_keys<'a, 'py>(
     let mut full = Vec::with_capacity(keys_iter.len());
     let mut empty = Vec::new();
     for obj in keys_iter {
-        let k = key_bytes(obj, KeyType::MustBeBytes)?;
+        let k = key_bytes(obj, KeyErrorWording::MustBeBytes)?;
         let fk = join_key(prefix, k);
         if check_prefixed {
             check_key_len(&fk)?;
@@ -151,7 +158,7 @@ pub fn multi_keys<'a, 'py>(
         full.push(fk);
         objs.push(obj);
     }
-    Ok((objs, full, empty))
+    Ok(MultiKeys { objs, full, empty })
 }
 
 pub fn check_compress_level(level: i64) -> PyResult<i32> {

@@ -15,7 +15,7 @@ use crate::ring::{Distribution, HashKind};
 #[pymodule(gil_used = false)]
 fn _fastmc(m: &Bound<'_, PyModule>) -> PyResult<()> {
     let py = m.py();
-    m.add_class::<client::Native>()?;
+    m.add_class::<client::PyClient>()?;
     errors::init_retcodes(py)?;
     let excs = PyList::empty(py);
     for (name, cls, _) in errors::all_exceptions(py) {

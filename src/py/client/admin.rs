@@ -6,7 +6,7 @@ use pyo3::exceptions::PyTypeError;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyInt, PyList, PyString};
 
-use super::Native;
+use super::PyClient;
 use crate::error::Error as CoreError;
 use crate::py::args::*;
 use crate::py::errors::{self, plain_error};
@@ -40,7 +40,7 @@ const STAT_KEYS: [&str; 22] = [
 
 /// Flush all data on all servers.
 pub(super) fn flush_all(
-    slf: &Bound<'_, Native>,
+    slf: &Bound<'_, PyClient>,
     time: Option<&Bound<'_, PyAny>>,
 ) -> PyResult<bool> {
     let py = slf.py();
@@ -67,7 +67,7 @@ pub(super) fn flush_all(
 
 /// Retrieve statistics from all memcached servers.
 pub(super) fn get_stats(
-    slf: &Bound<'_, Native>,
+    slf: &Bound<'_, PyClient>,
     stat_args: Option<&Bound<'_, PyAny>>,
 ) -> PyResult<Py<PyList>> {
     let py = slf.py();
@@ -114,21 +114,21 @@ pub(super) fn get_stats(
 }
 
 /// Disconnect from all servers and reset their failure state.
-pub(super) fn disconnect_all(slf: &Bound<'_, Native>) -> PyResult<()> {
+pub(super) fn disconnect_all(slf: &Bound<'_, PyClient>) -> PyResult<()> {
     let core = slf.get().core()?;
     slf.py().detach(|| core.disconnect_all());
     Ok(())
 }
 
 /// The index of the server a key maps to.
-pub(super) fn hash(slf: &Bound<'_, Native>, key: &Bound<'_, PyAny>) -> PyResult<usize> {
-    let k = key_bytes(key, KeyType::BytesLike)?;
+pub(super) fn hash(slf: &Bound<'_, PyClient>, key: &Bound<'_, PyAny>) -> PyResult<usize> {
+    let k = key_bytes(key, KeyErrorWording::BytesLike)?;
     Ok(slf.get().core()?.server_for(k))
 }
 
 /// Serialize a value to (bytes, flags) the way pylibmc does (no compression).
 pub(super) fn serialize(
-    slf: &Bound<'_, Native>,
+    slf: &Bound<'_, PyClient>,
     value: &Bound<'_, PyAny>,
 ) -> PyResult<(Py<PyBytes>, u32)> {
     let py = slf.py();
@@ -139,7 +139,7 @@ pub(super) fn serialize(
 
 /// Deserialize (bytes, flags) the way pylibmc does (no decompression).
 pub(super) fn deserialize(
-    slf: &Bound<'_, Native>,
+    slf: &Bound<'_, PyClient>,
     data: &Bound<'_, PyAny>,
     flags: &Bound<'_, PyAny>,
 ) -> PyResult<Py<PyAny>> {

@@ -8,7 +8,7 @@ use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyInt, PyString};
 
-use super::Native;
+use super::PyClient;
 use crate::behaviors::{Behaviors, ALL_BEHAVIORS, FASTMC_BEHAVIORS};
 use crate::client::Client;
 use crate::py::args::*;
@@ -20,7 +20,7 @@ use crate::security::{Credentials, Security, Tls, TlsOptions};
 /// plus fastmc's keyword-only TLS arguments.
 #[allow(clippy::too_many_arguments)]
 pub(super) fn init(
-    slf: &Bound<'_, Native>,
+    slf: &Bound<'_, PyClient>,
     servers: &Bound<'_, PyAny>,
     binary: Option<&Bound<'_, PyAny>>,
     username: Option<&Bound<'_, PyAny>>,
@@ -122,7 +122,7 @@ pub(super) fn init(
     *this.core.write() = Some(Arc::new(core));
     this.binary.store(binary, Ordering::Relaxed);
     // Serializer overrides count at class level only, detected here as pylibmc does.
-    let base = py.get_type::<Native>();
+    let base = py.get_type::<PyClient>();
     let cls = slf.get_type();
     let overridden =
         |name: &str| -> PyResult<bool> { Ok(!cls.getattr(name)?.is(&base.getattr(name)?)) };
@@ -134,11 +134,11 @@ pub(super) fn init(
 }
 
 /// Clone this client: same servers and behaviors, its own connections.
-pub(super) fn clone(slf: &Bound<'_, Native>) -> PyResult<Py<PyAny>> {
+pub(super) fn clone(slf: &Bound<'_, PyClient>) -> PyResult<Py<PyAny>> {
     let this = slf.get();
     let cls = slf.get_type();
     let new = cls.call_method1(intern!(slf.py(), "__new__"), (&cls,))?;
-    let other = new.cast::<Native>()?.get();
+    let other = new.cast::<PyClient>()?.get();
     *other.core.write() = Some(Arc::new(this.core()?.clone_client()));
     other
         .binary
@@ -159,7 +159,7 @@ pub(super) fn clone(slf: &Bound<'_, Native>) -> PyResult<Py<PyAny>> {
 }
 
 /// The behaviors as numbers, in pylibmc's order.
-pub(super) fn get_behaviors(slf: &Bound<'_, Native>) -> PyResult<Py<PyDict>> {
+pub(super) fn get_behaviors(slf: &Bound<'_, PyClient>) -> PyResult<Py<PyDict>> {
     let py = slf.py();
     let this = slf.get();
     let core = this.core()?;
@@ -192,7 +192,10 @@ pub(super) fn get_behaviors(slf: &Bound<'_, Native>) -> PyResult<Py<PyDict>> {
 }
 
 /// Set behaviors from a dict of numbers (names as in `all_behaviors`, plus `namespace`).
-pub(super) fn set_behaviors(slf: &Bound<'_, Native>, behaviors: &Bound<'_, PyAny>) -> PyResult<()> {
+pub(super) fn set_behaviors(
+    slf: &Bound<'_, PyClient>,
+    behaviors: &Bound<'_, PyAny>,
+) -> PyResult<()> {
     let this = slf.get();
     if behaviors.is_none() {
         return Ok(());
@@ -219,7 +222,7 @@ pub(super) fn set_behaviors(slf: &Bound<'_, Native>, behaviors: &Bound<'_, PyAny
 
 /// Apply a behaviors dict at construction; returns the namespace.
 fn apply_behaviors(
-    this: &Native,
+    this: &PyClient,
     b: &mut Behaviors,
     d: &Bound<'_, PyDict>,
     binary: bool,
@@ -229,7 +232,7 @@ fn apply_behaviors(
 
 /// Walk the behaviors in pylibmc's fixed order, whatever the dict's order; then `namespace`.
 fn apply_behaviors_inner(
-    this: &Native,
+    this: &PyClient,
     b: &mut Behaviors,
     d: &Bound<'_, PyDict>,
     binary: bool,

@@ -24,7 +24,7 @@ use crate::client::Client;
 use crate::protocol::StoreCmd;
 
 #[pyclass(name = "client", module = "_pylibmc", subclass, frozen, dict, weakref)]
-pub struct Native {
+pub struct PyClient {
     pub(super) core: RwLock<Option<Arc<Client>>>,
     pub(super) binary: AtomicBool,
     pub(super) pickle_protocol: AtomicI64,
@@ -32,7 +32,7 @@ pub struct Native {
     pub(super) user_deserialize: AtomicBool,
 }
 
-impl Native {
+impl PyClient {
     pub(super) fn core(&self) -> PyResult<Arc<Client>> {
         self.core
             .read()
@@ -90,11 +90,11 @@ impl Native {
 }
 
 #[pymethods]
-impl Native {
+impl PyClient {
     #[new]
     #[pyo3(signature = (*_args, **_kwargs))]
     fn new(_args: &Bound<'_, PyTuple>, _kwargs: Option<&Bound<'_, PyDict>>) -> Self {
-        Native {
+        PyClient {
             core: RwLock::new(None),
             binary: AtomicBool::new(false),
             pickle_protocol: AtomicI64::new(-1),

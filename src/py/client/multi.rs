@@ -7,7 +7,7 @@ use pyo3::exceptions::PyTypeError;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList, PyString};
 
-use super::Native;
+use super::PyClient;
 use crate::client::{StoreItem, StoreStatus};
 use crate::error::Error as CoreError;
 use crate::protocol::{StoreCmd, MAX_KEY_LEN};
@@ -16,7 +16,7 @@ use crate::py::errors::{self, op_error, plain_error};
 
 /// Delete multiple keys at once; True only if every key was deleted.
 pub(super) fn delete_multi(
-    slf: &Bound<'_, Native>,
+    slf: &Bound<'_, PyClient>,
     keys: &Bound<'_, PyAny>,
     key_prefix: Option<&Bound<'_, PyAny>>,
     noreply: bool,
@@ -36,7 +36,7 @@ pub(super) fn delete_multi(
     let mut all = true;
     let mut full: Vec<Cow<'_, [u8]>> = Vec::with_capacity(items.len());
     for obj in &items {
-        let k = key_bytes(obj, KeyType::BytesLike)?;
+        let k = key_bytes(obj, KeyErrorWording::BytesLike)?;
         let fk = join_key(&prefix, k);
         check_key_len(&fk)?;
         if fk.is_empty() {
@@ -48,7 +48,7 @@ pub(super) fn delete_multi(
     let core = this.core()?;
     let refs: Vec<&[u8]> = full.iter().map(|k| &**k).collect();
     let results = py.detach(|| core.delete_multi(&refs, noreply));
-    let verify = Native::verify_keys(&core);
+    let verify = PyClient::verify_keys(&core);
     let mut first_err = None;
     for (i, r) in results.into_iter().enumerate() {
         match r {
@@ -74,7 +74,7 @@ pub(super) fn delete_multi(
 
 /// Increment multiple keys by a delta; returns None.
 pub(super) fn incr_multi(
-    slf: &Bound<'_, Native>,
+    slf: &Bound<'_, PyClient>,
     keys: &Bound<'_, PyAny>,
     key_prefix: Option<&Bound<'_, PyAny>>,
     delta: Option<&Bound<'_, PyAny>>,
@@ -89,7 +89,7 @@ pub(super) fn incr_multi(
     let prefix = prefix_bytes(key_prefix)?;
     let mut full = Vec::with_capacity(items.len());
     for obj in &items {
-        let k = key_bytes(obj, KeyType::MustBeBytes)?;
+        let k = key_bytes(obj, KeyErrorWording::MustBeBytes)?;
         full.push(join_key(&prefix, k));
     }
     let core = this.core()?;
@@ -100,7 +100,7 @@ pub(super) fn incr_multi(
 
 /// fastmc extension: touch multiple keys; returns the keys that were not found.
 pub(super) fn touch_multi(
-    slf: &Bound<'_, Native>,
+    slf: &Bound<'_, PyClient>,
     keys: &Bound<'_, PyAny>,
     time: Option<&Bound<'_, PyAny>>,
     key_prefix: Option<&Bound<'_, PyAny>>,
@@ -111,16 +111,16 @@ pub(super) fn touch_multi(
     let exptime = wrap_u32(time)?;
     let prefix = prefix_bytes(key_prefix)?;
     let items = sized_items(keys, "keys must be a sequence, not a mapping")?;
-    let (objs, full, empty) = multi_keys(&items, &prefix, true)?;
+    let keys = multi_keys(&items, &prefix, true)?;
     let core = this.core()?;
-    let refs: Vec<&[u8]> = full.iter().map(|k| &**k).collect();
+    let refs = keys.refs();
     let results = py.detach(|| core.touch_multi(&refs, exptime, noreply));
     let failed = PyList::empty(py);
-    for e in empty {
+    for e in keys.empty {
         failed.append(e)?;
     }
     let mut first_err = None;
-    for (obj, r) in objs.iter().zip(results) {
+    for (obj, r) in keys.objs.iter().zip(results) {
         match r {
             Ok(true) => {}
             Ok(false) => failed.append(obj)?,
@@ -172,7 +172,7 @@ fn report_arith(py: Python<'_>, results: Vec<crate::error::Result<Option<u64>>>)
 }
 
 pub(super) fn fetch_multi(
-    slf: &Bound<'_, Native>,
+    slf: &Bound<'_, PyClient>,
     keys: &Bound<'_, PyAny>,
     key_prefix: Option<&Bound<'_, PyAny>>,
     with_cas: bool,
@@ -181,7 +181,9 @@ pub(super) fn fetch_multi(
     let this = slf.get();
     let items = sized_items(keys, "dict is not a sequence")?;
     let prefix = prefix_bytes(key_prefix)?;
-    let (mut objs, mut full, _) = multi_keys(&items, &prefix, false)?;
+    let MultiKeys {
+        mut objs, mut full, ..
+    } = multi_keys(&items, &prefix, false)?;
     if full.iter().any(|k| k.len() > MAX_KEY_LEN) {
         return Err(errors::BadKeyProvided::new_err(
             "error 33 from memcached_mget: A BAD KEY WAS PROVIDED/CHARACTERS OUT OF RANGE",
@@ -263,7 +265,7 @@ pub(super) fn fetch_multi(
 
 #[allow(clippy::too_many_arguments)]
 pub(super) fn store_multi(
-    slf: &Bound<'_, Native>,
+    slf: &Bound<'_, PyClient>,
     cmd: StoreCmd,
     what: &str,
     keys: &Bound<'_, PyAny>,
@@ -290,7 +292,7 @@ pub(super) fn store_multi(
     let mut full: Vec<Cow<'_, [u8]>> = Vec::with_capacity(pairs.len());
     let mut values: Vec<(Cow<'_, [u8]>, u32)> = Vec::with_capacity(pairs.len());
     for (k, v) in &pairs {
-        let kb = key_bytes(k, KeyType::MustBeBytes)?;
+        let kb = key_bytes(k, KeyErrorWording::MustBeBytes)?;
         let fk = join_key(&prefix, kb);
         check_key_len(&fk)?;
         let enc = this.encode_value(slf, v, mcl, level)?;
@@ -315,7 +317,7 @@ pub(super) fn store_multi(
         })
         .collect();
     let results = py.detach(|| core.store_multi(cmd, &items, noreply));
-    let verify = Native::verify_keys(&core);
+    let verify = PyClient::verify_keys(&core);
     let mut first_err = None;
     for (obj, r) in objs.iter().zip(results) {
         match r {
@@ -336,12 +338,12 @@ pub(super) fn store_multi(
         let mut str_form = std::collections::HashMap::new();
         for (k, _) in &pairs {
             if k.is_instance_of::<PyString>() {
-                str_form.insert(key_bytes(k, KeyType::MustBeBytes)?.to_vec(), k);
+                str_form.insert(key_bytes(k, KeyErrorWording::MustBeBytes)?.to_vec(), k);
             }
         }
         for i in 0..failed.len() {
             let k = failed.get_item(i)?;
-            if let Some(&s) = str_form.get(key_bytes(&k, KeyType::MustBeBytes)?) {
+            if let Some(&s) = str_form.get(key_bytes(&k, KeyErrorWording::MustBeBytes)?) {
                 failed.set_item(i, s)?;
             }
         }

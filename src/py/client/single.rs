@@ -6,14 +6,14 @@ use pyo3::prelude::*;
 use pyo3::types::{PyInt, PyTuple};
 use pyo3::IntoPyObjectExt;
 
-use super::Native;
+use super::PyClient;
 use crate::client::{StoreItem, StoreStatus};
 use crate::error::Error as CoreError;
 use crate::protocol::StoreCmd;
 use crate::py::args::*;
 use crate::py::errors::{self, op_error, plain_error};
 
-impl Native {
+impl PyClient {
     #[allow(clippy::too_many_arguments)]
     pub(super) fn store_one(
         &self,
@@ -28,7 +28,7 @@ impl Native {
         noreply: bool,
     ) -> PyResult<bool> {
         let py = slf.py();
-        let key = key_bytes(key, KeyType::BytesLike)?;
+        let key = key_bytes(key, KeyErrorWording::BytesLike)?;
         check_key_len(key)?;
         let exptime = wrap_u32(time)?;
         let mcl = wrap_u32(min_compress_len)?;
@@ -92,14 +92,14 @@ impl Native {
 
 /// Retrieve a key from a memcached.
 pub(super) fn get(
-    slf: &Bound<'_, Native>,
+    slf: &Bound<'_, PyClient>,
     key: &Bound<'_, PyAny>,
     default: Option<Py<PyAny>>,
 ) -> PyResult<Py<PyAny>> {
     let py = slf.py();
     let this = slf.get();
     let default = default.unwrap_or_else(|| py.None());
-    let k = key_bytes(key, KeyType::MustBeBytes)?;
+    let k = key_bytes(key, KeyErrorWording::MustBeBytes)?;
     check_key_len(k)?;
     if k.is_empty() {
         return Ok(default);
@@ -118,12 +118,12 @@ pub(super) fn get(
 
 /// Retrieve a key and cas_id from a memcached.
 pub(super) fn gets(
-    slf: &Bound<'_, Native>,
+    slf: &Bound<'_, PyClient>,
     key: &Bound<'_, PyAny>,
 ) -> PyResult<(Py<PyAny>, Py<PyAny>)> {
     let py = slf.py();
     let this = slf.get();
-    let k = key_bytes(key, KeyType::MustBeBytes)?;
+    let k = key_bytes(key, KeyErrorWording::MustBeBytes)?;
     check_key_len(k)?;
     if k.is_empty() {
         return Ok((py.None(), py.None()));
@@ -145,7 +145,7 @@ pub(super) fn gets(
 
 /// Attempt to compare-and-store a key by CAS ID.
 pub(super) fn cas(
-    slf: &Bound<'_, Native>,
+    slf: &Bound<'_, PyClient>,
     key: &Bound<'_, PyAny>,
     val: &Bound<'_, PyAny>,
     cas: &Bound<'_, PyAny>,
@@ -160,7 +160,7 @@ pub(super) fn cas(
             type_name(cas)
         )));
     };
-    let k = key_bytes(key, KeyType::BytesLike)?;
+    let k = key_bytes(key, KeyErrorWording::BytesLike)?;
     if !k.is_empty() && !this.core()?.behaviors().cas {
         return Err(PyValueError::new_err("cas without cas behavior"));
     }
@@ -181,7 +181,7 @@ pub(super) fn cas(
 /// The rest of the positional arguments is gathered only for pylibmc's message ("delete()
 /// takes exactly 1 argument (N given)"): with one argument no tuple is built.
 pub(super) fn delete(
-    slf: &Bound<'_, Native>,
+    slf: &Bound<'_, PyClient>,
     key: MaybeArg<'_, '_>,
     rest: &Bound<'_, PyTuple>,
     noreply: bool,
@@ -197,7 +197,7 @@ pub(super) fn delete(
             )))
         }
     };
-    let k = key_bytes(&key, KeyType::BytesLike)?;
+    let k = key_bytes(&key, KeyErrorWording::BytesLike)?;
     check_key_len(k)?;
     if k.is_empty() {
         return Ok(false);
@@ -206,7 +206,7 @@ pub(super) fn delete(
     let r = py.detach(|| core.delete_multi(&[k], noreply)).pop();
     match r {
         Some(Ok(d)) => Ok(d),
-        Some(Err(CoreError::BadKey(_))) if Native::verify_keys(&core) => Ok(false),
+        Some(Err(CoreError::BadKey(_))) if PyClient::verify_keys(&core) => Ok(false),
         Some(Err(e)) => Err(op_error(py, "memcached_delete", Some(k), &e)),
         None => Ok(false),
     }
@@ -214,14 +214,14 @@ pub(super) fn delete(
 
 /// Change the expiry time of a key.
 pub(super) fn touch(
-    slf: &Bound<'_, Native>,
+    slf: &Bound<'_, PyClient>,
     key: &Bound<'_, PyAny>,
     time: &Bound<'_, PyAny>,
     noreply: bool,
 ) -> PyResult<bool> {
     let py = slf.py();
     let this = slf.get();
-    let k = key_bytes(key, KeyType::BytesLike)?;
+    let k = key_bytes(key, KeyErrorWording::BytesLike)?;
     check_key_len(k)?;
     let exptime = wrap_u32(Some(time))?;
     if k.is_empty() {
@@ -237,7 +237,7 @@ pub(super) fn touch(
 }
 
 pub(super) fn arith_one(
-    slf: &Bound<'_, Native>,
+    slf: &Bound<'_, PyClient>,
     incr: bool,
     key: &Bound<'_, PyAny>,
     delta: Option<&Bound<'_, PyAny>>,
@@ -270,7 +270,7 @@ pub(super) fn arith_one(
             "signed integer is greater than maximum",
         ));
     }
-    let k = key_bytes(key, KeyType::BytesLike)?;
+    let k = key_bytes(key, KeyErrorWording::BytesLike)?;
     check_key_len(k)?;
     if k.is_empty() {
         return Err(errors::BadKeyProvided::new_err("1 keys failed"));
