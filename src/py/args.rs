@@ -69,18 +69,24 @@ pub fn type_name(obj: &Bound<'_, PyAny>) -> String {
         .unwrap_or_default()
 }
 
+/// CPython's TypeError where C wants an integer and got something else.
+pub fn require_int(obj: &Bound<'_, PyAny>) -> PyResult<()> {
+    if obj.is_instance_of::<PyInt>() {
+        return Ok(());
+    }
+    Err(PyTypeError::new_err(format!(
+        "'{}' object cannot be interpreted as an integer",
+        type_name(obj)
+    )))
+}
+
 /// An int argument that C parses as `unsigned int` without overflow checking: wraps mod 2**32.
 pub fn wrap_u32(obj: Option<&Bound<'_, PyAny>>) -> PyResult<u32> {
     let Some(obj) = obj else { return Ok(0) };
     if obj.is_none() {
         return Ok(0);
     }
-    if !obj.is_instance_of::<PyInt>() {
-        return Err(PyTypeError::new_err(format!(
-            "'{}' object cannot be interpreted as an integer",
-            type_name(obj)
-        )));
-    }
+    require_int(obj)?;
     if let Ok(v) = obj.extract::<i64>() {
         return Ok(v as u32);
     }

@@ -4,7 +4,7 @@ use std::sync::atomic::Ordering;
 
 use pyo3::exceptions::PyTypeError;
 use pyo3::prelude::*;
-use pyo3::types::{PyBytes, PyDict, PyInt, PyList, PyString};
+use pyo3::types::{PyBytes, PyDict, PyList, PyString};
 
 use super::PyClient;
 use crate::error::Error as CoreError;
@@ -46,12 +46,9 @@ pub(super) fn flush_all(
     let py = slf.py();
     let delay: i64 = match time {
         None => 0,
-        Some(t) if t.is_instance_of::<PyInt>() => t.extract::<i64>().unwrap_or(i64::MAX),
         Some(t) => {
-            return Err(PyTypeError::new_err(format!(
-                "'{}' object cannot be interpreted as an integer",
-                type_name(t)
-            )))
+            require_int(t)?;
+            t.extract::<i64>().unwrap_or(i64::MAX)
         }
     };
     let delay = delay.clamp(0, u32::MAX as i64) as u32;

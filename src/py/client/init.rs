@@ -36,12 +36,9 @@ pub(super) fn init(
     let this = slf.get();
     let binary = match binary {
         None => false,
-        Some(b) if b.is_instance_of::<PyInt>() => b.extract::<i64>()? != 0,
         Some(b) => {
-            return Err(PyTypeError::new_err(format!(
-                "'{}' object cannot be interpreted as an integer",
-                type_name(b)
-            )))
+            require_int(b)?;
+            b.extract::<i64>()? != 0
         }
     };
     let username = username.filter(|u| !u.is_none());

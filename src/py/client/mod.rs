@@ -22,6 +22,8 @@ use super::errors::{self, plain_error};
 use super::serde;
 use crate::client::Client;
 use crate::protocol::StoreCmd;
+use multi::StoreMultiArgs;
+use single::StoreArgs;
 
 #[pyclass(name = "client", module = "_pylibmc", subclass, frozen, dict, weakref)]
 pub struct PyClient {
@@ -165,16 +167,11 @@ impl PyClient {
         compress_level: i64,
         noreply: bool,
     ) -> PyResult<bool> {
-        slf.get().store_one(
+        single::store(
             slf,
             StoreCmd::Set,
-            key,
             val,
-            time,
-            min_compress_len,
-            compress_level,
-            0,
-            noreply,
+            StoreArgs::parse(key, time, min_compress_len, compress_level, noreply)?,
         )
     }
 
@@ -190,16 +187,11 @@ impl PyClient {
         compress_level: i64,
         noreply: bool,
     ) -> PyResult<bool> {
-        slf.get().store_one(
+        single::store(
             slf,
             StoreCmd::Add,
-            key,
             val,
-            time,
-            min_compress_len,
-            compress_level,
-            0,
-            noreply,
+            StoreArgs::parse(key, time, min_compress_len, compress_level, noreply)?,
         )
     }
 
@@ -215,16 +207,11 @@ impl PyClient {
         compress_level: i64,
         noreply: bool,
     ) -> PyResult<bool> {
-        slf.get().store_one(
+        single::store(
             slf,
             StoreCmd::Replace,
-            key,
             val,
-            time,
-            min_compress_len,
-            compress_level,
-            0,
-            noreply,
+            StoreArgs::parse(key, time, min_compress_len, compress_level, noreply)?,
         )
     }
 
@@ -240,16 +227,11 @@ impl PyClient {
         compress_level: i64,
         noreply: bool,
     ) -> PyResult<bool> {
-        slf.get().store_one(
+        single::store(
             slf,
             StoreCmd::Append,
-            key,
             val,
-            time,
-            min_compress_len,
-            compress_level,
-            0,
-            noreply,
+            StoreArgs::parse(key, time, min_compress_len, compress_level, noreply)?,
         )
     }
 
@@ -265,16 +247,11 @@ impl PyClient {
         compress_level: i64,
         noreply: bool,
     ) -> PyResult<bool> {
-        slf.get().store_one(
+        single::store(
             slf,
             StoreCmd::Prepend,
-            key,
             val,
-            time,
-            min_compress_len,
-            compress_level,
-            0,
-            noreply,
+            StoreArgs::parse(key, time, min_compress_len, compress_level, noreply)?,
         )
     }
 
@@ -324,7 +301,7 @@ impl PyClient {
         key: &Bound<'_, PyAny>,
         delta: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<u64> {
-        single::arith_one(slf, true, key, delta)
+        single::arith(slf, true, key, delta)
     }
 
     /// Decrement a key by a delta.
@@ -334,7 +311,7 @@ impl PyClient {
         key: &Bound<'_, PyAny>,
         delta: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<u64> {
-        single::arith_one(slf, false, key, delta)
+        single::arith(slf, false, key, delta)
     }
 
     /// Get multiple keys at once; misses are absent from the result.
@@ -344,7 +321,7 @@ impl PyClient {
         keys: &Bound<'_, PyAny>,
         key_prefix: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Py<PyDict>> {
-        multi::fetch_multi(slf, keys, key_prefix, false)
+        multi::fetch(slf, keys, key_prefix, false)
     }
 
     /// fastmc extension: `get_multi` with CAS tokens: `{key: (value, cas)}`.
@@ -354,7 +331,7 @@ impl PyClient {
         keys: &Bound<'_, PyAny>,
         key_prefix: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Py<PyDict>> {
-        multi::fetch_multi(slf, keys, key_prefix, true)
+        multi::fetch(slf, keys, key_prefix, true)
     }
 
     /// Set multiple keys at once; returns the keys that were not stored.
@@ -369,16 +346,17 @@ impl PyClient {
         compress_level: i64,
         noreply: bool,
     ) -> PyResult<Py<PyList>> {
-        multi::store_multi(
+        multi::store(
             slf,
             StoreCmd::Set,
-            "memcached_set_multi",
-            keys,
-            time,
-            key_prefix,
-            min_compress_len,
-            compress_level,
-            noreply,
+            StoreMultiArgs::parse(
+                keys,
+                time,
+                key_prefix,
+                min_compress_len,
+                compress_level,
+                noreply,
+            )?,
         )
     }
 
@@ -394,16 +372,17 @@ impl PyClient {
         compress_level: i64,
         noreply: bool,
     ) -> PyResult<Py<PyList>> {
-        multi::store_multi(
+        multi::store(
             slf,
             StoreCmd::Add,
-            "memcached_add_multi",
-            keys,
-            time,
-            key_prefix,
-            min_compress_len,
-            compress_level,
-            noreply,
+            StoreMultiArgs::parse(
+                keys,
+                time,
+                key_prefix,
+                min_compress_len,
+                compress_level,
+                noreply,
+            )?,
         )
     }
 
@@ -419,16 +398,17 @@ impl PyClient {
         compress_level: i64,
         noreply: bool,
     ) -> PyResult<Py<PyList>> {
-        multi::store_multi(
+        multi::store(
             slf,
             StoreCmd::Replace,
-            "memcached_replace_multi",
-            keys,
-            time,
-            key_prefix,
-            min_compress_len,
-            compress_level,
-            noreply,
+            StoreMultiArgs::parse(
+                keys,
+                time,
+                key_prefix,
+                min_compress_len,
+                compress_level,
+                noreply,
+            )?,
         )
     }
 

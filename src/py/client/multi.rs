@@ -171,7 +171,8 @@ fn report_arith(py: Python<'_>, results: Vec<crate::error::Result<Option<u64>>>)
     }
 }
 
-pub(super) fn fetch_multi(
+/// get_multi and gets_multi.
+pub(super) fn fetch(
     slf: &Bound<'_, PyClient>,
     keys: &Bound<'_, PyAny>,
     key_prefix: Option<&Bound<'_, PyAny>>,
@@ -263,39 +264,60 @@ pub(super) fn fetch_multi(
     Ok(out.unbind())
 }
 
-#[allow(clippy::too_many_arguments)]
-pub(super) fn store_multi(
+/// A multi store's arguments, converted once in pylibmc's order: the mapping, time, key_prefix,
+/// min_compress_len, compress_level.
+pub(super) struct StoreMultiArgs<'a, 'py> {
+    mapping: &'a Bound<'py, PyDict>,
+    exptime: u32,
+    prefix: Vec<u8>,
+    min_compress_len: u32,
+    level: i32,
+    noreply: bool,
+}
+
+impl<'a, 'py> StoreMultiArgs<'a, 'py> {
+    pub(super) fn parse(
+        keys: &'a Bound<'py, PyAny>,
+        time: Option<&Bound<'_, PyAny>>,
+        key_prefix: Option<&Bound<'_, PyAny>>,
+        min_compress_len: Option<&Bound<'_, PyAny>>,
+        compress_level: i64,
+        noreply: bool,
+    ) -> PyResult<Self> {
+        let mapping = keys.cast::<PyDict>().map_err(|_| {
+            PyTypeError::new_err(format!("argument 1 must be dict, not {}", type_name(keys)))
+        })?;
+        Ok(StoreMultiArgs {
+            mapping,
+            exptime: wrap_u32(time)?,
+            prefix: prefix_bytes(key_prefix)?,
+            min_compress_len: wrap_u32(min_compress_len)?,
+            level: check_compress_level(compress_level)?,
+            noreply,
+        })
+    }
+}
+
+/// set_multi, add_multi and replace_multi: returns the keys that were not stored.
+pub(super) fn store(
     slf: &Bound<'_, PyClient>,
     cmd: StoreCmd,
-    what: &str,
-    keys: &Bound<'_, PyAny>,
-    time: Option<&Bound<'_, PyAny>>,
-    key_prefix: Option<&Bound<'_, PyAny>>,
-    min_compress_len: Option<&Bound<'_, PyAny>>,
-    compress_level: i64,
-    noreply: bool,
+    args: StoreMultiArgs<'_, '_>,
 ) -> PyResult<Py<PyList>> {
     let py = slf.py();
     let this = slf.get();
-    let mapping = keys.cast::<PyDict>().map_err(|_| {
-        PyTypeError::new_err(format!("argument 1 must be dict, not {}", type_name(keys)))
-    })?;
-    let exptime = wrap_u32(time)?;
-    let prefix = prefix_bytes(key_prefix)?;
-    let mcl = wrap_u32(min_compress_len)?;
-    let level = check_compress_level(compress_level)?;
     let failed = PyList::empty(py);
     // Serialize everything first: a failure here stores nothing.
     // Keep the pairs alive so that keys and bytes/str values are borrowed, not copied.
-    let pairs: Vec<(Bound<'_, PyAny>, Bound<'_, PyAny>)> = mapping.iter().collect();
+    let pairs: Vec<(Bound<'_, PyAny>, Bound<'_, PyAny>)> = args.mapping.iter().collect();
     let mut objs = Vec::with_capacity(pairs.len());
     let mut full: Vec<Cow<'_, [u8]>> = Vec::with_capacity(pairs.len());
     let mut values: Vec<(Cow<'_, [u8]>, u32)> = Vec::with_capacity(pairs.len());
     for (k, v) in &pairs {
         let kb = key_bytes(k, KeyErrorWording::MustBeBytes)?;
-        let fk = join_key(&prefix, kb);
+        let fk = join_key(&args.prefix, kb);
         check_key_len(&fk)?;
-        let enc = this.encode_value(slf, v, mcl, level)?;
+        let enc = this.encode_value(slf, v, args.min_compress_len, args.level)?;
         if fk.is_empty() {
             failed.append(k)?;
             continue;
@@ -311,12 +333,12 @@ pub(super) fn store_multi(
         .map(|(k, (data, flags))| StoreItem {
             key: k,
             flags: *flags,
-            exptime,
+            exptime: args.exptime,
             data,
             cas: 0,
         })
         .collect();
-    let results = py.detach(|| core.store_multi(cmd, &items, noreply));
+    let results = py.detach(|| core.store_multi(cmd, &items, args.noreply));
     let verify = PyClient::verify_keys(&core);
     let mut first_err = None;
     for (obj, r) in objs.iter().zip(results) {
@@ -330,26 +352,40 @@ pub(super) fn store_multi(
             }
         }
     }
-    // When a key is given both as str and as bytes, pylibmc reports the str form.
-    if !failed.is_empty()
-        && pairs.iter().any(|(k, _)| k.is_instance_of::<PyString>())
-        && pairs.iter().any(|(k, _)| k.is_instance_of::<PyBytes>())
-    {
-        let mut str_form = std::collections::HashMap::new();
-        for (k, _) in &pairs {
-            if k.is_instance_of::<PyString>() {
-                str_form.insert(key_bytes(k, KeyErrorWording::MustBeBytes)?.to_vec(), k);
-            }
-        }
-        for i in 0..failed.len() {
-            let k = failed.get_item(i)?;
-            if let Some(&s) = str_form.get(key_bytes(&k, KeyErrorWording::MustBeBytes)?) {
-                failed.set_item(i, s)?;
-            }
-        }
-    }
+    prefer_str_forms(&pairs, &failed)?;
     if let Some(e) = first_err {
+        let what = match cmd {
+            StoreCmd::Add => "memcached_add_multi",
+            StoreCmd::Replace => "memcached_replace_multi",
+            _ => "memcached_set_multi",
+        };
         return Err(with_failed_keys(py, op_error(py, what, None, &e), &failed));
     }
     Ok(failed.unbind())
+}
+
+/// When a key is given both as str and as bytes, pylibmc reports the str form.
+fn prefer_str_forms(
+    pairs: &[(Bound<'_, PyAny>, Bound<'_, PyAny>)],
+    failed: &Bound<'_, PyList>,
+) -> PyResult<()> {
+    if failed.is_empty()
+        || !pairs.iter().any(|(k, _)| k.is_instance_of::<PyString>())
+        || !pairs.iter().any(|(k, _)| k.is_instance_of::<PyBytes>())
+    {
+        return Ok(());
+    }
+    let mut str_form = std::collections::HashMap::new();
+    for (k, _) in pairs {
+        if k.is_instance_of::<PyString>() {
+            str_form.insert(key_bytes(k, KeyErrorWording::MustBeBytes)?.to_vec(), k);
+        }
+    }
+    for i in 0..failed.len() {
+        let k = failed.get_item(i)?;
+        if let Some(&s) = str_form.get(key_bytes(&k, KeyErrorWording::MustBeBytes)?) {
+            failed.set_item(i, s)?;
+        }
+    }
+    Ok(())
 }

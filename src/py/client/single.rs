@@ -3,7 +3,7 @@
 
 use pyo3::exceptions::{PyOverflowError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
-use pyo3::types::{PyInt, PyTuple};
+use pyo3::types::PyTuple;
 use pyo3::IntoPyObjectExt;
 
 use super::PyClient;
@@ -13,80 +13,101 @@ use crate::protocol::StoreCmd;
 use crate::py::args::*;
 use crate::py::errors::{self, op_error, plain_error};
 
-impl PyClient {
-    #[allow(clippy::too_many_arguments)]
-    pub(super) fn store_one(
-        &self,
-        slf: &Bound<'_, Self>,
-        cmd: StoreCmd,
-        key: &Bound<'_, PyAny>,
-        val: &Bound<'_, PyAny>,
+/// A single store's arguments, converted once in pylibmc's order: key, time, min_compress_len,
+/// compress_level (the value is encoded later, by `store`).
+pub(super) struct StoreArgs<'k> {
+    key: &'k [u8],
+    exptime: u32,
+    min_compress_len: u32,
+    level: i32,
+    cas: u64,
+    noreply: bool,
+}
+
+impl<'k> StoreArgs<'k> {
+    pub(super) fn parse(
+        key: &'k Bound<'_, PyAny>,
         time: Option<&Bound<'_, PyAny>>,
         min_compress_len: Option<&Bound<'_, PyAny>>,
         compress_level: i64,
-        cas: u64,
         noreply: bool,
-    ) -> PyResult<bool> {
-        let py = slf.py();
+    ) -> PyResult<Self> {
         let key = key_bytes(key, KeyErrorWording::BytesLike)?;
         check_key_len(key)?;
-        let exptime = wrap_u32(time)?;
-        let mcl = wrap_u32(min_compress_len)?;
-        let level = check_compress_level(compress_level)?;
-        // cas never compresses (pylibmc takes no min_compress_len for it).
-        let mcl = if cmd == StoreCmd::Cas { 0 } else { mcl };
-        let (data, flags) = self.encode_value(slf, val, mcl, level)?;
-        if key.is_empty() {
-            if cmd == StoreCmd::Cas {
-                return Err(errors::BadKeyProvided::new_err(
-                    "error 33 from memcached_cas: key is empty",
-                ));
-            }
-            return Ok(false);
-        }
-        let core = self.core()?;
-        let item = StoreItem {
+        Ok(StoreArgs {
             key,
-            flags,
-            exptime,
-            data: &data,
-            cas,
-        };
-        let r = py.detach(|| core.store_multi(cmd, &[item], noreply)).pop();
-        let what = match cmd {
-            StoreCmd::Set => "memcached_set",
-            StoreCmd::Add => "memcached_add",
-            StoreCmd::Replace => "memcached_replace",
-            StoreCmd::Append => "memcached_append",
-            StoreCmd::Prepend => "memcached_prepend",
-            StoreCmd::Cas => "memcached_cas",
-        };
-        match r {
-            Some(Ok(StoreStatus::Stored)) => Ok(true),
-            // Binary replace of a missing key: NOT FOUND (text mode says NOT_STORED: False).
-            Some(Ok(StoreStatus::NotFound)) if cmd == StoreCmd::Replace => {
-                Err(errors::NotFound::new_err("error 16 from memcached_replace"))
-            }
-            Some(Ok(StoreStatus::NotFound)) if cmd == StoreCmd::Cas => {
-                Err(errors::NotFound::new_err(format!(
-                    "error 16 from memcached_cas({}): NOT FOUND",
-                    String::from_utf8_lossy(key)
-                )))
-            }
-            Some(Ok(_)) => Ok(false),
-            Some(Err(CoreError::BadKey(_))) if Self::verify_keys(&core) && cmd != StoreCmd::Cas => {
-                Ok(false)
-            }
-            Some(Err(e)) => {
-                let k = if cmd == StoreCmd::Cas {
-                    Some(key)
-                } else {
-                    None
-                };
-                Err(op_error(py, what, k, &e))
-            }
-            None => Err(plain_error("no result")),
+            exptime: wrap_u32(time)?,
+            min_compress_len: wrap_u32(min_compress_len)?,
+            level: check_compress_level(compress_level)?,
+            cas: 0,
+            noreply,
+        })
+    }
+}
+
+/// set, add, replace, append, prepend and cas: one key, one value.
+pub(super) fn store(
+    slf: &Bound<'_, PyClient>,
+    cmd: StoreCmd,
+    val: &Bound<'_, PyAny>,
+    args: StoreArgs<'_>,
+) -> PyResult<bool> {
+    let py = slf.py();
+    let this = slf.get();
+    let key = args.key;
+    let (data, flags) = this.encode_value(slf, val, args.min_compress_len, args.level)?;
+    if key.is_empty() {
+        if cmd == StoreCmd::Cas {
+            return Err(errors::BadKeyProvided::new_err(
+                "error 33 from memcached_cas: key is empty",
+            ));
         }
+        return Ok(false);
+    }
+    let core = this.core()?;
+    let item = StoreItem {
+        key,
+        flags,
+        exptime: args.exptime,
+        data: &data,
+        cas: args.cas,
+    };
+    let r = py
+        .detach(|| core.store_multi(cmd, &[item], args.noreply))
+        .pop();
+    let what = match cmd {
+        StoreCmd::Set => "memcached_set",
+        StoreCmd::Add => "memcached_add",
+        StoreCmd::Replace => "memcached_replace",
+        StoreCmd::Append => "memcached_append",
+        StoreCmd::Prepend => "memcached_prepend",
+        StoreCmd::Cas => "memcached_cas",
+    };
+    match r {
+        Some(Ok(StoreStatus::Stored)) => Ok(true),
+        // Binary replace of a missing key: NOT FOUND (text mode says NOT_STORED: False).
+        Some(Ok(StoreStatus::NotFound)) if cmd == StoreCmd::Replace => {
+            Err(errors::NotFound::new_err("error 16 from memcached_replace"))
+        }
+        Some(Ok(StoreStatus::NotFound)) if cmd == StoreCmd::Cas => {
+            Err(errors::NotFound::new_err(format!(
+                "error 16 from memcached_cas({}): NOT FOUND",
+                String::from_utf8_lossy(key)
+            )))
+        }
+        Some(Ok(_)) => Ok(false),
+        Some(Err(CoreError::BadKey(_))) if PyClient::verify_keys(&core) && cmd != StoreCmd::Cas => {
+            Ok(false)
+        }
+        Some(Err(e)) => {
+            let k = if cmd == StoreCmd::Cas {
+                Some(key)
+            } else {
+                None
+            };
+            Err(op_error(py, what, k, &e))
+        }
+        None => Err(plain_error("no result")),
     }
 }
 
@@ -151,29 +172,22 @@ pub(super) fn cas(
     cas: &Bound<'_, PyAny>,
     time: Option<&Bound<'_, PyAny>>,
 ) -> PyResult<bool> {
-    let this = slf.get();
-    let token: i64 = if cas.is_instance_of::<PyInt>() {
-        cas.extract()?
-    } else {
-        return Err(PyTypeError::new_err(format!(
-            "'{}' object cannot be interpreted as an integer",
-            type_name(cas)
-        )));
-    };
+    require_int(cas)?;
+    let token: i64 = cas.extract()?;
     let k = key_bytes(key, KeyErrorWording::BytesLike)?;
-    if !k.is_empty() && !this.core()?.behaviors().cas {
+    if !k.is_empty() && !slf.get().core()?.behaviors().cas {
         return Err(PyValueError::new_err("cas without cas behavior"));
     }
-    this.store_one(
+    // No min_compress_len: cas never compresses.
+    let args = StoreArgs::parse(key, time, None, -1, false)?;
+    store(
         slf,
         StoreCmd::Cas,
-        key,
         val,
-        time,
-        None,
-        -1,
-        token as u64,
-        false,
+        StoreArgs {
+            cas: token as u64,
+            ..args
+        },
     )
 }
 
@@ -236,22 +250,37 @@ pub(super) fn touch(
     }
 }
 
-pub(super) fn arith_one(
+/// incr and decr.
+pub(super) fn arith(
     slf: &Bound<'_, PyClient>,
     incr: bool,
     key: &Bound<'_, PyAny>,
     delta: Option<&Bound<'_, PyAny>>,
 ) -> PyResult<u64> {
     let py = slf.py();
-    let one = 1i64.into_pyobject(py)?.into_any();
-    let delta = delta.unwrap_or(&one);
-    if !delta.is_instance_of::<PyInt>() {
-        return Err(PyTypeError::new_err(format!(
-            "'{}' object cannot be interpreted as an integer",
-            type_name(delta)
-        )));
+    let d = match delta {
+        None => 1,
+        Some(delta) => c_int_delta(delta)?,
+    };
+    let k = key_bytes(key, KeyErrorWording::BytesLike)?;
+    check_key_len(k)?;
+    if k.is_empty() {
+        return Err(errors::BadKeyProvided::new_err("1 keys failed"));
     }
-    // pylibmc parses the delta as a C int: OverflowError outside its range, either side.
+    let core = slf.get().core()?;
+    let r = py.detach(|| core.arith_multi(incr, &[k], d)).pop();
+    match r {
+        Some(Ok(Some(n))) => Ok(n),
+        Some(Ok(None)) => Err(errors::NotFound::new_err("1 keys not found")),
+        Some(Err(e)) => Err(errors::error_with_message(py, &e, "1 keys failed".into())),
+        None => Err(plain_error("no result")),
+    }
+}
+
+/// A delta as pylibmc parses it: a C int (OverflowError outside its range, either side) that
+/// must not be negative.
+fn c_int_delta(delta: &Bound<'_, PyAny>) -> PyResult<u64> {
+    require_int(delta)?;
     let d: i64 = match delta.extract() {
         Ok(d) => d,
         Err(_) if delta.lt(0).unwrap_or(false) => i64::MIN,
@@ -270,17 +299,5 @@ pub(super) fn arith_one(
             "signed integer is greater than maximum",
         ));
     }
-    let k = key_bytes(key, KeyErrorWording::BytesLike)?;
-    check_key_len(k)?;
-    if k.is_empty() {
-        return Err(errors::BadKeyProvided::new_err("1 keys failed"));
-    }
-    let core = slf.get().core()?;
-    let r = py.detach(|| core.arith_multi(incr, &[k], d as u64)).pop();
-    match r {
-        Some(Ok(Some(n))) => Ok(n),
-        Some(Ok(None)) => Err(errors::NotFound::new_err("1 keys not found")),
-        Some(Err(e)) => Err(errors::error_with_message(py, &e, "1 keys failed".into())),
-        None => Err(plain_error("no result")),
-    }
+    Ok(d as u64)
 }
