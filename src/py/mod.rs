@@ -3,6 +3,7 @@
 pub mod args;
 pub mod client;
 pub mod errors;
+mod io;
 pub mod serde;
 pub mod servers;
 

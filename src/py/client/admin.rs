@@ -10,6 +10,7 @@ use super::PyClient;
 use crate::error::Error as CoreError;
 use crate::py::args::*;
 use crate::py::errors::{self, plain_error};
+use crate::py::io::detached;
 use crate::py::serde;
 
 /// The 22 stats libmemcached parses (and so pylibmc returns), in its order.
@@ -52,8 +53,7 @@ pub(super) fn flush_all(
         }
     };
     let delay = delay.clamp(0, u32::MAX as i64) as u32;
-    let core = slf.get().core()?;
-    let results = py.detach(|| core.flush_all(delay));
+    let results = detached(py, slf.get(), |core| Ok(core.flush_all(delay)))?;
     if let Some(e) = results.into_iter().find_map(|r| r.err()) {
         return Err(errors::SomeErrors::new_err(format!(
             "error 19 from flush_all: SOME ERRORS WERE REPORTED ({e})"
@@ -80,11 +80,11 @@ pub(super) fn get_stats(
             }
         },
     };
-    let core = slf.get().core()?;
-    let results = py.detach(|| core.stats(&args));
-    let addrs = core.addresses();
+    let (results, addrs) = detached(py, slf.get(), |core| {
+        Ok((core.stats(&args), core.addresses()))
+    })?;
     let out = PyList::empty(py);
-    for (i, r) in results.into_iter().enumerate() {
+    for (i, (r, addr)) in results.into_iter().zip(addrs).enumerate() {
         let stats = match r {
             Ok(s) => s,
             Err(CoreError::UnknownCommand) | Err(CoreError::ClientError(_)) => {
@@ -104,7 +104,7 @@ pub(super) fn get_stats(
                 .map_or(&b"0"[..], |(_, v)| v.as_slice());
             d.set_item(name, PyBytes::new(py, v))?;
         }
-        let label = format!("{} ({i})", addrs[i].display_name());
+        let label = format!("{} ({i})", addr.display_name());
         out.append((PyBytes::new(py, label.as_bytes()), d))?;
     }
     Ok(out.unbind())
@@ -112,15 +112,16 @@ pub(super) fn get_stats(
 
 /// Disconnect from all servers and reset their failure state.
 pub(super) fn disconnect_all(slf: &Bound<'_, PyClient>) -> PyResult<()> {
-    let core = slf.get().core()?;
-    slf.py().detach(|| core.disconnect_all());
-    Ok(())
+    detached(slf.py(), slf.get(), |core| {
+        core.disconnect_all();
+        Ok(())
+    })
 }
 
 /// The index of the server a key maps to.
 pub(super) fn hash(slf: &Bound<'_, PyClient>, key: &Bound<'_, PyAny>) -> PyResult<usize> {
     let k = key_bytes(key, KeyErrorWording::BytesLike)?;
-    Ok(slf.get().core()?.server_for(k))
+    detached(slf.py(), slf.get(), |core| Ok(core.server_for(k)))
 }
 
 /// Serialize a value to (bytes, flags) the way pylibmc does (no compression).

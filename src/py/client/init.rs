@@ -11,8 +11,10 @@ use pyo3::types::{PyBytes, PyDict, PyInt, PyString};
 use super::PyClient;
 use crate::behaviors::{Behaviors, ALL_BEHAVIORS, FASTMC_BEHAVIORS};
 use crate::client::Client;
+use crate::connection::default_socket_buffer_sizes;
 use crate::py::args::*;
 use crate::py::errors::{self, op_error, plain_error};
+use crate::py::io::{detached, released};
 use crate::py::servers::*;
 use crate::security::{Credentials, Security, Tls, TlsOptions};
 
@@ -78,8 +80,7 @@ pub(super) fn init(
     };
     // Any TLS argument turns TLS on.
     if tls || tls_options != TlsOptions::default() {
-        let t = py
-            .detach(|| Tls::new(tls_options))
+        let t = released(py, || Tls::new(tls_options))
             .map_err(|m| plain_error(format!("TLS setup failed: {m}")))?;
         security.tls = Some(t);
     }
@@ -114,9 +115,11 @@ pub(super) fn init(
             .map_err(|_| PyTypeError::new_err("behaviors must be a dict"))?;
         namespace = apply_behaviors(this, &mut b, d, binary)?;
     }
+    let flags = BehaviorFlags::of(&b);
     let core = Client::new(specs, b, namespace)
         .map_err(|e| op_error(py, "memcached_server_add", None, &e))?;
     *this.core.write() = Some(Arc::new(core));
+    this.set_flags(flags);
     this.binary.store(binary, Ordering::Relaxed);
     // Serializer overrides count at class level only, detected here as pylibmc does.
     let base = py.get_type::<PyClient>();
@@ -136,7 +139,13 @@ pub(super) fn clone(slf: &Bound<'_, PyClient>) -> PyResult<Py<PyAny>> {
     let cls = slf.get_type();
     let new = cls.call_method1(intern!(slf.py(), "__new__"), (&cls,))?;
     let other = new.cast::<PyClient>()?.get();
-    *other.core.write() = Some(Arc::new(this.core()?.clone_client()));
+    let (core, flags) = detached(slf.py(), this, |core| {
+        let c = core.clone_client();
+        let flags = BehaviorFlags::of(&c.behaviors());
+        Ok((c, flags))
+    })?;
+    *other.core.write() = Some(Arc::new(core));
+    other.set_flags(flags);
     other
         .binary
         .store(this.binary.load(Ordering::Relaxed), Ordering::Relaxed);
@@ -159,24 +168,25 @@ pub(super) fn clone(slf: &Bound<'_, PyClient>) -> PyResult<Py<PyAny>> {
 pub(super) fn get_behaviors(slf: &Bound<'_, PyClient>) -> PyResult<Py<PyDict>> {
     let py = slf.py();
     let this = slf.get();
-    let core = this.core()?;
-    let b = core.behaviors();
+    let (b, socket_sizes) = detached(py, this, |core| {
+        let b = core.behaviors();
+        // Never set: what a new socket of the first server's family gets from the kernel.
+        let unset = |name| b.get(name).is_none();
+        let sizes = if unset("_socket_send_size") || unset("_socket_recv_size") {
+            core.addresses()
+                .first()
+                .map_or((0, 0), default_socket_buffer_sizes)
+        } else {
+            (0, 0)
+        };
+        Ok((b, sizes))
+    })?;
     let d = PyDict::new(py);
-    let addrs = core.addresses();
     for name in ALL_BEHAVIORS.iter().chain(FASTMC_BEHAVIORS.iter()) {
         let v = match *name {
             "pickle_protocol" => this.pickle_protocol.load(Ordering::Relaxed),
-            "_socket_send_size" | "_socket_recv_size" => match b.get(name) {
-                Some(v) => v,
-                None => {
-                    let (snd, rcv) = crate::connection::default_socket_buffer_sizes(&addrs[0]);
-                    (if *name == "_socket_send_size" {
-                        snd
-                    } else {
-                        rcv
-                    }) as i64
-                }
-            },
+            "_socket_send_size" => b.get(name).unwrap_or(socket_sizes.0 as i64),
+            "_socket_recv_size" => b.get(name).unwrap_or(socket_sizes.1 as i64),
             n => b.get(n).unwrap_or(0),
         };
         // fastmc's own behaviors appear only once set, so the read-back stays pylibmc's.
@@ -209,6 +219,7 @@ pub(super) fn set_behaviors(
             Ok(n) => ns = n,
             Err(e) => result = Err(e),
         }
+        this.set_flags(BehaviorFlags::of(b));
         Ok(())
     });
     if let Some(n) = ns {
@@ -265,5 +276,46 @@ fn apply_behaviors_inner(
             )),
             Err(_) => Err(PyTypeError::new_err("namespace must be bytes")),
         },
+    }
+}
+
+/// The behavior flags the methods need around their I/O, mirrored in the client object so that no
+/// method reads the core's behaviors (a core lock, and a clone of them) while attached. Every
+/// change of the core's behaviors goes through this file (`init`, `clone`, `set_behaviors`), which
+/// stores the mirror from the `Behaviors` the core keeps; `set_behaviors` does it under the core's
+/// lock, so concurrent calls leave the mirror as they leave the core.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(super) struct BehaviorFlags {
+    /// `cas`: gets and cas are allowed.
+    pub cas: bool,
+    /// `verify_keys`: a key the core refuses is a failed store or delete, not an error.
+    pub verify_keys: bool,
+    /// fastmc's `get_multi_raise_on_error`.
+    pub get_multi_raise_on_error: bool,
+}
+
+impl BehaviorFlags {
+    pub(super) fn of(b: &Behaviors) -> Self {
+        BehaviorFlags {
+            cas: b.cas,
+            verify_keys: b.verify_keys,
+            get_multi_raise_on_error: b.get_multi_raise_on_error,
+        }
+    }
+
+    /// Packed for an atomic; bit 3 says the client is initialized (0 is "no flags yet").
+    pub(super) fn bits(self) -> u8 {
+        8 | u8::from(self.cas)
+            | u8::from(self.verify_keys) << 1
+            | u8::from(self.get_multi_raise_on_error) << 2
+    }
+
+    /// `None` before the client was initialized.
+    pub(super) fn from_bits(bits: u8) -> Option<Self> {
+        (bits & 8 != 0).then_some(BehaviorFlags {
+            cas: bits & 1 != 0,
+            verify_keys: bits & 2 != 0,
+            get_multi_raise_on_error: bits & 4 != 0,
+        })
     }
 }

@@ -4,24 +4,23 @@
 //! and decoding) are here too.
 
 mod admin;
+mod codec;
 mod init;
 mod multi;
 mod single;
 
-use std::borrow::Cow;
-use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU8, Ordering};
 use std::sync::Arc;
 
 use parking_lot::RwLock;
-use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList, PyTuple};
 
 use super::args::MaybeArg;
-use super::errors::{self, plain_error};
-use super::serde;
+use super::errors::plain_error;
 use crate::client::Client;
 use crate::protocol::StoreCmd;
+use init::BehaviorFlags;
 use multi::StoreMultiArgs;
 use single::StoreArgs;
 
@@ -32,63 +31,28 @@ pub struct PyClient {
     pub(super) pickle_protocol: AtomicI64,
     pub(super) user_serialize: AtomicBool,
     pub(super) user_deserialize: AtomicBool,
+    /// `BehaviorFlags` bits, mirrored from the core's behaviors by `init` whenever they change.
+    flags: AtomicU8,
 }
 
 impl PyClient {
+    /// The core handle. Its slot lock is held only to clone the `Arc` (see `io`).
     pub(super) fn core(&self) -> PyResult<Arc<Client>> {
-        self.core
-            .read()
-            .clone()
-            .ok_or_else(|| plain_error("client is not initialized (call __init__ first)"))
+        self.core.read().clone().ok_or_else(not_initialized)
     }
 
-    pub(super) fn verify_keys(core: &Client) -> bool {
-        core.behaviors().verify_keys
+    /// The behavior flags as last set (see `BehaviorFlags`), without a core lock.
+    fn flags(&self) -> PyResult<BehaviorFlags> {
+        BehaviorFlags::from_bits(self.flags.load(Ordering::Relaxed)).ok_or_else(not_initialized)
     }
 
-    pub(super) fn encode_value<'a>(
-        &self,
-        slf: &Bound<'_, Self>,
-        val: &'a Bound<'_, PyAny>,
-        min_compress_len: u32,
-        compress_level: i32,
-    ) -> PyResult<(Cow<'a, [u8]>, u32)> {
-        let py = slf.py();
-        let (data, flags) = if self.user_serialize.load(Ordering::Relaxed) {
-            let out = slf.call_method1(intern!(py, "serialize"), (val,))?;
-            let (d, f) = serde::check_user_serialized(&out)?;
-            (Cow::Owned(d), f)
-        } else {
-            serde::serialize(py, val, self.pickle_protocol.load(Ordering::Relaxed))?
-        };
-        serde::maybe_compress(py, data, flags, min_compress_len, compress_level)
+    fn set_flags(&self, flags: BehaviorFlags) {
+        self.flags.store(flags.bits(), Ordering::Relaxed);
     }
+}
 
-    /// Decode a fetched value; `None` when a user `deserialize` raised `CacheMiss`.
-    pub(super) fn decode_item(
-        &self,
-        slf: &Bound<'_, Self>,
-        data: &[u8],
-        flags: u32,
-    ) -> PyResult<Option<Py<PyAny>>> {
-        let py = slf.py();
-        let inflated;
-        let data: &[u8] = if flags & serde::FLAG_ZLIB != 0 {
-            inflated = serde::inflate(py, data)?;
-            &inflated
-        } else {
-            data
-        };
-        if self.user_deserialize.load(Ordering::Relaxed) {
-            match slf.call_method1(intern!(py, "deserialize"), (PyBytes::new(py, data), flags)) {
-                Ok(v) => Ok(Some(v.unbind())),
-                Err(e) if e.is_instance_of::<errors::CacheMiss>(py) => Ok(None),
-                Err(e) => Err(e),
-            }
-        } else {
-            serde::deserialize(py, data, flags).map(Some)
-        }
-    }
+fn not_initialized() -> PyErr {
+    plain_error("client is not initialized (call __init__ first)")
 }
 
 #[pymethods]
@@ -102,6 +66,7 @@ impl PyClient {
             pickle_protocol: AtomicI64::new(-1),
             user_serialize: AtomicBool::new(false),
             user_deserialize: AtomicBool::new(false),
+            flags: AtomicU8::new(0),
         }
     }
 

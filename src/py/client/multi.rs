@@ -13,6 +13,7 @@ use crate::error::Error as CoreError;
 use crate::protocol::{StoreCmd, MAX_KEY_LEN};
 use crate::py::args::*;
 use crate::py::errors::{self, op_error, plain_error};
+use crate::py::io::detached;
 
 /// Delete multiple keys at once; True only if every key was deleted.
 pub(super) fn delete_multi(
@@ -45,10 +46,9 @@ pub(super) fn delete_multi(
         }
         full.push(fk);
     }
-    let core = this.core()?;
     let refs: Vec<&[u8]> = full.iter().map(|k| &**k).collect();
-    let results = py.detach(|| core.delete_multi(&refs, noreply));
-    let verify = PyClient::verify_keys(&core);
+    let results = detached(py, this, |core| Ok(core.delete_multi(&refs, noreply)))?;
+    let verify = this.flags()?.verify_keys;
     let mut first_err = None;
     for (i, r) in results.into_iter().enumerate() {
         match r {
@@ -92,9 +92,10 @@ pub(super) fn incr_multi(
         let k = key_bytes(obj, KeyErrorWording::MustBeBytes)?;
         full.push(join_key(&prefix, k));
     }
-    let core = this.core()?;
     let refs: Vec<&[u8]> = full.iter().map(|k| &**k).collect();
-    let results = py.detach(|| core.arith_multi(true, &refs, delta as u64));
+    let results = detached(py, this, |core| {
+        Ok(core.arith_multi(true, &refs, delta as u64))
+    })?;
     report_arith(py, results)
 }
 
@@ -112,9 +113,10 @@ pub(super) fn touch_multi(
     let prefix = prefix_bytes(key_prefix)?;
     let items = sized_items(keys, "keys must be a sequence, not a mapping")?;
     let keys = multi_keys(&items, &prefix, true)?;
-    let core = this.core()?;
     let refs = keys.refs();
-    let results = py.detach(|| core.touch_multi(&refs, exptime, noreply));
+    let results = detached(py, this, |core| {
+        Ok(core.touch_multi(&refs, exptime, noreply))
+    })?;
     let failed = PyList::empty(py);
     for e in keys.empty {
         failed.append(e)?;
@@ -215,11 +217,10 @@ pub(super) fn fetch(
         objs = o2;
         full = f2;
     }
-    let core = this.core()?;
     let refs: Vec<&[u8]> = full.iter().map(|k| &**k).collect();
-    let mut fetched = py.detach(|| core.get_multi(&refs, with_cas));
+    let mut fetched = detached(py, this, |core| Ok(core.get_multi(&refs, with_cas)))?;
     let results = std::mem::take(&mut fetched.items);
-    let raise_on_error = core.behaviors().get_multi_raise_on_error;
+    let raise_on_error = this.flags()?.get_multi_raise_on_error;
     let out = PyDict::new(py);
     let mut first_err: Option<CoreError> = None;
     let mut any_ok = false;
@@ -326,7 +327,6 @@ pub(super) fn store(
         values.push(enc);
         objs.push(k);
     }
-    let core = this.core()?;
     let items: Vec<StoreItem<'_>> = full
         .iter()
         .zip(&values)
@@ -338,8 +338,10 @@ pub(super) fn store(
             cas: 0,
         })
         .collect();
-    let results = py.detach(|| core.store_multi(cmd, &items, args.noreply));
-    let verify = PyClient::verify_keys(&core);
+    let results = detached(py, this, |core| {
+        Ok(core.store_multi(cmd, &items, args.noreply))
+    })?;
+    let verify = this.flags()?.verify_keys;
     let mut first_err = None;
     for (obj, r) in objs.iter().zip(results) {
         match r {

@@ -12,6 +12,7 @@ use crate::error::Error as CoreError;
 use crate::protocol::StoreCmd;
 use crate::py::args::*;
 use crate::py::errors::{self, op_error, plain_error};
+use crate::py::io::detached;
 
 /// A single store's arguments, converted once in pylibmc's order: key, time, min_compress_len,
 /// compress_level (the value is encoded later, by `store`).
@@ -64,7 +65,6 @@ pub(super) fn store(
         }
         return Ok(false);
     }
-    let core = this.core()?;
     let item = StoreItem {
         key,
         flags,
@@ -72,9 +72,9 @@ pub(super) fn store(
         data: &data,
         cas: args.cas,
     };
-    let r = py
-        .detach(|| core.store_multi(cmd, &[item], args.noreply))
-        .pop();
+    let r = detached(py, this, |core| {
+        Ok(core.store_multi(cmd, &[item], args.noreply).pop())
+    })?;
     let what = match cmd {
         StoreCmd::Set => "memcached_set",
         StoreCmd::Add => "memcached_add",
@@ -96,7 +96,7 @@ pub(super) fn store(
             )))
         }
         Some(Ok(_)) => Ok(false),
-        Some(Err(CoreError::BadKey(_))) if PyClient::verify_keys(&core) && cmd != StoreCmd::Cas => {
+        Some(Err(CoreError::BadKey(_))) if this.flags()?.verify_keys && cmd != StoreCmd::Cas => {
             Ok(false)
         }
         Some(Err(e)) => {
@@ -125,8 +125,7 @@ pub(super) fn get(
     if k.is_empty() {
         return Ok(default);
     }
-    let core = this.core()?;
-    let mut f = py.detach(|| core.get_multi(&[k], false));
+    let mut f = detached(py, this, |core| Ok(core.get_multi(&[k], false)))?;
     match f.items.pop() {
         Some(Ok(Some(item))) => Ok(this
             .decode_item(slf, f.bytes(&item), item.flags)?
@@ -149,11 +148,10 @@ pub(super) fn gets(
     if k.is_empty() {
         return Ok((py.None(), py.None()));
     }
-    let core = this.core()?;
-    if !core.behaviors().cas {
+    if !this.flags()?.cas {
         return Err(PyValueError::new_err("gets without cas behavior"));
     }
-    let mut f = py.detach(|| core.get_multi(&[k], true));
+    let mut f = detached(py, this, |core| Ok(core.get_multi(&[k], true)))?;
     match f.items.pop() {
         Some(Ok(Some(item))) => match this.decode_item(slf, f.bytes(&item), item.flags)? {
             Some(v) => Ok((v, item.cas.unwrap_or(0).into_py_any(py)?)),
@@ -175,7 +173,7 @@ pub(super) fn cas(
     require_int(cas)?;
     let token: i64 = cas.extract()?;
     let k = key_bytes(key, KeyErrorWording::BytesLike)?;
-    if !k.is_empty() && !slf.get().core()?.behaviors().cas {
+    if !k.is_empty() && !slf.get().flags()?.cas {
         return Err(PyValueError::new_err("cas without cas behavior"));
     }
     // No min_compress_len: cas never compresses.
@@ -216,11 +214,10 @@ pub(super) fn delete(
     if k.is_empty() {
         return Ok(false);
     }
-    let core = this.core()?;
-    let r = py.detach(|| core.delete_multi(&[k], noreply)).pop();
+    let r = detached(py, this, |core| Ok(core.delete_multi(&[k], noreply).pop()))?;
     match r {
         Some(Ok(d)) => Ok(d),
-        Some(Err(CoreError::BadKey(_))) if PyClient::verify_keys(&core) => Ok(false),
+        Some(Err(CoreError::BadKey(_))) if this.flags()?.verify_keys => Ok(false),
         Some(Err(e)) => Err(op_error(py, "memcached_delete", Some(k), &e)),
         None => Ok(false),
     }
@@ -241,8 +238,9 @@ pub(super) fn touch(
     if k.is_empty() {
         return Ok(false);
     }
-    let core = this.core()?;
-    let r = py.detach(|| core.touch_multi(&[k], exptime, noreply)).pop();
+    let r = detached(py, this, |core| {
+        Ok(core.touch_multi(&[k], exptime, noreply).pop())
+    })?;
     match r {
         Some(Ok(t)) => Ok(t),
         Some(Err(e)) => Err(op_error(py, "memcached_touch", Some(k), &e)),
@@ -267,8 +265,9 @@ pub(super) fn arith(
     if k.is_empty() {
         return Err(errors::BadKeyProvided::new_err("1 keys failed"));
     }
-    let core = slf.get().core()?;
-    let r = py.detach(|| core.arith_multi(incr, &[k], d)).pop();
+    let r = detached(py, slf.get(), |core| {
+        Ok(core.arith_multi(incr, &[k], d).pop())
+    })?;
     match r {
         Some(Ok(Some(n))) => Ok(n),
         Some(Ok(None)) => Err(errors::NotFound::new_err("1 keys not found")),
