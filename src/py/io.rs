@@ -21,7 +21,8 @@ use super::client::PyClient;
 use crate::client::Client;
 
 /// Run `f` on `client`'s core with the interpreter released; re-attached, return what it returned.
-/// `Err` if the client was never initialized or `f` failed.
+/// `Err` if the client was never initialized or `f` failed; the constructors of `errors` need no
+/// interpreter, so `f` may build its error detached.
 #[inline]
 pub(super) fn detached<T, F>(py: Python<'_>, client: &PyClient, f: F) -> PyResult<T>
 where

@@ -9,7 +9,7 @@ use pyo3::types::{PyBytes, PyDict, PyList, PyString};
 use super::PyClient;
 use crate::error::Error as CoreError;
 use crate::py::args::*;
-use crate::py::errors::{self, plain_error};
+use crate::py::errors::{self, Op};
 use crate::py::io::detached;
 use crate::py::serde;
 
@@ -55,9 +55,7 @@ pub(super) fn flush_all(
     let delay = delay.clamp(0, u32::MAX as i64) as u32;
     let results = detached(py, slf.get(), |core| Ok(core.flush_all(delay)))?;
     if let Some(e) = results.into_iter().find_map(|r| r.err()) {
-        return Err(errors::SomeErrors::new_err(format!(
-            "error 19 from flush_all: SOME ERRORS WERE REPORTED ({e})"
-        )));
+        return Err(errors::some_errors(Op::FlushAll, &e));
     }
     Ok(true)
 }
@@ -88,13 +86,9 @@ pub(super) fn get_stats(
         let stats = match r {
             Ok(s) => s,
             Err(CoreError::UnknownCommand) | Err(CoreError::ClientError(_)) => {
-                return Err(plain_error("error 38 from get_stats"))
+                return Err(errors::invalid_arguments(Op::GetStats, None))
             }
-            Err(e) => {
-                return Err(errors::SomeErrors::new_err(format!(
-                    "error 19 from get_stats: SOME ERRORS WERE REPORTED ({e})"
-                )))
-            }
+            Err(e) => return Err(errors::some_errors(Op::GetStats, &e)),
         };
         let d = PyDict::new(py);
         for name in STAT_KEYS {
@@ -143,7 +137,7 @@ pub(super) fn deserialize(
 ) -> PyResult<Py<PyAny>> {
     let py = slf.py();
     let flags = wrap_u32(Some(flags))?;
-    if flags & 0x17 == 0 {
+    if flags & serde::TYPE_MASK == 0 {
         return Ok(data.clone().unbind());
     }
     let bytes = data.cast::<PyBytes>().map_err(|_| {

@@ -13,7 +13,7 @@ use crate::behaviors::{Behaviors, ALL_BEHAVIORS, FASTMC_BEHAVIORS};
 use crate::client::Client;
 use crate::connection::default_socket_buffer_sizes;
 use crate::py::args::*;
-use crate::py::errors::{self, op_error, plain_error};
+use crate::py::errors::{self, plain_error, Op};
 use crate::py::io::{detached, released};
 use crate::py::servers::*;
 use crate::security::{Credentials, Security, Tls, TlsOptions};
@@ -116,8 +116,8 @@ pub(super) fn init(
         namespace = apply_behaviors(this, &mut b, d, binary)?;
     }
     let flags = BehaviorFlags::of(&b);
-    let core = Client::new(specs, b, namespace)
-        .map_err(|e| op_error(py, "memcached_server_add", None, &e))?;
+    let core =
+        Client::new(specs, b, namespace).map_err(|e| errors::op_error(Op::ServerAdd, None, &e))?;
     *this.core.write() = Some(Arc::new(core));
     this.set_flags(flags);
     this.binary.store(binary, Ordering::Relaxed);
@@ -260,10 +260,8 @@ fn apply_behaviors_inner(
             this.pickle_protocol.store(n, Ordering::Relaxed);
             continue;
         }
-        if b.set(name, n, binary).is_err() {
-            return Err(plain_error(format!(
-                "memcached_behavior_set returned 38 for behavior '{name}' = {n}"
-            )));
+        if let Err(rejected) = b.set(name, n, binary) {
+            return Err(errors::behavior_rejected(&rejected, name, n));
         }
     }
     match d.get_item("namespace")? {
@@ -271,8 +269,9 @@ fn apply_behaviors_inner(
         Some(ns) if ns.is_none() => Ok(Some(Vec::new())),
         Some(ns) => match ns.cast::<PyBytes>() {
             Ok(bts) if !bts.as_bytes().is_empty() => Ok(Some(bts.as_bytes().to_vec())),
-            Ok(_) => Err(plain_error(
-                "error 38 from memcached_callback_set: namespace must not be empty",
+            Ok(_) => Err(errors::invalid_arguments(
+                Op::CallbackSet,
+                Some("namespace must not be empty"),
             )),
             Err(_) => Err(PyTypeError::new_err("namespace must be bytes")),
         },

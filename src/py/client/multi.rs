@@ -12,7 +12,7 @@ use crate::client::{StoreItem, StoreStatus};
 use crate::error::Error as CoreError;
 use crate::protocol::{StoreCmd, MAX_KEY_LEN};
 use crate::py::args::*;
-use crate::py::errors::{self, op_error, plain_error};
+use crate::py::errors::{self, Op};
 use crate::py::io::detached;
 
 /// Delete multiple keys at once; True only if every key was deleted.
@@ -62,9 +62,8 @@ pub(super) fn delete_multi(
         }
     }
     if let Some((i, e)) = first_err {
-        return Err(op_error(
-            py,
-            "memcached_delete",
+        return Err(errors::op_error(
+            Op::Delete,
             Some(&refs[i][prefix.len()..]),
             &e,
         ));
@@ -96,7 +95,7 @@ pub(super) fn incr_multi(
     let results = detached(py, this, |core| {
         Ok(core.arith_multi(true, &refs, delta as u64))
     })?;
-    report_arith(py, results)
+    report_arith(results)
 }
 
 /// fastmc extension: touch multiple keys; returns the keys that were not found.
@@ -133,24 +132,14 @@ pub(super) fn touch_multi(
         }
     }
     if let Some(e) = first_err {
-        return Err(with_failed_keys(
-            py,
-            op_error(py, "memcached_touch_multi", None, &e),
-            &failed,
-        ));
+        let err = errors::op_error(Op::TouchMulti, None, &e);
+        return Err(errors::with_failed_keys(py, err, &failed));
     }
     Ok(failed.unbind())
 }
 
-/// Attach the failed keys to an exception raised after a whole batch was processed.
-fn with_failed_keys(py: Python<'_>, err: PyErr, failed: &Bound<'_, PyList>) -> PyErr {
-    let _ = err.value(py).setattr("failed_keys", failed);
-    err
-}
-
-/// pylibmc's incr/incr_multi error report, after every key was tried: `<n> keys not found` when
-/// all failures were misses, else `<n> keys failed` (the error's class if there was one hard error).
-fn report_arith(py: Python<'_>, results: Vec<crate::error::Result<Option<u64>>>) -> PyResult<()> {
+/// incr_multi's report, after every key was tried: misses and hard errors counted together.
+fn report_arith(results: Vec<crate::error::Result<Option<u64>>>) -> PyResult<()> {
     let mut misses = 0usize;
     let mut hard: Vec<CoreError> = Vec::new();
     for r in results {
@@ -160,17 +149,10 @@ fn report_arith(py: Python<'_>, results: Vec<crate::error::Result<Option<u64>>>)
             Err(e) => hard.push(e),
         }
     }
-    let n = misses + hard.len();
-    match hard.as_slice() {
-        [] if n == 0 => Ok(()),
-        [] => Err(errors::NotFound::new_err(format!("{n} keys not found"))),
-        [e] => Err(errors::error_with_message(
-            py,
-            e,
-            format!("{n} keys failed"),
-        )),
-        _ => Err(plain_error(format!("{n} keys failed"))),
+    if misses == 0 && hard.is_empty() {
+        return Ok(());
     }
+    Err(errors::keys_failed(misses, &hard))
 }
 
 /// get_multi and gets_multi.
@@ -188,8 +170,9 @@ pub(super) fn fetch(
         mut objs, mut full, ..
     } = multi_keys(&items, &prefix, false)?;
     if full.iter().any(|k| k.len() > MAX_KEY_LEN) {
-        return Err(errors::BadKeyProvided::new_err(
-            "error 33 from memcached_mget: A BAD KEY WAS PROVIDED/CHARACTERS OUT OF RANGE",
+        return Err(errors::bad_key(
+            Op::Mget,
+            "A BAD KEY WAS PROVIDED/CHARACTERS OUT OF RANGE",
         ));
     }
     // A str and a bytes spelling of one key give one entry, under the str form.
@@ -237,11 +220,7 @@ pub(super) fn fetch(
                 }
             }
             Ok(None) => any_ok = true,
-            Err(CoreError::BadKey(m)) => {
-                return Err(errors::BadKeyProvided::new_err(format!(
-                    "error 33 from memcached_mget: {m}"
-                )))
-            }
+            Err(CoreError::BadKey(m)) => return Err(errors::bad_key(Op::Mget, &m)),
             Err(e) => {
                 first_err.get_or_insert(e);
             }
@@ -250,16 +229,8 @@ pub(super) fn fetch(
     if let Some(e) = first_err {
         // pylibmc leaves a failed server's keys out unless every server failed.
         if raise_on_error || !any_ok {
-            return Err(op_error(
-                py,
-                if with_cas {
-                    "memcached_gets_multi"
-                } else {
-                    "memcached_mget"
-                },
-                None,
-                &e,
-            ));
+            let op = if with_cas { Op::GetsMulti } else { Op::Mget };
+            return Err(errors::op_error(op, None, &e));
         }
     }
     Ok(out.unbind())
@@ -356,12 +327,8 @@ pub(super) fn store(
     }
     prefer_str_forms(&pairs, &failed)?;
     if let Some(e) = first_err {
-        let what = match cmd {
-            StoreCmd::Add => "memcached_add_multi",
-            StoreCmd::Replace => "memcached_replace_multi",
-            _ => "memcached_set_multi",
-        };
-        return Err(with_failed_keys(py, op_error(py, what, None, &e), &failed));
+        let err = errors::op_error(Op::store_multi(cmd), None, &e);
+        return Err(errors::with_failed_keys(py, err, &failed));
     }
     Ok(failed.unbind())
 }

@@ -11,7 +11,7 @@ use crate::client::{StoreItem, StoreStatus};
 use crate::error::Error as CoreError;
 use crate::protocol::StoreCmd;
 use crate::py::args::*;
-use crate::py::errors::{self, op_error, plain_error};
+use crate::py::errors::{self, Op};
 use crate::py::io::detached;
 
 /// A single store's arguments, converted once in pylibmc's order: key, time, min_compress_len,
@@ -59,9 +59,7 @@ pub(super) fn store(
     let (data, flags) = this.encode_value(slf, val, args.min_compress_len, args.level)?;
     if key.is_empty() {
         if cmd == StoreCmd::Cas {
-            return Err(errors::BadKeyProvided::new_err(
-                "error 33 from memcached_cas: key is empty",
-            ));
+            return Err(errors::bad_key(Op::Cas, "key is empty"));
         }
         return Ok(false);
     }
@@ -75,25 +73,14 @@ pub(super) fn store(
     let r = detached(py, this, |core| {
         Ok(core.store_multi(cmd, &[item], args.noreply).pop())
     })?;
-    let what = match cmd {
-        StoreCmd::Set => "memcached_set",
-        StoreCmd::Add => "memcached_add",
-        StoreCmd::Replace => "memcached_replace",
-        StoreCmd::Append => "memcached_append",
-        StoreCmd::Prepend => "memcached_prepend",
-        StoreCmd::Cas => "memcached_cas",
-    };
     match r {
         Some(Ok(StoreStatus::Stored)) => Ok(true),
         // Binary replace of a missing key: NOT FOUND (text mode says NOT_STORED: False).
         Some(Ok(StoreStatus::NotFound)) if cmd == StoreCmd::Replace => {
-            Err(errors::NotFound::new_err("error 16 from memcached_replace"))
+            Err(errors::not_found(Op::Replace, None))
         }
         Some(Ok(StoreStatus::NotFound)) if cmd == StoreCmd::Cas => {
-            Err(errors::NotFound::new_err(format!(
-                "error 16 from memcached_cas({}): NOT FOUND",
-                String::from_utf8_lossy(key)
-            )))
+            Err(errors::not_found(Op::Cas, Some(key)))
         }
         Some(Ok(_)) => Ok(false),
         Some(Err(CoreError::BadKey(_))) if this.flags()?.verify_keys && cmd != StoreCmd::Cas => {
@@ -105,9 +92,9 @@ pub(super) fn store(
             } else {
                 None
             };
-            Err(op_error(py, what, k, &e))
+            Err(errors::op_error(Op::store(cmd), k, &e))
         }
-        None => Err(plain_error("no result")),
+        None => Err(errors::no_result()),
     }
 }
 
@@ -131,7 +118,7 @@ pub(super) fn get(
             .decode_item(slf, f.bytes(&item), item.flags)?
             .unwrap_or(default)),
         Some(Ok(None)) => Ok(default),
-        Some(Err(e)) => Err(op_error(py, "memcached_get", Some(k), &e)),
+        Some(Err(e)) => Err(errors::op_error(Op::Get, Some(k), &e)),
         None => Ok(default),
     }
 }
@@ -158,7 +145,7 @@ pub(super) fn gets(
             None => Ok((py.None(), py.None())),
         },
         Some(Ok(None)) | None => Ok((py.None(), py.None())),
-        Some(Err(e)) => Err(op_error(py, "memcached_gets", Some(k), &e)),
+        Some(Err(e)) => Err(errors::op_error(Op::Gets, Some(k), &e)),
     }
 }
 
@@ -218,7 +205,7 @@ pub(super) fn delete(
     match r {
         Some(Ok(d)) => Ok(d),
         Some(Err(CoreError::BadKey(_))) if this.flags()?.verify_keys => Ok(false),
-        Some(Err(e)) => Err(op_error(py, "memcached_delete", Some(k), &e)),
+        Some(Err(e)) => Err(errors::op_error(Op::Delete, Some(k), &e)),
         None => Ok(false),
     }
 }
@@ -243,7 +230,7 @@ pub(super) fn touch(
     })?;
     match r {
         Some(Ok(t)) => Ok(t),
-        Some(Err(e)) => Err(op_error(py, "memcached_touch", Some(k), &e)),
+        Some(Err(e)) => Err(errors::op_error(Op::Touch, Some(k), &e)),
         None => Ok(false),
     }
 }
@@ -263,16 +250,17 @@ pub(super) fn arith(
     let k = key_bytes(key, KeyErrorWording::BytesLike)?;
     check_key_len(k)?;
     if k.is_empty() {
-        return Err(errors::BadKeyProvided::new_err("1 keys failed"));
+        // As libmemcached counts it: one key failed, refused as a bad key.
+        return Err(errors::keys_failed(0, &[CoreError::BadKey(String::new())]));
     }
     let r = detached(py, slf.get(), |core| {
         Ok(core.arith_multi(incr, &[k], d).pop())
     })?;
     match r {
         Some(Ok(Some(n))) => Ok(n),
-        Some(Ok(None)) => Err(errors::NotFound::new_err("1 keys not found")),
-        Some(Err(e)) => Err(errors::error_with_message(py, &e, "1 keys failed".into())),
-        None => Err(plain_error("no result")),
+        Some(Ok(None)) => Err(errors::keys_failed(1, &[])),
+        Some(Err(e)) => Err(errors::keys_failed(0, &[e])),
+        None => Err(errors::no_result()),
     }
 }
 
