@@ -9,7 +9,7 @@ use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyInt, PyString};
 
 use super::PyClient;
-use crate::behaviors::{Behaviors, ALL_BEHAVIORS, FASTMC_BEHAVIORS};
+use crate::behaviors::{Behaviors, Rejected, ALL_BEHAVIORS, FASTMC_BEHAVIORS};
 use crate::client::Client;
 use crate::connection::default_socket_buffer_sizes;
 use crate::py::args::*;
@@ -113,7 +113,11 @@ pub(super) fn init(
         let d = d
             .cast::<PyDict>()
             .map_err(|_| PyTypeError::new_err("behaviors must be a dict"))?;
-        namespace = apply_behaviors(this, &mut b, d, binary)?;
+        let mut plan = BehaviorPlan::read(d);
+        let ns = plan.namespace.take();
+        let applied = plan.apply(this, &mut b, binary);
+        plan.outcome(applied)?;
+        namespace = ns.unwrap_or_default();
     }
     let flags = BehaviorFlags::of(&b);
     let core =
@@ -198,7 +202,9 @@ pub(super) fn get_behaviors(slf: &Bound<'_, PyClient>) -> PyResult<Py<PyDict>> {
     Ok(d.unbind())
 }
 
-/// Set behaviors from a dict of numbers (names as in `all_behaviors`, plus `namespace`).
+/// Set behaviors from a dict of numbers (names as in `all_behaviors`, plus `namespace`). The dict
+/// is read into a `BehaviorPlan` first, attached; the core's lock is then taken detached and only
+/// pure Rust runs under it.
 pub(super) fn set_behaviors(
     slf: &Bound<'_, PyClient>,
     behaviors: &Bound<'_, PyAny>,
@@ -210,71 +216,117 @@ pub(super) fn set_behaviors(
     let d = behaviors
         .cast::<PyDict>()
         .map_err(|_| PyTypeError::new_err("behaviors must be a dict"))?;
-    let core = this.core()?;
+    this.flags()?; // not initialized: raised before the dict is read
+    let mut plan = BehaviorPlan::read(d);
+    let namespace = plan.namespace.take();
     let binary = this.binary.load(Ordering::Relaxed);
-    let mut result = Ok(());
-    let mut ns = None;
-    let _ = core.update_behaviors(|b| {
-        match apply_behaviors_inner(this, b, d, binary) {
-            Ok(n) => ns = n,
-            Err(e) => result = Err(e),
+    let applied = detached(slf.py(), this, |core| {
+        let mut rejected_at = 0;
+        let applied = core.update_behaviors(|b| {
+            let r = plan.apply(this, b, binary);
+            this.set_flags(BehaviorFlags::of(b));
+            r.map_err(|(i, rejected)| {
+                rejected_at = i;
+                rejected
+            })
+        });
+        if let (Ok(()), Some(ns)) = (&applied, namespace) {
+            core.set_namespace(ns);
         }
-        this.set_flags(BehaviorFlags::of(b));
+        Ok(applied.map_err(|rejected| (rejected_at, rejected)))
+    })?;
+    plan.outcome(applied)
+}
+
+/// A behaviors dict read into plain Rust while attached (reading it may run Python code: a dict
+/// lookup, an int subclass's `__and__`), so that applying it runs no Python code under the core's
+/// lock. pylibmc walks the behaviors in its fixed order, whatever the dict's order, applying each
+/// as it goes, then reads `namespace`; the plan keeps that order and its outcome: the values up to
+/// the first that does not convert, and that error, raised after the ones before it are applied.
+struct BehaviorPlan {
+    values: Vec<(&'static str, i64)>,
+    /// What ended the walk early: a value that is not an int, a bad namespace.
+    stop: Option<PyErr>,
+    /// The namespace to set once every value is applied (only if the walk did not stop).
+    namespace: Option<Vec<u8>>,
+}
+
+impl BehaviorPlan {
+    fn read(d: &Bound<'_, PyDict>) -> Self {
+        let mut values = Vec::new();
+        match Self::walk(d, &mut values) {
+            Ok(namespace) => BehaviorPlan {
+                values,
+                stop: None,
+                namespace,
+            },
+            Err(e) => BehaviorPlan {
+                values,
+                stop: Some(e),
+                namespace: None,
+            },
+        }
+    }
+
+    fn walk(
+        d: &Bound<'_, PyDict>,
+        values: &mut Vec<(&'static str, i64)>,
+    ) -> PyResult<Option<Vec<u8>>> {
+        for name in ALL_BEHAVIORS.iter().chain(FASTMC_BEHAVIORS.iter()) {
+            let Some(v) = d.get_item(*name)? else {
+                continue;
+            };
+            if !v.is_instance_of::<PyInt>() {
+                return Err(PyTypeError::new_err(format!(
+                    "behavior {name} must be int, not {}",
+                    type_name(&v)
+                )));
+            }
+            values.push((name, wrap_i64(&v)?));
+        }
+        match d.get_item("namespace")? {
+            None => Ok(None),
+            Some(ns) if ns.is_none() => Ok(Some(Vec::new())),
+            Some(ns) => match ns.cast::<PyBytes>() {
+                Ok(bts) if !bts.as_bytes().is_empty() => Ok(Some(bts.as_bytes().to_vec())),
+                Ok(_) => Err(errors::invalid_arguments(
+                    Op::CallbackSet,
+                    Some("namespace must not be empty"),
+                )),
+                Err(_) => Err(PyTypeError::new_err("namespace must be bytes")),
+            },
+        }
+    }
+
+    /// Apply the values in order: pure Rust, run under the core's lock by `set_behaviors`.
+    /// `pickle_protocol` is the binding's own. On a rejected value, the ones before it stay
+    /// applied (as in libmemcached): `Err((its index, the rejection))`.
+    fn apply(
+        &self,
+        this: &PyClient,
+        b: &mut Behaviors,
+        binary: bool,
+    ) -> Result<(), (usize, Rejected)> {
+        for (i, &(name, value)) in self.values.iter().enumerate() {
+            if name == "pickle_protocol" {
+                this.pickle_protocol.store(value, Ordering::Relaxed);
+                continue;
+            }
+            b.set(name, value, binary)
+                .map_err(|rejected| (i, rejected))?;
+        }
         Ok(())
-    });
-    if let Some(n) = ns {
-        core.set_namespace(n);
     }
-    result
-}
 
-/// Apply a behaviors dict at construction; returns the namespace.
-fn apply_behaviors(
-    this: &PyClient,
-    b: &mut Behaviors,
-    d: &Bound<'_, PyDict>,
-    binary: bool,
-) -> PyResult<Vec<u8>> {
-    Ok(apply_behaviors_inner(this, b, d, binary)?.unwrap_or_default())
-}
-
-/// Walk the behaviors in pylibmc's fixed order, whatever the dict's order; then `namespace`.
-fn apply_behaviors_inner(
-    this: &PyClient,
-    b: &mut Behaviors,
-    d: &Bound<'_, PyDict>,
-    binary: bool,
-) -> PyResult<Option<Vec<u8>>> {
-    for name in ALL_BEHAVIORS.iter().chain(FASTMC_BEHAVIORS.iter()) {
-        let Some(v) = d.get_item(*name)? else {
-            continue;
-        };
-        if !v.is_instance_of::<PyInt>() {
-            return Err(PyTypeError::new_err(format!(
-                "behavior {name} must be int, not {}",
-                type_name(&v)
-            )));
+    /// What to raise once applied: the rejection, else what stopped the walk.
+    fn outcome(self, applied: Result<(), (usize, Rejected)>) -> PyResult<()> {
+        match applied {
+            Err((i, rejected)) => {
+                let (name, value) = self.values.get(i).copied().unwrap_or(("", 0));
+                Err(errors::behavior_rejected(&rejected, name, value))
+            }
+            Ok(()) => self.stop.map_or(Ok(()), Err),
         }
-        let n = wrap_i64(&v)?;
-        if *name == "pickle_protocol" {
-            this.pickle_protocol.store(n, Ordering::Relaxed);
-            continue;
-        }
-        if let Err(rejected) = b.set(name, n, binary) {
-            return Err(errors::behavior_rejected(&rejected, name, n));
-        }
-    }
-    match d.get_item("namespace")? {
-        None => Ok(None),
-        Some(ns) if ns.is_none() => Ok(Some(Vec::new())),
-        Some(ns) => match ns.cast::<PyBytes>() {
-            Ok(bts) if !bts.as_bytes().is_empty() => Ok(Some(bts.as_bytes().to_vec())),
-            Ok(_) => Err(errors::invalid_arguments(
-                Op::CallbackSet,
-                Some("namespace must not be empty"),
-            )),
-            Err(_) => Err(PyTypeError::new_err("namespace must be bytes")),
-        },
     }
 }
 
