@@ -5,14 +5,38 @@ use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyTuple};
 
+use super::errors::{plain_error, NotSupportedError};
 use crate::client::ServerSpec;
 use crate::connection::Address;
 
-pub const SERVER_TYPE_TCP: i64 = 1;
-pub const SERVER_TYPE_UDP: i64 = 2;
-pub const SERVER_TYPE_UNIX: i64 = 4;
+const SERVER_TYPE_TCP: i64 = 1;
+const SERVER_TYPE_UDP: i64 = 2;
+const SERVER_TYPE_UNIX: i64 = 4;
 
-pub fn parse_server(item: &Bound<'_, PyAny>) -> PyResult<(i64, ServerSpec)> {
+/// The server list of `client(servers, ...)`: one transport, at least one server, no UDP.
+pub fn parse_servers(servers: &Bound<'_, PyAny>) -> PyResult<Vec<ServerSpec>> {
+    let mut specs = Vec::new();
+    let mut kinds = Vec::new();
+    for item in servers.try_iter()? {
+        let (kind, spec) = parse_server(&item?)?;
+        kinds.push(kind);
+        specs.push(spec);
+    }
+    let Some(&first) = kinds.first() else {
+        return Err(plain_error("empty server list"));
+    };
+    if kinds.iter().any(|&k| k != first) {
+        return Err(PyValueError::new_err("can't mix transport types"));
+    }
+    if first == SERVER_TYPE_UDP {
+        return Err(NotSupportedError::new_err(
+            "fastmc does not support UDP servers (pylibmc cannot read over UDP either)",
+        ));
+    }
+    Ok(specs)
+}
+
+fn parse_server(item: &Bound<'_, PyAny>) -> PyResult<(i64, ServerSpec)> {
     if let Ok(t) = item.cast::<PyTuple>() {
         if t.len() != 3 && t.len() != 4 {
             return Err(PyTypeError::new_err(

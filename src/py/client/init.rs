@@ -3,7 +3,7 @@
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
-use pyo3::exceptions::{PyTypeError, PyValueError};
+use pyo3::exceptions::PyTypeError;
 use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyInt, PyString};
@@ -15,26 +15,20 @@ use crate::connection::default_socket_buffer_sizes;
 use crate::py::args::*;
 use crate::py::errors::{self, plain_error, Op};
 use crate::py::io::{detached, released};
-use crate::py::servers::*;
+use crate::py::servers::parse_servers;
 use crate::security::{Credentials, Security, Tls, TlsOptions};
 
 /// `_pylibmc.client(servers, binary=False, username=None, password=None, behaviors=None)`,
-/// plus fastmc's keyword-only TLS arguments.
-#[allow(clippy::too_many_arguments)]
+/// plus fastmc's keyword-only TLS arguments; checked and applied in pylibmc's order.
 pub(super) fn init(
     slf: &Bound<'_, PyClient>,
     servers: &Bound<'_, PyAny>,
     binary: Option<&Bound<'_, PyAny>>,
-    username: Option<&Bound<'_, PyAny>>,
-    password: Option<&Bound<'_, PyAny>>,
+    sasl: (Option<&Bound<'_, PyAny>>, Option<&Bound<'_, PyAny>>),
     behaviors: Option<&Bound<'_, PyAny>>,
     tls: bool,
-    tls_ca_file: Option<String>,
-    tls_cert_file: Option<String>,
-    tls_key_file: Option<String>,
-    tls_server_name: Option<String>,
+    tls_options: TlsOptions,
 ) -> PyResult<()> {
-    let py = slf.py();
     let this = slf.get();
     let binary = match binary {
         None => false,
@@ -43,6 +37,50 @@ pub(super) fn init(
             b.extract::<i64>()? != 0
         }
     };
+    let mut security = Security {
+        sasl: credentials(sasl, binary)?,
+        ..Security::default()
+    };
+    // Any TLS argument turns TLS on.
+    if tls || tls_options != TlsOptions::default() {
+        let t = released(slf.py(), || Tls::new(tls_options))
+            .map_err(|m| plain_error(format!("TLS setup failed: {m}")))?;
+        security.tls = Some(t);
+    }
+    let specs = parse_servers(servers)?;
+    // Behaviors apply before the servers are added, as in pylibmc.
+    let mut b = Behaviors {
+        binary,
+        security: Arc::new(security),
+        ..Behaviors::default()
+    };
+    let namespace = match behaviors.filter(|d| !d.is_none()) {
+        None => Vec::new(),
+        Some(d) => {
+            let d = d
+                .cast::<PyDict>()
+                .map_err(|_| PyTypeError::new_err("behaviors must be a dict"))?;
+            let mut plan = BehaviorPlan::read(d);
+            let namespace = plan.namespace.take();
+            let applied = plan.apply(this, &mut b, binary);
+            plan.outcome(applied)?;
+            namespace.unwrap_or_default()
+        }
+    };
+    let flags = BehaviorFlags::of(&b);
+    let core =
+        Client::new(specs, b, namespace).map_err(|e| errors::op_error(Op::ServerAdd, None, &e))?;
+    *this.core.write() = Some(Arc::new(core));
+    this.set_flags(flags);
+    this.binary.store(binary, Ordering::Relaxed);
+    note_serializer_overrides(slf)
+}
+
+/// SASL credentials: both or neither, str, and only with the binary protocol.
+fn credentials(
+    (username, password): (Option<&Bound<'_, PyAny>>, Option<&Bound<'_, PyAny>>),
+    binary: bool,
+) -> PyResult<Option<Credentials>> {
     let username = username.filter(|u| !u.is_none());
     let password = password.filter(|p| !p.is_none());
     for a in [username, password].into_iter().flatten() {
@@ -53,80 +91,24 @@ pub(super) fn init(
         }
     }
     match (username, password) {
-        (Some(_), None) | (None, Some(_)) => {
-            return Err(PyTypeError::new_err(
-                "SASL requires both username and password",
-            ))
-        }
-        (Some(_), Some(_)) if !binary => {
-            return Err(PyTypeError::new_err(
-                "SASL requires the memcached binary protocol",
-            ))
-        }
-        _ => {}
-    }
-    let mut security = Security::default();
-    if let (Some(u), Some(p)) = (username, password) {
-        security.sasl = Some(Credentials {
+        (None, None) => Ok(None),
+        (Some(_), None) | (None, Some(_)) => Err(PyTypeError::new_err(
+            "SASL requires both username and password",
+        )),
+        (Some(_), Some(_)) if !binary => Err(PyTypeError::new_err(
+            "SASL requires the memcached binary protocol",
+        )),
+        (Some(u), Some(p)) => Ok(Some(Credentials {
             username: u.extract::<String>()?.into_bytes(),
             password: p.extract::<String>()?.into_bytes(),
-        });
+        })),
     }
-    let tls_options = TlsOptions {
-        ca_file: tls_ca_file,
-        cert_file: tls_cert_file,
-        key_file: tls_key_file,
-        server_name: tls_server_name,
-    };
-    // Any TLS argument turns TLS on.
-    if tls || tls_options != TlsOptions::default() {
-        let t = released(py, || Tls::new(tls_options))
-            .map_err(|m| plain_error(format!("TLS setup failed: {m}")))?;
-        security.tls = Some(t);
-    }
-    let mut specs = Vec::new();
-    let mut kinds = Vec::new();
-    for item in servers.try_iter()? {
-        let (kind, spec) = parse_server(&item?)?;
-        kinds.push(kind);
-        specs.push(spec);
-    }
-    if specs.is_empty() {
-        return Err(plain_error("empty server list"));
-    }
-    if kinds.iter().any(|&k| k != kinds[0]) {
-        return Err(PyValueError::new_err("can't mix transport types"));
-    }
-    if kinds[0] == SERVER_TYPE_UDP {
-        return Err(errors::NotSupportedError::new_err(
-            "fastmc does not support UDP servers (pylibmc cannot read over UDP either)",
-        ));
-    }
-    // Behaviors apply before the servers are added, as in pylibmc.
-    let mut b = Behaviors {
-        binary,
-        security: std::sync::Arc::new(security),
-        ..Behaviors::default()
-    };
-    let mut namespace = Vec::new();
-    if let Some(d) = behaviors.filter(|d| !d.is_none()) {
-        let d = d
-            .cast::<PyDict>()
-            .map_err(|_| PyTypeError::new_err("behaviors must be a dict"))?;
-        let mut plan = BehaviorPlan::read(d);
-        let ns = plan.namespace.take();
-        let applied = plan.apply(this, &mut b, binary);
-        plan.outcome(applied)?;
-        namespace = ns.unwrap_or_default();
-    }
-    let flags = BehaviorFlags::of(&b);
-    let core =
-        Client::new(specs, b, namespace).map_err(|e| errors::op_error(Op::ServerAdd, None, &e))?;
-    *this.core.write() = Some(Arc::new(core));
-    this.set_flags(flags);
-    this.binary.store(binary, Ordering::Relaxed);
-    // Serializer overrides count at class level only, detected here as pylibmc does.
-    let base = py.get_type::<PyClient>();
+}
+
+/// Serializer overrides count at class level only, detected at construction as pylibmc does.
+fn note_serializer_overrides(slf: &Bound<'_, PyClient>) -> PyResult<()> {
+    let this = slf.get();
+    let base = slf.py().get_type::<PyClient>();
     let cls = slf.get_type();
     let overridden =
         |name: &str| -> PyResult<bool> { Ok(!cls.getattr(name)?.is(&base.getattr(name)?)) };

@@ -20,6 +20,7 @@ use super::args::MaybeArg;
 use super::errors::plain_error;
 use crate::client::Client;
 use crate::protocol::StoreCmd;
+use crate::security::TlsOptions;
 use init::BehaviorFlags;
 use multi::StoreMultiArgs;
 use single::StoreArgs;
@@ -93,14 +94,15 @@ impl PyClient {
             slf,
             servers,
             binary,
-            username,
-            password,
+            (username, password),
             behaviors,
             tls,
-            tls_ca_file,
-            tls_cert_file,
-            tls_key_file,
-            tls_server_name,
+            TlsOptions {
+                ca_file: tls_ca_file,
+                cert_file: tls_cert_file,
+                key_file: tls_key_file,
+                server_name: tls_server_name,
+            },
         )
     }
 

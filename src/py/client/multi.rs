@@ -2,6 +2,7 @@
 //! incr_multi and touch_multi.
 
 use std::borrow::Cow;
+use std::collections::HashMap;
 
 use pyo3::exceptions::PyTypeError;
 use pyo3::prelude::*;
@@ -166,40 +167,14 @@ pub(super) fn fetch(
     let this = slf.get();
     let items = sized_items(keys, "dict is not a sequence")?;
     let prefix = prefix_bytes(key_prefix)?;
-    let MultiKeys {
-        mut objs, mut full, ..
-    } = multi_keys(&items, &prefix, false)?;
+    let MultiKeys { objs, full, .. } = multi_keys(&items, &prefix, false)?;
     if full.iter().any(|k| k.len() > MAX_KEY_LEN) {
         return Err(errors::bad_key(
             Op::Mget,
             "A BAD KEY WAS PROVIDED/CHARACTERS OUT OF RANGE",
         ));
     }
-    // A str and a bytes spelling of one key give one entry, under the str form.
-    let has_str = objs.iter().any(|o| o.is_instance_of::<PyString>());
-    let has_bytes = objs.iter().any(|o| o.is_instance_of::<PyBytes>());
-    if has_str && has_bytes {
-        let mut seen: std::collections::HashMap<Cow<'_, [u8]>, usize> =
-            std::collections::HashMap::new();
-        let mut o2 = Vec::with_capacity(objs.len());
-        let mut f2 = Vec::with_capacity(full.len());
-        for (o, f) in objs.into_iter().zip(full) {
-            match seen.get(&f) {
-                Some(&i) => {
-                    if o.is_instance_of::<PyString>() {
-                        o2[i] = o;
-                    }
-                }
-                None => {
-                    seen.insert(f.clone(), o2.len());
-                    o2.push(o);
-                    f2.push(f);
-                }
-            }
-        }
-        objs = o2;
-        full = f2;
-    }
+    let (objs, full) = merge_twins(objs, full);
     let refs: Vec<&[u8]> = full.iter().map(|k| &**k).collect();
     let mut fetched = detached(py, this, |core| Ok(core.get_multi(&refs, with_cas)))?;
     let results = std::mem::take(&mut fetched.items);
@@ -234,6 +209,36 @@ pub(super) fn fetch(
         }
     }
     Ok(out.unbind())
+}
+
+/// A str and a bytes spelling of one key give one entry, under the str form.
+fn merge_twins<'a, 'py>(
+    objs: Vec<&'a Bound<'py, PyAny>>,
+    full: Vec<Cow<'a, [u8]>>,
+) -> (Vec<&'a Bound<'py, PyAny>>, Vec<Cow<'a, [u8]>>) {
+    let has_str = objs.iter().any(|o| o.is_instance_of::<PyString>());
+    let has_bytes = objs.iter().any(|o| o.is_instance_of::<PyBytes>());
+    if !(has_str && has_bytes) {
+        return (objs, full);
+    }
+    let mut seen: HashMap<Cow<'_, [u8]>, usize> = HashMap::new();
+    let mut o2 = Vec::with_capacity(objs.len());
+    let mut f2 = Vec::with_capacity(full.len());
+    for (o, f) in objs.into_iter().zip(full) {
+        match seen.get(&f) {
+            Some(&i) => {
+                if o.is_instance_of::<PyString>() {
+                    o2[i] = o;
+                }
+            }
+            None => {
+                seen.insert(f.clone(), o2.len());
+                o2.push(o);
+                f2.push(f);
+            }
+        }
+    }
+    (o2, f2)
 }
 
 /// A multi store's arguments, converted once in pylibmc's order: the mapping, time, key_prefix,
@@ -344,7 +349,7 @@ fn prefer_str_forms(
     {
         return Ok(());
     }
-    let mut str_form = std::collections::HashMap::new();
+    let mut str_form = HashMap::new();
     for (k, _) in pairs {
         if k.is_instance_of::<PyString>() {
             str_form.insert(key_bytes(k, KeyErrorWording::MustBeBytes)?.to_vec(), k);
