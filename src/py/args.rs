@@ -7,7 +7,7 @@ use std::borrow::Cow;
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::intern;
 use pyo3::prelude::*;
-use pyo3::types::{PyBytes, PyDict, PyInt, PyString};
+use pyo3::types::{PyBytes, PyDict, PyInt, PyString, PyTuple};
 
 use crate::protocol::MAX_KEY_LEN;
 
@@ -15,6 +15,24 @@ use crate::protocol::MAX_KEY_LEN;
 pub enum MaybeArg<'a, 'py> {
     Given(Borrowed<'a, 'py, PyAny>),
     Missing,
+}
+
+impl<'a, 'py> MaybeArg<'a, 'py> {
+    /// The one positional argument of `method`, or CPython's "takes exactly 1 argument (N
+    /// given)" counting the `rest` gathered after it.
+    pub fn exactly_one(
+        self,
+        rest: &Bound<'py, PyTuple>,
+        method: &str,
+    ) -> PyResult<Borrowed<'a, 'py, PyAny>> {
+        match self {
+            MaybeArg::Given(arg) if rest.is_empty() => Ok(arg),
+            _ => Err(PyTypeError::new_err(format!(
+                "{method}() takes exactly 1 argument ({} given)",
+                usize::from(matches!(self, MaybeArg::Given(_))) + rest.len()
+            ))),
+        }
+    }
 }
 
 impl<'a, 'py> FromPyObject<'a, 'py> for MaybeArg<'a, 'py> {

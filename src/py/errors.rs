@@ -90,12 +90,8 @@ const RC_BAD_KEY: u32 = 33;
 pub enum Op {
     Get,
     Gets,
-    Set,
-    Add,
-    Replace,
-    Append,
-    Prepend,
-    Cas,
+    /// set, add, replace, append, prepend, cas.
+    Store(StoreCmd),
     Delete,
     Touch,
     Mget,
@@ -116,12 +112,12 @@ impl Op {
         match self {
             Op::Get => "memcached_get",
             Op::Gets => "memcached_gets",
-            Op::Set => "memcached_set",
-            Op::Add => "memcached_add",
-            Op::Replace => "memcached_replace",
-            Op::Append => "memcached_append",
-            Op::Prepend => "memcached_prepend",
-            Op::Cas => "memcached_cas",
+            Op::Store(StoreCmd::Set) => "memcached_set",
+            Op::Store(StoreCmd::Add) => "memcached_add",
+            Op::Store(StoreCmd::Replace) => "memcached_replace",
+            Op::Store(StoreCmd::Append) => "memcached_append",
+            Op::Store(StoreCmd::Prepend) => "memcached_prepend",
+            Op::Store(StoreCmd::Cas) => "memcached_cas",
             Op::Delete => "memcached_delete",
             Op::Touch => "memcached_touch",
             Op::Mget => "memcached_mget",
@@ -136,18 +132,6 @@ impl Op {
             Op::GetStats => "get_stats",
             Op::BehaviorSet => "memcached_behavior_set",
             Op::CallbackSet => "memcached_callback_set",
-        }
-    }
-
-    /// A single-key store.
-    pub fn store(cmd: StoreCmd) -> Op {
-        match cmd {
-            StoreCmd::Set => Op::Set,
-            StoreCmd::Add => Op::Add,
-            StoreCmd::Replace => Op::Replace,
-            StoreCmd::Append => Op::Append,
-            StoreCmd::Prepend => Op::Prepend,
-            StoreCmd::Cas => Op::Cas,
         }
     }
 

@@ -16,7 +16,7 @@ use parking_lot::RwLock;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList, PyTuple};
 
-use super::args::MaybeArg;
+use super::args::{wrap_u32, MaybeArg};
 use super::errors::plain_error;
 use crate::client::Client;
 use crate::protocol::StoreCmd;
@@ -231,7 +231,7 @@ impl PyClient {
         cas: &Bound<'_, PyAny>,
         time: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<bool> {
-        single::cas(slf, key, val, cas, time)
+        single::cas(slf, key, val, single::cas_token(cas)?, time)
     }
 
     /// Delete a key.
@@ -247,7 +247,7 @@ impl PyClient {
         rest: &Bound<'_, PyTuple>,
         noreply: bool,
     ) -> PyResult<bool> {
-        single::delete(slf, key, rest, noreply)
+        single::delete(slf, key.exactly_one(rest, "delete")?, noreply)
     }
 
     /// Change the expiry time of a key.
@@ -398,7 +398,12 @@ impl PyClient {
         key_prefix: Option<&Bound<'_, PyAny>>,
         delta: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<()> {
-        multi::incr_multi(slf, keys, key_prefix, delta)
+        multi::incr_multi(
+            slf,
+            keys,
+            key_prefix,
+            delta.map_or(Ok(1), |d| wrap_u32(Some(d)))?,
+        )
     }
 
     /// fastmc extension: touch multiple keys; returns the keys that were not found.
@@ -410,7 +415,7 @@ impl PyClient {
         key_prefix: Option<&Bound<'_, PyAny>>,
         noreply: bool,
     ) -> PyResult<Py<PyList>> {
-        multi::touch_multi(slf, keys, time, key_prefix, noreply)
+        multi::touch_multi(slf, keys, wrap_u32(time)?, key_prefix, noreply)
     }
 
     /// Flush all data on all servers.

@@ -72,19 +72,15 @@ pub(super) fn delete_multi(
     Ok(all)
 }
 
-/// Increment multiple keys by a delta; returns None.
+/// Increment multiple keys by a delta (converted first, as pylibmc does); returns None.
 pub(super) fn incr_multi(
     slf: &Bound<'_, PyClient>,
     keys: &Bound<'_, PyAny>,
     key_prefix: Option<&Bound<'_, PyAny>>,
-    delta: Option<&Bound<'_, PyAny>>,
+    delta: u32,
 ) -> PyResult<()> {
     let py = slf.py();
     let this = slf.get();
-    let delta = match delta {
-        None => 1,
-        Some(d) => wrap_u32(Some(d))?,
-    };
     let items = sized_items(keys, "keys must be a sequence, not a mapping")?;
     let prefix = prefix_bytes(key_prefix)?;
     let mut full = Vec::with_capacity(items.len());
@@ -99,17 +95,17 @@ pub(super) fn incr_multi(
     report_arith(results)
 }
 
-/// fastmc extension: touch multiple keys; returns the keys that were not found.
+/// fastmc extension: touch multiple keys (the time converted first); returns the keys that were
+/// not found.
 pub(super) fn touch_multi(
     slf: &Bound<'_, PyClient>,
     keys: &Bound<'_, PyAny>,
-    time: Option<&Bound<'_, PyAny>>,
+    exptime: u32,
     key_prefix: Option<&Bound<'_, PyAny>>,
     noreply: bool,
 ) -> PyResult<Py<PyList>> {
     let py = slf.py();
     let this = slf.get();
-    let exptime = wrap_u32(time)?;
     let prefix = prefix_bytes(key_prefix)?;
     let items = sized_items(keys, "keys must be a sequence, not a mapping")?;
     let keys = multi_keys(&items, &prefix, true)?;

@@ -1,9 +1,8 @@
 //! The single-key methods: get, gets, the stores (set, add, replace, append, prepend, cas),
 //! delete, touch, incr and decr.
 
-use pyo3::exceptions::{PyOverflowError, PyTypeError, PyValueError};
+use pyo3::exceptions::{PyOverflowError, PyValueError};
 use pyo3::prelude::*;
-use pyo3::types::PyTuple;
 use pyo3::IntoPyObjectExt;
 
 use super::PyClient;
@@ -59,7 +58,7 @@ pub(super) fn store(
     let (data, flags) = this.encode_value(slf, val, args.min_compress_len, args.level)?;
     if key.is_empty() {
         if cmd == StoreCmd::Cas {
-            return Err(errors::bad_key(Op::Cas, "key is empty"));
+            return Err(errors::bad_key(Op::Store(StoreCmd::Cas), "key is empty"));
         }
         return Ok(false);
     }
@@ -77,10 +76,10 @@ pub(super) fn store(
         Some(Ok(StoreStatus::Stored)) => Ok(true),
         // Binary replace of a missing key: NOT FOUND (text mode says NOT_STORED: False).
         Some(Ok(StoreStatus::NotFound)) if cmd == StoreCmd::Replace => {
-            Err(errors::not_found(Op::Replace, None))
+            Err(errors::not_found(Op::Store(cmd), None))
         }
         Some(Ok(StoreStatus::NotFound)) if cmd == StoreCmd::Cas => {
-            Err(errors::not_found(Op::Cas, Some(key)))
+            Err(errors::not_found(Op::Store(cmd), Some(key)))
         }
         Some(Ok(_)) => Ok(false),
         Some(Err(CoreError::BadKey(_))) if this.flags()?.verify_keys && cmd != StoreCmd::Cas => {
@@ -92,7 +91,7 @@ pub(super) fn store(
             } else {
                 None
             };
-            Err(errors::op_error(Op::store(cmd), k, &e))
+            Err(errors::op_error(Op::Store(cmd), k, &e))
         }
         None => Err(errors::no_result()),
     }
@@ -149,53 +148,37 @@ pub(super) fn gets(
     }
 }
 
+/// cas's token, converted first (pylibmc parses it with the `L` format).
+pub(super) fn cas_token(cas: &Bound<'_, PyAny>) -> PyResult<u64> {
+    require_int(cas)?;
+    Ok(cas.extract::<i64>()? as u64)
+}
+
 /// Attempt to compare-and-store a key by CAS ID.
 pub(super) fn cas(
     slf: &Bound<'_, PyClient>,
     key: &Bound<'_, PyAny>,
     val: &Bound<'_, PyAny>,
-    cas: &Bound<'_, PyAny>,
+    token: u64,
     time: Option<&Bound<'_, PyAny>>,
 ) -> PyResult<bool> {
-    require_int(cas)?;
-    let token: i64 = cas.extract()?;
     let k = key_bytes(key, KeyErrorWording::BytesLike)?;
     if !k.is_empty() && !slf.get().flags()?.cas {
         return Err(PyValueError::new_err("cas without cas behavior"));
     }
     // No min_compress_len: cas never compresses.
     let args = StoreArgs::parse(key, time, None, -1, false)?;
-    store(
-        slf,
-        StoreCmd::Cas,
-        val,
-        StoreArgs {
-            cas: token as u64,
-            ..args
-        },
-    )
+    store(slf, StoreCmd::Cas, val, StoreArgs { cas: token, ..args })
 }
 
 /// Delete a key.
-/// The rest of the positional arguments is gathered only for pylibmc's message ("delete()
-/// takes exactly 1 argument (N given)"): with one argument no tuple is built.
 pub(super) fn delete(
     slf: &Bound<'_, PyClient>,
-    key: MaybeArg<'_, '_>,
-    rest: &Bound<'_, PyTuple>,
+    key: Borrowed<'_, '_, PyAny>,
     noreply: bool,
 ) -> PyResult<bool> {
     let py = slf.py();
     let this = slf.get();
-    let key = match key {
-        MaybeArg::Given(key) if rest.is_empty() => key,
-        _ => {
-            return Err(PyTypeError::new_err(format!(
-                "delete() takes exactly 1 argument ({} given)",
-                usize::from(matches!(key, MaybeArg::Given(_))) + rest.len()
-            )))
-        }
-    };
     let k = key_bytes(&key, KeyErrorWording::BytesLike)?;
     check_key_len(k)?;
     if k.is_empty() {
