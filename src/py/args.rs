@@ -1,6 +1,9 @@
-//! Argument conversion shared by the client's methods: keys (and pylibmc's two wordings for a
-//! key of the wrong type), C-style wrapped integers, key prefixes, key lists of the multi methods.
-//! Pure conversion while attached: no I/O, no core client; uses pyo3 and `protocol::MAX_KEY_LEN`.
+//! Argument conversion shared by the client's methods, done while attached: keys (with
+//! pylibmc's two wordings for a key of the wrong type) and their length check, CPython's integer
+//! rules (`require_int`, C-style wrapping in `wrap_u32`/`wrap_i64`), key prefixes, the key lists
+//! of the multi methods (`MultiKeys`), `compress_level`, and `MaybeArg` for a positional argument
+//! that may be missing. Owns the TypeError/ValueError wordings of argument parsing; no I/O, no
+//! core client. Uses pyo3 and `protocol::MAX_KEY_LEN` only.
 
 use std::borrow::Cow;
 

@@ -1,4 +1,6 @@
-//! The PyO3 binding: the only part of the crate that touches Python. Registration only here.
+//! The PyO3 binding: the only part of the crate that touches Python. Registration only here; the
+//! client class is `client`, its one way into the core `io`, its one error edge `errors`, argument
+//! conversion `args` and `servers`, value conversion `serde`.
 
 pub mod args;
 pub mod client;

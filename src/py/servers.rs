@@ -1,5 +1,7 @@
-//! Server specs as pylibmc takes them: `(type, host, port[, weight])` tuples and libmemcached-style
-//! strings, turned into the core's `ServerSpec`. Uses pyo3, `client::ServerSpec`, `connection::Address`.
+//! Server lists as pylibmc takes them: `(type, host, port[, weight])` tuples and
+//! libmemcached-style strings (`host[:port[:weight]]`, `[v6]:port`, `/path`), one transport per
+//! client, no UDP; turned into the core's `ServerSpec`s. Conversion only, while attached. Uses
+//! pyo3, `client::ServerSpec`, `connection::Address` and `py::errors` for its two pylibmc errors.
 
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;

@@ -1,4 +1,7 @@
-//! Whole-client methods: flush_all, get_stats, disconnect_all, hash, serialize, deserialize.
+//! Whole-client methods: flush_all, get_stats (with libmemcached's 22 `STAT_KEYS`),
+//! disconnect_all, hash, and the native serialize/deserialize that subclasses may override. The
+//! core is called through `io::detached`, errors are built by `py::errors`. Uses `py::args`,
+//! `py::serde` and the core's `Error`.
 
 use std::sync::atomic::Ordering;
 

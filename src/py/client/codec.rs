@@ -1,6 +1,7 @@
 //! The client's value codec: a Python value to (bytes, flags) and back, through pylibmc's native
 //! serialization (`py::serde`) or the class's own `serialize`/`deserialize` overrides, with zlib
-//! compression as pylibmc applies it. Attached only; no core, no I/O.
+//! compression as pylibmc applies it. Attached only: no core, no I/O. Uses `py::serde` and
+//! `py::errors::CacheMiss`.
 
 use std::borrow::Cow;
 use std::sync::atomic::Ordering;

@@ -1,4 +1,8 @@
-//! Construction and configuration: `__init__`, `clone`, `get_behaviors`, `set_behaviors`.
+//! Construction and configuration: `__init__` (SASL, TLS, servers, initial behaviors), `clone`,
+//! `get_behaviors`, `set_behaviors`, the `BehaviorPlan` a behaviors dict is read into, and the
+//! `BehaviorFlags` mirror that every change of the core's behaviors goes through. Core calls go
+//! through `io::detached`; errors come from `py::errors`. Uses `py::args`, `py::servers`,
+//! `behaviors`, `client::Client`, `security`, `connection::default_socket_buffer_sizes`.
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;

@@ -1,7 +1,9 @@
-//! The native client class, `_pylibmc.client`, with pylibmc's C-level signatures: the struct and
-//! the one `#[pymethods]` table. Every method's body delegates to its family module (`init`,
-//! `single`, `multi`, `admin`); helpers shared by the families (the core handle, value encoding
-//! and decoding) are here too.
+//! The native client class, `_pylibmc.client` (Rust `PyClient`): its state (the core handle, the
+//! protocol, the pickle protocol, the serializer overrides, the mirrored behavior flags) and the
+//! one `#[pymethods]` table with pylibmc's C-level signatures, where each body is one call into a
+//! family: `init` (construction, behaviors, clone), `single` (one key), `multi` (many keys),
+//! `admin` (whole client); `codec` encodes and decodes values. Uses `py::args` for the arguments
+//! the table converts itself, `protocol::StoreCmd`, `security::TlsOptions`.
 
 mod admin;
 mod codec;

@@ -1,5 +1,8 @@
-//! The multi-key methods: get_multi, gets_multi, set/add/replace_multi, delete_multi,
-//! incr_multi and touch_multi.
+//! The multi-key methods: get_multi and gets_multi (`fetch`), set/add/replace_multi (`store` and
+//! its `StoreMultiArgs`), delete_multi, incr_multi and touch_multi, with pylibmc's rules for empty
+//! keys, str/bytes twins and failed keys. Arguments are converted with `py::args`, values with
+//! `codec`, the core is called through `io::detached` and errors are built by `py::errors`. Uses
+//! `client::{StoreItem, StoreStatus}`, the core's `Error` and `protocol`.
 
 use std::borrow::Cow;
 use std::collections::HashMap;

@@ -1,5 +1,7 @@
-//! The single-key methods: get, gets, the stores (set, add, replace, append, prepend, cas),
-//! delete, touch, incr and decr.
+//! The single-key methods: get, gets, the stores (set, add, replace, append, prepend, cas, through
+//! one `store` and its `StoreArgs`), delete, touch, incr and decr. Arguments are converted with
+//! `py::args`, values with `codec`, the core is called through `io::detached` and errors are built
+//! by `py::errors`. Uses `client::{StoreItem, StoreStatus}` and the core's `Error`.
 
 use pyo3::exceptions::{PyOverflowError, PyValueError};
 use pyo3::prelude::*;
