@@ -1,12 +1,20 @@
-//! pylibmc's exception classes (same names, same flat hierarchy under `Error`, same `retcode`
-//! class attributes, `__module__ == "pylibmc"`) and the one table that maps core errors to them.
+//! The binding's one error edge: pylibmc's exception classes (same names, same flat hierarchy
+//! under `Error`, same `retcode` class attributes, `__module__ == "pylibmc"`), the one table that
+//! maps core errors to them, and every pylibmc message shape ("error N from memcached_x(key): ...",
+//! "... SOME ERRORS WERE REPORTED", "returned 38", "<n> keys failed"), one constructor each, named
+//! by `Op`. No other file of `py/` spells a libmemcached function name or an "error N" message (a
+//! test below checks). The constructors need no interpreter: they build lazy `PyErr`s, so the
+//! closures of `io::detached` may return them. Uses pyo3, `crate::error`, `crate::behaviors`'s
+//! `Rejected` and return codes, `crate::protocol::StoreCmd`.
 
 use pyo3::exceptions::PyException;
 use pyo3::prelude::*;
-use pyo3::types::PyType;
-use pyo3::{create_exception, PyTypeInfo};
+use pyo3::types::{PyList, PyType};
+use pyo3::{create_exception, PyErrArguments, PyTypeInfo};
 
+use crate::behaviors::{Rejected, RC_INVALID_ARGUMENTS};
 use crate::error::Error as CoreError;
+use crate::protocol::StoreCmd;
 
 create_exception!(
     pylibmc,
@@ -70,37 +78,106 @@ pub fn init_retcodes(py: Python<'_>) -> PyResult<()> {
     Ok(())
 }
 
-/// The pylibmc class for a core error (the libmemcached code is `CoreError::retcode`).
-fn class_of<'py>(py: Python<'py>, e: &CoreError) -> Bound<'py, PyType> {
-    match e {
-        CoreError::HostLookup(_) => HostLookupError::type_object(py),
-        CoreError::Connect(_) => ConnectionError::type_object(py),
-        CoreError::Write(_) => WriteError::type_object(py),
-        CoreError::Read(_) => ReadError::type_object(py),
-        // libmemcached's MEMCACHED_TIMEOUT has no class of its own in pylibmc.
-        CoreError::Timeout => Error::type_object(py),
-        CoreError::Protocol(_) | CoreError::UnknownCommand => ProtocolError::type_object(py),
-        CoreError::ServerDown => ServerDown::type_object(py),
-        CoreError::ServerDead => ServerDead::type_object(py),
-        CoreError::ClientError(_) => ClientError::type_object(py),
-        CoreError::ServerError(_) | CoreError::OutOfMemory => ServerError::type_object(py),
-        CoreError::TooBig => TooBig::type_object(py),
-        CoreError::BadKey(_) => BadKeyProvided::type_object(py),
-        CoreError::NotSupported(_) => NotSupportedError::type_object(py),
-        CoreError::NoServers => NoServers::type_object(py),
-        // libmemcached's AUTH_FAILURE (41) has no class of its own in pylibmc.
-        CoreError::Auth(_) => Error::type_object(py),
-        CoreError::UnknownStatus(_) => UnknownReadFailure::type_object(py),
+/// libmemcached's NOTFOUND, for a store answered NOT FOUND (no core error carries it).
+const RC_NOTFOUND: u32 = 16;
+/// libmemcached's SOME_ERRORS, for a whole-client command that failed on some server.
+const RC_SOME_ERRORS: u32 = 19;
+/// libmemcached's BAD_KEY_PROVIDED, for a key refused before the core saw it.
+const RC_BAD_KEY: u32 = 33;
+
+/// What failed, as pylibmc names it in its messages (mostly the libmemcached function).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Op {
+    Get,
+    Gets,
+    /// set, add, replace, append, prepend, cas.
+    Store(StoreCmd),
+    Delete,
+    Touch,
+    Mget,
+    GetsMulti,
+    SetMulti,
+    AddMulti,
+    ReplaceMulti,
+    TouchMulti,
+    ServerAdd,
+    FlushAll,
+    GetStats,
+    BehaviorSet,
+    CallbackSet,
+}
+
+impl Op {
+    pub fn libmemcached_name(self) -> &'static str {
+        match self {
+            Op::Get => "memcached_get",
+            Op::Gets => "memcached_gets",
+            Op::Store(StoreCmd::Set) => "memcached_set",
+            Op::Store(StoreCmd::Add) => "memcached_add",
+            Op::Store(StoreCmd::Replace) => "memcached_replace",
+            Op::Store(StoreCmd::Append) => "memcached_append",
+            Op::Store(StoreCmd::Prepend) => "memcached_prepend",
+            Op::Store(StoreCmd::Cas) => "memcached_cas",
+            Op::Delete => "memcached_delete",
+            Op::Touch => "memcached_touch",
+            Op::Mget => "memcached_mget",
+            Op::GetsMulti => "memcached_gets_multi",
+            Op::SetMulti => "memcached_set_multi",
+            Op::AddMulti => "memcached_add_multi",
+            Op::ReplaceMulti => "memcached_replace_multi",
+            Op::TouchMulti => "memcached_touch_multi",
+            Op::ServerAdd => "memcached_server_add",
+            // pylibmc's own names for these two.
+            Op::FlushAll => "flush_all",
+            Op::GetStats => "get_stats",
+            Op::BehaviorSet => "memcached_behavior_set",
+            Op::CallbackSet => "memcached_callback_set",
+        }
+    }
+
+    /// A multi store (append, prepend and cas have no multi form: they read as set_multi).
+    pub fn store_multi(cmd: StoreCmd) -> Op {
+        match cmd {
+            StoreCmd::Add => Op::AddMulti,
+            StoreCmd::Replace => Op::ReplaceMulti,
+            _ => Op::SetMulti,
+        }
     }
 }
 
-/// pylibmc's message shape: `error <rc> from <what>[(<key>)]: <detail>`.
-pub fn op_error(py: Python<'_>, what: &str, key: Option<&[u8]>, e: &CoreError) -> PyErr {
-    let cls = class_of(py, e);
-    let rc = e.retcode();
+/// An exception of the pylibmc class for a core error (the libmemcached code is
+/// `CoreError::retcode`), built lazily with `args`.
+fn of_class<A>(e: &CoreError, args: A) -> PyErr
+where
+    A: PyErrArguments + Send + Sync + 'static,
+{
+    match e {
+        CoreError::HostLookup(_) => HostLookupError::new_err(args),
+        CoreError::Connect(_) => ConnectionError::new_err(args),
+        CoreError::Write(_) => WriteError::new_err(args),
+        CoreError::Read(_) => ReadError::new_err(args),
+        // libmemcached's MEMCACHED_TIMEOUT has no class of its own in pylibmc.
+        CoreError::Timeout => Error::new_err(args),
+        CoreError::Protocol(_) | CoreError::UnknownCommand => ProtocolError::new_err(args),
+        CoreError::ServerDown => ServerDown::new_err(args),
+        CoreError::ServerDead => ServerDead::new_err(args),
+        CoreError::ClientError(_) => ClientError::new_err(args),
+        CoreError::ServerError(_) | CoreError::OutOfMemory => ServerError::new_err(args),
+        CoreError::TooBig => TooBig::new_err(args),
+        CoreError::BadKey(_) => BadKeyProvided::new_err(args),
+        CoreError::NotSupported(_) => NotSupportedError::new_err(args),
+        CoreError::NoServers => NoServers::new_err(args),
+        // libmemcached's AUTH_FAILURE (41) has no class of its own in pylibmc.
+        CoreError::Auth(_) => Error::new_err(args),
+        CoreError::UnknownStatus(_) => UnknownReadFailure::new_err(args),
+    }
+}
+
+/// `error <rc> from <op>[(<key>)]: <detail>`, of the core error's class (pylibmc prints at most
+/// 32 bytes of the key). TooBig has no arguments, as in pylibmc.
+pub fn op_error(op: Op, key: Option<&[u8]>, e: &CoreError) -> PyErr {
     if matches!(e, CoreError::TooBig) {
-        // pylibmc raises TooBig with no arguments.
-        return PyErr::from_type(cls, ());
+        return of_class(e, ());
     }
     let key_part = match key {
         Some(k) if !k.is_empty() => {
@@ -108,15 +185,160 @@ pub fn op_error(py: Python<'_>, what: &str, key: Option<&[u8]>, e: &CoreError) -
         }
         _ => String::new(),
     };
-    PyErr::from_type(cls, format!("error {rc} from {what}{key_part}: {e}"))
+    let (rc, name) = (e.retcode(), op.libmemcached_name());
+    of_class(e, format!("error {rc} from {name}{key_part}: {e}"))
 }
 
-/// An error with a plain message, of the class the core error maps to.
-pub fn error_with_message(py: Python<'_>, e: &CoreError, msg: String) -> PyErr {
-    let cls = class_of(py, e);
-    PyErr::from_type(cls, msg)
+/// A store answered NOT FOUND: `error 16 from <op>` or, with the key, `error 16 from
+/// <op>(<key>): NOT FOUND` (the whole key).
+pub fn not_found(op: Op, key: Option<&[u8]>) -> PyErr {
+    let name = op.libmemcached_name();
+    NotFound::new_err(match key {
+        None => format!("error {RC_NOTFOUND} from {name}"),
+        Some(k) => format!(
+            "error {RC_NOTFOUND} from {name}({}): NOT FOUND",
+            String::from_utf8_lossy(k)
+        ),
+    })
+}
+
+/// A whole-client command that failed on a server: `error 19 from <op>: SOME ERRORS WERE
+/// REPORTED (<detail>)`.
+pub fn some_errors(op: Op, e: &CoreError) -> PyErr {
+    let name = op.libmemcached_name();
+    SomeErrors::new_err(format!(
+        "error {RC_SOME_ERRORS} from {name}: SOME ERRORS WERE REPORTED ({e})"
+    ))
+}
+
+/// libmemcached's INVALID_ARGUMENTS: `error 38 from <op>[: <detail>]`, plain `Error`.
+pub fn invalid_arguments(op: Op, detail: Option<&str>) -> PyErr {
+    let name = op.libmemcached_name();
+    Error::new_err(match detail {
+        None => format!("error {RC_INVALID_ARGUMENTS} from {name}"),
+        Some(d) => format!("error {RC_INVALID_ARGUMENTS} from {name}: {d}"),
+    })
+}
+
+/// A behavior value the core refused: `memcached_behavior_set returned <rc> for behavior
+/// '<name>' = <value>`, plain `Error`.
+pub fn behavior_rejected(rejected: &Rejected, behavior: &str, value: i64) -> PyErr {
+    let (rc, name) = (rejected.rc, Op::BehaviorSet.libmemcached_name());
+    Error::new_err(format!(
+        "{name} returned {rc} for behavior '{behavior}' = {value}"
+    ))
+}
+
+/// A key refused before any I/O: `error 33 from <op>: <detail>`.
+pub fn bad_key(op: Op, detail: &str) -> PyErr {
+    let name = op.libmemcached_name();
+    BadKeyProvided::new_err(format!("error {RC_BAD_KEY} from {name}: {detail}"))
+}
+
+/// pylibmc's incr/decr report after every key was tried: `<n> keys not found` when every failure
+/// was a miss, else `<n> keys failed`, of the error's class when there was one hard error.
+pub fn keys_failed(misses: usize, hard: &[CoreError]) -> PyErr {
+    let n = misses + hard.len();
+    match hard {
+        [] => NotFound::new_err(format!("{n} keys not found")),
+        [e] => of_class(e, format!("{n} keys failed")),
+        _ => Error::new_err(format!("{n} keys failed")),
+    }
+}
+
+/// Attach the keys that failed to an exception raised after a whole batch was processed.
+pub fn with_failed_keys(py: Python<'_>, err: PyErr, failed: &Bound<'_, PyList>) -> PyErr {
+    // Setting an attribute on a fresh exception instance fails only if memory does.
+    let _ = err.value(py).setattr("failed_keys", failed);
+    err
+}
+
+/// The core answered a batch with fewer outcomes than requests (a broken invariant).
+pub fn no_result() -> PyErr {
+    Error::new_err("no result")
 }
 
 pub fn plain_error(msg: impl Into<String>) -> PyErr {
     Error::new_err(msg.into())
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::{Path, PathBuf};
+
+    /// Every `.rs` file under `dir`, recursively.
+    fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
+        for entry in std::fs::read_dir(dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                rust_files(&path, out);
+            } else if path.extension().is_some_and(|e| e == "rs") {
+                out.push(path);
+            }
+        }
+    }
+
+    /// The contents of the string literals on a line of code (comment lines skipped; good enough
+    /// for this crate's sources, which put no `"` in a `//` comment after code).
+    fn literals(line: &str) -> Vec<&str> {
+        if line.trim_start().starts_with("//") {
+            return Vec::new();
+        }
+        line.split('"').skip(1).step_by(2).collect()
+    }
+
+    /// A pylibmc message shape or a libmemcached function name spelled out in a literal.
+    fn is_message_shape(lit: &str) -> bool {
+        let error_n = lit
+            .strip_prefix("error ")
+            .and_then(|rest| rest.chars().next())
+            .is_some_and(|c| c.is_ascii_digit() || c == '{');
+        let function = lit
+            .match_indices("memcached_")
+            .any(|(i, _)| !lit[..i].ends_with("lib"));
+        error_n || function
+    }
+
+    #[test]
+    fn messages_are_built_only_in_errors_rs() {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("src/py");
+        let mut files = Vec::new();
+        rust_files(&root, &mut files);
+        assert!(files.len() > 5, "found only {files:?}");
+        let mut found = Vec::new();
+        let mut detach_sites = Vec::new();
+        for path in files {
+            let text = std::fs::read_to_string(&path).unwrap();
+            for (n, line) in text.lines().enumerate() {
+                let place = format!("{}:{}", path.display(), n + 1);
+                // Spelled in two pieces so that this line is not a match itself.
+                if line.contains(concat!("py", ".detach")) {
+                    detach_sites.push(place.clone());
+                }
+                if path.ends_with("py/errors.rs") {
+                    continue;
+                }
+                if literals(line).into_iter().any(is_message_shape) {
+                    found.push(place);
+                }
+            }
+        }
+        assert!(
+            found.is_empty(),
+            "message shapes outside errors.rs: {found:?}"
+        );
+        assert_eq!(detach_sites.len(), 1, "detach sites: {detach_sites:?}");
+    }
+
+    #[test]
+    fn the_check_sees_what_it_looks_for() {
+        assert!(literals(r#"    Err(x("error 16 from memcached_replace"))"#)
+            .into_iter()
+            .any(is_message_shape));
+        assert!(is_message_shape("error {rc} from get_stats"));
+        assert!(is_message_shape("memcached_set_multi"));
+        assert!(!is_message_shape("libmemcached_version"));
+        assert!(!is_message_shape("unknown memcached key flags {other}"));
+        assert!(literals("// \"error 19\" in a comment").is_empty());
+    }
 }

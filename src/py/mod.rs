@@ -1,8 +1,13 @@
-//! The PyO3 binding: the only part of the crate that touches Python. Registration only here.
+//! The PyO3 binding: the only part of the crate that touches Python. Registration only here; the
+//! client class is `client`, its one way into the core `io`, its one error edge `errors`, argument
+//! conversion `args` and `servers`, value conversion `serde`.
 
+pub mod args;
 pub mod client;
 pub mod errors;
+mod io;
 pub mod serde;
+pub mod servers;
 
 use pyo3::prelude::*;
 use pyo3::types::PyList;
@@ -13,7 +18,7 @@ use crate::ring::{Distribution, HashKind};
 #[pymodule(gil_used = false)]
 fn _fastmc(m: &Bound<'_, PyModule>) -> PyResult<()> {
     let py = m.py();
-    m.add_class::<client::Native>()?;
+    m.add_class::<client::PyClient>()?;
     errors::init_retcodes(py)?;
     let excs = PyList::empty(py);
     for (name, cls, _) in errors::all_exceptions(py) {

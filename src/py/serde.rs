@@ -17,7 +17,8 @@ pub const FLAG_INTEGER: u32 = 2;
 pub const FLAG_LONG: u32 = 4;
 pub const FLAG_ZLIB: u32 = 8;
 pub const FLAG_TEXT: u32 = 16;
-const TYPE_MASK: u32 = FLAG_PICKLE | FLAG_INTEGER | FLAG_LONG | FLAG_TEXT;
+/// The flag bits that say how a value was serialized (all but ZLIB).
+pub const TYPE_MASK: u32 = FLAG_PICKLE | FLAG_INTEGER | FLAG_LONG | FLAG_TEXT;
 
 static PICKLE_DUMPS: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
 static PICKLE_LOADS: PyOnceLock<Py<PyAny>> = PyOnceLock::new();

@@ -1,0 +1,153 @@
+//! Whole-client methods: flush_all, get_stats (with libmemcached's 22 `STAT_KEYS`),
+//! disconnect_all, hash, and the native serialize/deserialize that subclasses may override. The
+//! core is called through `io::detached`, errors are built by `py::errors`. Uses `py::args`,
+//! `py::serde` and the core's `Error`.
+
+use std::sync::atomic::Ordering;
+
+use pyo3::exceptions::PyTypeError;
+use pyo3::prelude::*;
+use pyo3::types::{PyBytes, PyDict, PyList, PyString};
+
+use super::PyClient;
+use crate::error::Error as CoreError;
+use crate::py::args::*;
+use crate::py::errors::{self, Op};
+use crate::py::io::detached;
+use crate::py::serde;
+
+/// The 22 stats libmemcached parses (and so pylibmc returns), in its order.
+const STAT_KEYS: [&str; 22] = [
+    "pid",
+    "uptime",
+    "time",
+    "version",
+    "pointer_size",
+    "rusage_user",
+    "rusage_system",
+    "curr_items",
+    "total_items",
+    "bytes",
+    "curr_connections",
+    "total_connections",
+    "connection_structures",
+    "cmd_get",
+    "cmd_set",
+    "get_hits",
+    "get_misses",
+    "evictions",
+    "bytes_read",
+    "bytes_written",
+    "limit_maxbytes",
+    "threads",
+];
+
+/// Flush all data on all servers.
+pub(super) fn flush_all(
+    slf: &Bound<'_, PyClient>,
+    time: Option<&Bound<'_, PyAny>>,
+) -> PyResult<bool> {
+    let py = slf.py();
+    let delay: i64 = match time {
+        None => 0,
+        Some(t) => {
+            require_int(t)?;
+            t.extract::<i64>().unwrap_or(i64::MAX)
+        }
+    };
+    let delay = delay.clamp(0, u32::MAX as i64) as u32;
+    let results = detached(py, slf.get(), |core| Ok(core.flush_all(delay)))?;
+    if let Some(e) = results.into_iter().find_map(|r| r.err()) {
+        return Err(errors::some_errors(Op::FlushAll, &e));
+    }
+    Ok(true)
+}
+
+/// Retrieve statistics from all memcached servers.
+pub(super) fn get_stats(
+    slf: &Bound<'_, PyClient>,
+    stat_args: Option<&Bound<'_, PyAny>>,
+) -> PyResult<Py<PyList>> {
+    let py = slf.py();
+    let args: Vec<u8> = match stat_args {
+        None => Vec::new(),
+        Some(a) => match a.cast::<PyString>() {
+            Ok(s) => s.to_str()?.as_bytes().to_vec(),
+            Err(_) => {
+                return Err(PyTypeError::new_err(format!(
+                    "argument 1 must be str, not {}",
+                    type_name(a)
+                )))
+            }
+        },
+    };
+    let (results, addrs) = detached(py, slf.get(), |core| {
+        Ok((core.stats(&args), core.addresses()))
+    })?;
+    let out = PyList::empty(py);
+    for (i, (r, addr)) in results.into_iter().zip(addrs).enumerate() {
+        let stats = match r {
+            Ok(s) => s,
+            Err(CoreError::UnknownCommand) | Err(CoreError::ClientError(_)) => {
+                return Err(errors::invalid_arguments(Op::GetStats, None))
+            }
+            Err(e) => return Err(errors::some_errors(Op::GetStats, &e)),
+        };
+        let d = PyDict::new(py);
+        for name in STAT_KEYS {
+            let v = stats
+                .iter()
+                .find(|(n, _)| n.as_slice() == name.as_bytes())
+                .map_or(&b"0"[..], |(_, v)| v.as_slice());
+            d.set_item(name, PyBytes::new(py, v))?;
+        }
+        let label = format!("{} ({i})", addr.display_name());
+        out.append((PyBytes::new(py, label.as_bytes()), d))?;
+    }
+    Ok(out.unbind())
+}
+
+/// Disconnect from all servers and reset their failure state.
+pub(super) fn disconnect_all(slf: &Bound<'_, PyClient>) -> PyResult<()> {
+    detached(slf.py(), slf.get(), |core| {
+        core.disconnect_all();
+        Ok(())
+    })
+}
+
+/// The index of the server a key maps to.
+pub(super) fn hash(slf: &Bound<'_, PyClient>, key: &Bound<'_, PyAny>) -> PyResult<usize> {
+    let k = key_bytes(key, KeyErrorWording::BytesLike)?;
+    detached(slf.py(), slf.get(), |core| Ok(core.server_for(k)))
+}
+
+/// Serialize a value to (bytes, flags) the way pylibmc does (no compression).
+pub(super) fn serialize(
+    slf: &Bound<'_, PyClient>,
+    value: &Bound<'_, PyAny>,
+) -> PyResult<(Py<PyBytes>, u32)> {
+    let py = slf.py();
+    let (data, flags) =
+        serde::serialize(py, value, slf.get().pickle_protocol.load(Ordering::Relaxed))?;
+    Ok((PyBytes::new(py, &data).unbind(), flags))
+}
+
+/// Deserialize (bytes, flags) the way pylibmc does (no decompression).
+pub(super) fn deserialize(
+    slf: &Bound<'_, PyClient>,
+    data: &Bound<'_, PyAny>,
+    flags: &Bound<'_, PyAny>,
+) -> PyResult<Py<PyAny>> {
+    let py = slf.py();
+    let flags = wrap_u32(Some(flags))?;
+    if flags & serde::TYPE_MASK == 0 {
+        return Ok(data.clone().unbind());
+    }
+    let bytes = data.cast::<PyBytes>().map_err(|_| {
+        PyTypeError::new_err(format!(
+            "a bytes-like object is required, not '{}'",
+            type_name(data)
+        ))
+    })?;
+    serde::deserialize(py, bytes.as_bytes(), flags)
+}

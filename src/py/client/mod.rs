@@ -1,0 +1,484 @@
+//! The native client class, `_pylibmc.client` (Rust `PyClient`): its state (the core handle, the
+//! protocol, the pickle protocol, the serializer overrides, the mirrored behavior flags) and the
+//! one `#[pymethods]` table with pylibmc's C-level signatures, where each body is one call into a
+//! family: `init` (construction, behaviors, clone), `single` (one key), `multi` (many keys),
+//! `admin` (whole client); `codec` encodes and decodes values. Uses `py::args` for the arguments
+//! the table converts itself, `protocol::StoreCmd`, `security::TlsOptions`.
+
+mod admin;
+mod codec;
+mod init;
+mod multi;
+mod single;
+
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU8, Ordering};
+use std::sync::Arc;
+
+use parking_lot::RwLock;
+use pyo3::prelude::*;
+use pyo3::types::{PyBytes, PyDict, PyList, PyTuple};
+
+use super::args::{wrap_u32, MaybeArg};
+use super::errors::plain_error;
+use crate::client::Client;
+use crate::protocol::StoreCmd;
+use crate::security::TlsOptions;
+use init::BehaviorFlags;
+use multi::StoreMultiArgs;
+use single::StoreArgs;
+
+#[pyclass(name = "client", module = "_pylibmc", subclass, frozen, dict, weakref)]
+pub struct PyClient {
+    pub(super) core: RwLock<Option<Arc<Client>>>,
+    pub(super) binary: AtomicBool,
+    pub(super) pickle_protocol: AtomicI64,
+    pub(super) user_serialize: AtomicBool,
+    pub(super) user_deserialize: AtomicBool,
+    /// `BehaviorFlags` bits, mirrored from the core's behaviors by `init` whenever they change.
+    flags: AtomicU8,
+}
+
+impl PyClient {
+    /// The core handle. Its slot lock is held only to clone the `Arc` (see `io`).
+    pub(super) fn core(&self) -> PyResult<Arc<Client>> {
+        self.core.read().clone().ok_or_else(not_initialized)
+    }
+
+    /// The behavior flags as last set (see `BehaviorFlags`), without a core lock.
+    fn flags(&self) -> PyResult<BehaviorFlags> {
+        BehaviorFlags::from_bits(self.flags.load(Ordering::Relaxed)).ok_or_else(not_initialized)
+    }
+
+    fn set_flags(&self, flags: BehaviorFlags) {
+        self.flags.store(flags.bits(), Ordering::Relaxed);
+    }
+}
+
+fn not_initialized() -> PyErr {
+    plain_error("client is not initialized (call __init__ first)")
+}
+
+#[pymethods]
+impl PyClient {
+    #[new]
+    #[pyo3(signature = (*_args, **_kwargs))]
+    fn new(_args: &Bound<'_, PyTuple>, _kwargs: Option<&Bound<'_, PyDict>>) -> Self {
+        PyClient {
+            core: RwLock::new(None),
+            binary: AtomicBool::new(false),
+            pickle_protocol: AtomicI64::new(-1),
+            user_serialize: AtomicBool::new(false),
+            user_deserialize: AtomicBool::new(false),
+            flags: AtomicU8::new(0),
+        }
+    }
+
+    /// `_pylibmc.client(servers, binary=False, username=None, password=None, behaviors=None)`,
+    /// plus fastmc's keyword-only TLS arguments.
+    #[pyo3(signature = (servers, binary=None, username=None, password=None, behaviors=None, *,
+                        tls=false, tls_ca_file=None, tls_cert_file=None, tls_key_file=None,
+                        tls_server_name=None))]
+    #[allow(clippy::too_many_arguments)]
+    fn __init__(
+        slf: &Bound<'_, Self>,
+        servers: &Bound<'_, PyAny>,
+        binary: Option<&Bound<'_, PyAny>>,
+        username: Option<&Bound<'_, PyAny>>,
+        password: Option<&Bound<'_, PyAny>>,
+        behaviors: Option<&Bound<'_, PyAny>>,
+        tls: bool,
+        tls_ca_file: Option<String>,
+        tls_cert_file: Option<String>,
+        tls_key_file: Option<String>,
+        tls_server_name: Option<String>,
+    ) -> PyResult<()> {
+        init::init(
+            slf,
+            servers,
+            binary,
+            (username, password),
+            behaviors,
+            tls,
+            TlsOptions {
+                ca_file: tls_ca_file,
+                cert_file: tls_cert_file,
+                key_file: tls_key_file,
+                server_name: tls_server_name,
+            },
+        )
+    }
+
+    /// Retrieve a key from a memcached.
+    #[pyo3(signature = (key, default=None, /))]
+    fn get(
+        slf: &Bound<'_, Self>,
+        key: &Bound<'_, PyAny>,
+        default: Option<Py<PyAny>>,
+    ) -> PyResult<Py<PyAny>> {
+        single::get(slf, key, default)
+    }
+
+    /// Retrieve a key and cas_id from a memcached.
+    #[pyo3(signature = (key, /))]
+    fn gets(slf: &Bound<'_, Self>, key: &Bound<'_, PyAny>) -> PyResult<(Py<PyAny>, Py<PyAny>)> {
+        single::gets(slf, key)
+    }
+
+    /// Set a key unconditionally.
+    #[pyo3(signature = (key, val, time=None, min_compress_len=None, compress_level=-1, *, noreply=false))]
+    #[allow(clippy::too_many_arguments)]
+    fn set(
+        slf: &Bound<'_, Self>,
+        key: &Bound<'_, PyAny>,
+        val: &Bound<'_, PyAny>,
+        time: Option<&Bound<'_, PyAny>>,
+        min_compress_len: Option<&Bound<'_, PyAny>>,
+        compress_level: i64,
+        noreply: bool,
+    ) -> PyResult<bool> {
+        single::store(
+            slf,
+            StoreCmd::Set,
+            val,
+            StoreArgs::parse(key, time, min_compress_len, compress_level, noreply)?,
+        )
+    }
+
+    /// Add a key if it does not exist.
+    #[pyo3(signature = (key, val, time=None, min_compress_len=None, compress_level=-1, *, noreply=false))]
+    #[allow(clippy::too_many_arguments)]
+    fn add(
+        slf: &Bound<'_, Self>,
+        key: &Bound<'_, PyAny>,
+        val: &Bound<'_, PyAny>,
+        time: Option<&Bound<'_, PyAny>>,
+        min_compress_len: Option<&Bound<'_, PyAny>>,
+        compress_level: i64,
+        noreply: bool,
+    ) -> PyResult<bool> {
+        single::store(
+            slf,
+            StoreCmd::Add,
+            val,
+            StoreArgs::parse(key, time, min_compress_len, compress_level, noreply)?,
+        )
+    }
+
+    /// Replace a key if it exists.
+    #[pyo3(signature = (key, val, time=None, min_compress_len=None, compress_level=-1, *, noreply=false))]
+    #[allow(clippy::too_many_arguments)]
+    fn replace(
+        slf: &Bound<'_, Self>,
+        key: &Bound<'_, PyAny>,
+        val: &Bound<'_, PyAny>,
+        time: Option<&Bound<'_, PyAny>>,
+        min_compress_len: Option<&Bound<'_, PyAny>>,
+        compress_level: i64,
+        noreply: bool,
+    ) -> PyResult<bool> {
+        single::store(
+            slf,
+            StoreCmd::Replace,
+            val,
+            StoreArgs::parse(key, time, min_compress_len, compress_level, noreply)?,
+        )
+    }
+
+    /// Append data to a key.
+    #[pyo3(signature = (key, val, time=None, min_compress_len=None, compress_level=-1, *, noreply=false))]
+    #[allow(clippy::too_many_arguments)]
+    fn append(
+        slf: &Bound<'_, Self>,
+        key: &Bound<'_, PyAny>,
+        val: &Bound<'_, PyAny>,
+        time: Option<&Bound<'_, PyAny>>,
+        min_compress_len: Option<&Bound<'_, PyAny>>,
+        compress_level: i64,
+        noreply: bool,
+    ) -> PyResult<bool> {
+        single::store(
+            slf,
+            StoreCmd::Append,
+            val,
+            StoreArgs::parse(key, time, min_compress_len, compress_level, noreply)?,
+        )
+    }
+
+    /// Prepend data to a key.
+    #[pyo3(signature = (key, val, time=None, min_compress_len=None, compress_level=-1, *, noreply=false))]
+    #[allow(clippy::too_many_arguments)]
+    fn prepend(
+        slf: &Bound<'_, Self>,
+        key: &Bound<'_, PyAny>,
+        val: &Bound<'_, PyAny>,
+        time: Option<&Bound<'_, PyAny>>,
+        min_compress_len: Option<&Bound<'_, PyAny>>,
+        compress_level: i64,
+        noreply: bool,
+    ) -> PyResult<bool> {
+        single::store(
+            slf,
+            StoreCmd::Prepend,
+            val,
+            StoreArgs::parse(key, time, min_compress_len, compress_level, noreply)?,
+        )
+    }
+
+    /// Attempt to compare-and-store a key by CAS ID.
+    #[pyo3(signature = (key, val, cas, time=None))]
+    fn cas(
+        slf: &Bound<'_, Self>,
+        key: &Bound<'_, PyAny>,
+        val: &Bound<'_, PyAny>,
+        cas: &Bound<'_, PyAny>,
+        time: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<bool> {
+        single::cas(slf, key, val, single::cas_token(cas)?, time)
+    }
+
+    /// Delete a key.
+    /// The rest of the positional arguments is gathered only for pylibmc's message ("delete()
+    /// takes exactly 1 argument (N given)"): with one argument no tuple is built.
+    #[pyo3(
+        signature = (key = MaybeArg::Missing, /, *rest, noreply=false),
+        text_signature = "($self, key, /, *, noreply=False)"
+    )]
+    fn delete(
+        slf: &Bound<'_, Self>,
+        key: MaybeArg<'_, '_>,
+        rest: &Bound<'_, PyTuple>,
+        noreply: bool,
+    ) -> PyResult<bool> {
+        single::delete(slf, key.exactly_one(rest, "delete")?, noreply)
+    }
+
+    /// Change the expiry time of a key.
+    #[pyo3(signature = (key, time, /, *, noreply=false))]
+    fn touch(
+        slf: &Bound<'_, Self>,
+        key: &Bound<'_, PyAny>,
+        time: &Bound<'_, PyAny>,
+        noreply: bool,
+    ) -> PyResult<bool> {
+        single::touch(slf, key, time, noreply)
+    }
+
+    /// Increment a key by a delta.
+    #[pyo3(signature = (key, delta=None, /))]
+    fn incr(
+        slf: &Bound<'_, Self>,
+        key: &Bound<'_, PyAny>,
+        delta: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<u64> {
+        single::arith(slf, true, key, delta)
+    }
+
+    /// Decrement a key by a delta.
+    #[pyo3(signature = (key, delta=None, /))]
+    fn decr(
+        slf: &Bound<'_, Self>,
+        key: &Bound<'_, PyAny>,
+        delta: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<u64> {
+        single::arith(slf, false, key, delta)
+    }
+
+    /// Get multiple keys at once; misses are absent from the result.
+    #[pyo3(signature = (keys, key_prefix=None))]
+    fn get_multi(
+        slf: &Bound<'_, Self>,
+        keys: &Bound<'_, PyAny>,
+        key_prefix: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<Py<PyDict>> {
+        multi::fetch(slf, keys, key_prefix, false)
+    }
+
+    /// fastmc extension: `get_multi` with CAS tokens: `{key: (value, cas)}`.
+    #[pyo3(signature = (keys, key_prefix=None))]
+    fn gets_multi(
+        slf: &Bound<'_, Self>,
+        keys: &Bound<'_, PyAny>,
+        key_prefix: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<Py<PyDict>> {
+        multi::fetch(slf, keys, key_prefix, true)
+    }
+
+    /// Set multiple keys at once; returns the keys that were not stored.
+    #[pyo3(signature = (keys, time=None, key_prefix=None, min_compress_len=None, compress_level=-1, *, noreply=false))]
+    #[allow(clippy::too_many_arguments)]
+    fn set_multi(
+        slf: &Bound<'_, Self>,
+        keys: &Bound<'_, PyAny>,
+        time: Option<&Bound<'_, PyAny>>,
+        key_prefix: Option<&Bound<'_, PyAny>>,
+        min_compress_len: Option<&Bound<'_, PyAny>>,
+        compress_level: i64,
+        noreply: bool,
+    ) -> PyResult<Py<PyList>> {
+        multi::store(
+            slf,
+            StoreCmd::Set,
+            StoreMultiArgs::parse(
+                keys,
+                time,
+                key_prefix,
+                min_compress_len,
+                compress_level,
+                noreply,
+            )?,
+        )
+    }
+
+    /// Add multiple keys at once; returns the keys that were not stored.
+    #[pyo3(signature = (keys, time=None, key_prefix=None, min_compress_len=None, compress_level=-1, *, noreply=false))]
+    #[allow(clippy::too_many_arguments)]
+    fn add_multi(
+        slf: &Bound<'_, Self>,
+        keys: &Bound<'_, PyAny>,
+        time: Option<&Bound<'_, PyAny>>,
+        key_prefix: Option<&Bound<'_, PyAny>>,
+        min_compress_len: Option<&Bound<'_, PyAny>>,
+        compress_level: i64,
+        noreply: bool,
+    ) -> PyResult<Py<PyList>> {
+        multi::store(
+            slf,
+            StoreCmd::Add,
+            StoreMultiArgs::parse(
+                keys,
+                time,
+                key_prefix,
+                min_compress_len,
+                compress_level,
+                noreply,
+            )?,
+        )
+    }
+
+    /// fastmc extension: replace multiple keys at once; returns the keys that were not stored.
+    #[pyo3(signature = (keys, time=None, key_prefix=None, min_compress_len=None, compress_level=-1, *, noreply=false))]
+    #[allow(clippy::too_many_arguments)]
+    fn replace_multi(
+        slf: &Bound<'_, Self>,
+        keys: &Bound<'_, PyAny>,
+        time: Option<&Bound<'_, PyAny>>,
+        key_prefix: Option<&Bound<'_, PyAny>>,
+        min_compress_len: Option<&Bound<'_, PyAny>>,
+        compress_level: i64,
+        noreply: bool,
+    ) -> PyResult<Py<PyList>> {
+        multi::store(
+            slf,
+            StoreCmd::Replace,
+            StoreMultiArgs::parse(
+                keys,
+                time,
+                key_prefix,
+                min_compress_len,
+                compress_level,
+                noreply,
+            )?,
+        )
+    }
+
+    /// Delete multiple keys at once; True only if every key was deleted.
+    #[pyo3(signature = (keys, key_prefix=None, *, noreply=false))]
+    fn delete_multi(
+        slf: &Bound<'_, Self>,
+        keys: &Bound<'_, PyAny>,
+        key_prefix: Option<&Bound<'_, PyAny>>,
+        noreply: bool,
+    ) -> PyResult<bool> {
+        multi::delete_multi(slf, keys, key_prefix, noreply)
+    }
+
+    /// Increment multiple keys by a delta; returns None.
+    #[pyo3(signature = (keys, key_prefix=None, delta=None))]
+    fn incr_multi(
+        slf: &Bound<'_, Self>,
+        keys: &Bound<'_, PyAny>,
+        key_prefix: Option<&Bound<'_, PyAny>>,
+        delta: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<()> {
+        multi::incr_multi(
+            slf,
+            keys,
+            key_prefix,
+            delta.map_or(Ok(1), |d| wrap_u32(Some(d)))?,
+        )
+    }
+
+    /// fastmc extension: touch multiple keys; returns the keys that were not found.
+    #[pyo3(signature = (keys, time=None, key_prefix=None, *, noreply=false))]
+    fn touch_multi(
+        slf: &Bound<'_, Self>,
+        keys: &Bound<'_, PyAny>,
+        time: Option<&Bound<'_, PyAny>>,
+        key_prefix: Option<&Bound<'_, PyAny>>,
+        noreply: bool,
+    ) -> PyResult<Py<PyList>> {
+        multi::touch_multi(slf, keys, wrap_u32(time)?, key_prefix, noreply)
+    }
+
+    /// Flush all data on all servers.
+    #[pyo3(signature = (time=None))]
+    fn flush_all(slf: &Bound<'_, Self>, time: Option<&Bound<'_, PyAny>>) -> PyResult<bool> {
+        admin::flush_all(slf, time)
+    }
+
+    /// Retrieve statistics from all memcached servers.
+    #[pyo3(signature = (stat_args=None, /))]
+    fn get_stats(
+        slf: &Bound<'_, Self>,
+        stat_args: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<Py<PyList>> {
+        admin::get_stats(slf, stat_args)
+    }
+
+    /// Disconnect from all servers and reset their failure state.
+    fn disconnect_all(slf: &Bound<'_, Self>) -> PyResult<()> {
+        admin::disconnect_all(slf)
+    }
+
+    /// Clone this client: same servers and behaviors, its own connections.
+    fn clone(slf: &Bound<'_, Self>) -> PyResult<Py<PyAny>> {
+        init::clone(slf)
+    }
+
+    /// The index of the server a key maps to.
+    #[pyo3(signature = (key, /))]
+    fn hash(slf: &Bound<'_, Self>, key: &Bound<'_, PyAny>) -> PyResult<usize> {
+        admin::hash(slf, key)
+    }
+
+    /// Serialize a value to (bytes, flags) the way pylibmc does (no compression).
+    #[pyo3(signature = (value, /))]
+    fn serialize(slf: &Bound<'_, Self>, value: &Bound<'_, PyAny>) -> PyResult<(Py<PyBytes>, u32)> {
+        admin::serialize(slf, value)
+    }
+
+    /// Deserialize (bytes, flags) the way pylibmc does (no decompression).
+    #[pyo3(signature = (data, flags, /))]
+    fn deserialize(
+        slf: &Bound<'_, Self>,
+        data: &Bound<'_, PyAny>,
+        flags: &Bound<'_, PyAny>,
+    ) -> PyResult<Py<PyAny>> {
+        admin::deserialize(slf, data, flags)
+    }
+
+    /// The behaviors as numbers, in pylibmc's order.
+    fn get_behaviors(slf: &Bound<'_, Self>) -> PyResult<Py<PyDict>> {
+        init::get_behaviors(slf)
+    }
+
+    /// Set behaviors from a dict of numbers (names as in `all_behaviors`, plus `namespace`).
+    fn set_behaviors(slf: &Bound<'_, Self>, behaviors: &Bound<'_, PyAny>) -> PyResult<()> {
+        init::set_behaviors(slf, behaviors)
+    }
+
+    #[getter]
+    fn binary_protocol(slf: &Bound<'_, Self>) -> bool {
+        slf.get().binary.load(Ordering::Relaxed)
+    }
+}

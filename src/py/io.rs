@@ -1,0 +1,44 @@
+//! The one way from a Python method into the core: `detached` (and `released`, for the one piece
+//! of blocking work that needs no core). Owns the rule below; uses `client::PyClient` for its core
+//! handle and `crate::client::Client`; builds no result and no message of its own.
+//!
+//! The rule, for every method that does I/O or takes a core lock:
+//! 1. convert every argument while attached to the interpreter (this may run Python code: a
+//!    `__str__`, an `__and__`, a user `serialize`);
+//! 2. detach, run the core in the closure, and return plain Rust data from it;
+//! 3. re-attach, build the Python results, and raise what the closure returned as `Err`.
+//!
+//! So no core lock is taken while attached: a thread blocked on a core lock while attached would
+//! keep every other thread out of the interpreter, including the one holding that lock if it is
+//! waiting to attach. And no Python code runs inside the closure, so none runs under a core lock.
+//! The client's own slot (`PyClient::core`, read to get the core handle) is not a core lock: it is
+//! held only to clone an `Arc`, never across Python code or a core call.
+
+use pyo3::marker::Ungil;
+use pyo3::prelude::*;
+
+use super::client::PyClient;
+use crate::client::Client;
+
+/// Run `f` on `client`'s core with the interpreter released; re-attached, return what it returned.
+/// `Err` if the client was never initialized or `f` failed; the constructors of `errors` need no
+/// interpreter, so `f` may build its error detached.
+#[inline]
+pub(super) fn detached<T, F>(py: Python<'_>, client: &PyClient, f: F) -> PyResult<T>
+where
+    F: Send + FnOnce(&Client) -> PyResult<T>,
+    T: Send,
+{
+    let core = client.core()?;
+    released(py, move || f(&core))
+}
+
+/// Run `f` with the interpreter released: the only place in the binding that detaches.
+#[inline]
+pub(super) fn released<T, F>(py: Python<'_>, f: F) -> T
+where
+    F: Ungil + FnOnce() -> T,
+    T: Ungil,
+{
+    py.detach(f)
+}
