@@ -1,6 +1,17 @@
 //! The binary protocol's encoders and parser, byte for byte.
 use super::*;
 
+/// A storage request's fields (the key goes to the encoder separately).
+fn item(flags: u32, exptime: u32, data: &'static [u8], cas: u64) -> StoreItem<'static> {
+    StoreItem {
+        key: b"",
+        flags,
+        exptime,
+        data,
+        cas,
+    }
+}
+
 /// A response packet as memcached would write it.
 fn resp(
     opcode: u8,
@@ -91,7 +102,7 @@ fn retrieval_hits_and_noop_at_every_split() {
 }
 
 #[test]
-fn storage_delete_arith_touch_at_every_split() {
+fn storage_at_every_split() {
     let mut input = resp(op::SET, 0, 0, 5, b"", b"", b"");
     input.extend(resp(
         op::ADDQ,
@@ -152,6 +163,10 @@ fn storage_delete_arith_touch_at_every_split() {
             "End@0",
         ],
     );
+}
+
+#[test]
+fn delete_at_every_split() {
     let mut input = resp(
         op::DELETEQ,
         status::KEY_NOT_FOUND,
@@ -168,6 +183,10 @@ fn storage_delete_arith_touch_at_every_split() {
         &input,
         &["NotFound@3", "Deleted@1", "End@0"],
     );
+}
+
+#[test]
+fn arith_at_every_split() {
     let mut input = resp(op::INCREMENT, 0, 0, 9, b"", b"", &42u64.to_be_bytes());
     input.extend(resp(
         op::DECREMENT,
@@ -206,6 +225,10 @@ fn storage_delete_arith_touch_at_every_split() {
             "Failed(UnknownStatus(\"status 0x0006: Non-numeric server-side value for incr or decr\"))@3",
         ],
     );
+}
+
+#[test]
+fn touch_at_every_split() {
     let mut input = resp(op::TOUCH, 0, 0, 0, b"", b"", b"");
     input.extend(resp(
         op::TOUCH,
@@ -337,19 +360,13 @@ fn no_panic_on_any_short_input() {
 }
 
 #[test]
-fn encoders_write_the_binary_wire_format() {
+fn store_encoders_write_the_binary_wire_format() {
     let mut b = Vec::new();
     encode_store(
         &mut b,
         StoreCmd::Set,
         b"k",
-        &StoreItem {
-            key: b"",
-            flags: 16,
-            exptime: 5,
-            data: b"hi",
-            cas: 99,
-        },
+        &item(16, 5, b"hi", 99),
         false,
         7,
     );
@@ -365,20 +382,7 @@ fn encoders_write_the_binary_wire_format() {
         .concat()
     );
     b.clear();
-    encode_store(
-        &mut b,
-        StoreCmd::Cas,
-        b"k",
-        &StoreItem {
-            key: b"",
-            flags: 0,
-            exptime: 0,
-            data: b"",
-            cas: 2847,
-        },
-        true,
-        1,
-    );
+    encode_store(&mut b, StoreCmd::Cas, b"k", &item(0, 0, b"", 2847), true, 1);
     assert_eq!(b[1], op::SETQ);
     assert_eq!(be64(&b[16..24]), 2847);
     b.clear();
@@ -386,18 +390,16 @@ fn encoders_write_the_binary_wire_format() {
         &mut b,
         StoreCmd::Append,
         b"k",
-        &StoreItem {
-            key: b"",
-            flags: 16,
-            exptime: 5,
-            data: b"x",
-            cas: 0,
-        },
+        &item(16, 5, b"x", 0),
         true,
         0,
     );
     assert_eq!((b[1], b[4], be32(&b[8..12])), (op::APPENDQ, 0, 2));
-    b.clear();
+}
+
+#[test]
+fn other_encoders_write_the_binary_wire_format() {
+    let mut b = Vec::new();
     encode_getkq(&mut b, b"a b", 3);
     encode_noop(&mut b, 4);
     assert_eq!(b.len(), 24 + 3 + 24);

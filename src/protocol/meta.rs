@@ -125,6 +125,17 @@ pub fn parse_reply(kind: ReplyKind, buf: &[u8]) -> Result<Parsed<Reply<'_>>> {
 mod tests {
     use super::*;
 
+    /// A storage request's fields (the key goes to the encoder separately).
+    fn item(flags: u32, exptime: u32, data: &'static [u8], cas: u64) -> StoreItem<'static> {
+        StoreItem {
+            key: b"",
+            flags,
+            exptime,
+            data,
+            cas,
+        }
+    }
+
     fn parse_all(kind: ReplyKind, input: &[u8], cut: usize) -> Result<Vec<String>> {
         let mut out = Vec::new();
         let mut avail = cut.min(input.len());
@@ -208,45 +219,9 @@ mod tests {
     #[test]
     fn encoders() {
         let mut b = Vec::new();
-        encode_store_quiet(
-            &mut b,
-            StoreCmd::Set,
-            b"k",
-            &StoreItem {
-                key: b"",
-                flags: 0,
-                exptime: 0,
-                data: b"v",
-                cas: 0,
-            },
-            0,
-        );
-        encode_store_quiet(
-            &mut b,
-            StoreCmd::Add,
-            b"k2",
-            &StoreItem {
-                key: b"",
-                flags: 16,
-                exptime: 60,
-                data: b"",
-                cas: 0,
-            },
-            41,
-        );
-        encode_store_quiet(
-            &mut b,
-            StoreCmd::Replace,
-            b"k3",
-            &StoreItem {
-                key: b"",
-                flags: 1,
-                exptime: 0,
-                data: b"xy",
-                cas: 0,
-            },
-            2,
-        );
+        encode_store_quiet(&mut b, StoreCmd::Set, b"k", &item(0, 0, b"v", 0), 0);
+        encode_store_quiet(&mut b, StoreCmd::Add, b"k2", &item(16, 60, b"", 0), 41);
+        encode_store_quiet(&mut b, StoreCmd::Replace, b"k3", &item(1, 0, b"xy", 0), 2);
         encode_delete_quiet(&mut b, b"k", 9);
         encode_noop(&mut b);
         assert_eq!(

@@ -244,6 +244,17 @@ pub fn parse_reply(kind: ReplyKind, buf: &[u8]) -> Result<Parsed<Reply<'_>>> {
 mod tests {
     use super::*;
 
+    /// A storage request's fields (the key goes to the encoder separately).
+    fn item(flags: u32, exptime: u32, data: &'static [u8], cas: u64) -> StoreItem<'static> {
+        StoreItem {
+            key: b"",
+            flags,
+            exptime,
+            data,
+            cas,
+        }
+    }
+
     /// An owned copy of a reply, to compare results of different splits.
     fn owned(r: &Reply<'_>) -> String {
         format!("{r:?}")
@@ -415,54 +426,24 @@ mod tests {
             &mut b,
             StoreCmd::Set,
             b"w1",
-            &StoreItem {
-                key: b"",
-                flags: 16,
-                exptime: 0,
-                data: b"hello",
-                cas: 0,
-            },
+            &item(16, 0, b"hello", 0),
             false,
         );
         encode_store(
             &mut b,
             StoreCmd::Set,
             b"w3",
-            &StoreItem {
-                key: b"",
-                flags: 16,
-                exptime: u32::MAX,
-                data: b"x",
-                cas: 0,
-            },
+            &item(16, u32::MAX, b"x", 0),
             false,
         );
         encode_store(
             &mut b,
             StoreCmd::Cas,
             b"c1",
-            &StoreItem {
-                key: b"",
-                flags: 16,
-                exptime: 0,
-                data: b"v2",
-                cas: 2847,
-            },
+            &item(16, 0, b"v2", 2847),
             false,
         );
-        encode_store(
-            &mut b,
-            StoreCmd::Set,
-            b"nr",
-            &StoreItem {
-                key: b"",
-                flags: 4,
-                exptime: 0,
-                data: b"1",
-                cas: 0,
-            },
-            true,
-        );
+        encode_store(&mut b, StoreCmd::Set, b"nr", &item(4, 0, b"1", 0), true);
         encode_delete(&mut b, b"nr", true);
         encode_delete(&mut b, b"w3", false);
         encode_touch(&mut b, b"w1", 50, false);
