@@ -1,16 +1,6 @@
 //! The binary protocol's encoders and parser, byte for byte.
 use super::*;
-
-/// A storage request's fields (the key goes to the encoder separately).
-fn item(flags: u32, exptime: u32, data: &'static [u8], cas: u64) -> StoreItem<'static> {
-    StoreItem {
-        key: b"",
-        flags,
-        exptime,
-        data,
-        cas,
-    }
-}
+use crate::protocol::test_item as item;
 
 /// A response packet as memcached would write it.
 fn resp(

@@ -84,6 +84,23 @@ pub struct StoreItem<'a> {
     pub cas: u64,
 }
 
+/// A storage request's fields for the encoders' tests (the key goes to an encoder separately).
+#[cfg(test)]
+pub(crate) fn test_item(
+    flags: u32,
+    exptime: u32,
+    data: &'static [u8],
+    cas: u64,
+) -> StoreItem<'static> {
+    StoreItem {
+        key: b"",
+        flags,
+        exptime,
+        data,
+        cas,
+    }
+}
+
 /// Parse one reply unit of a line-based request: the meta kinds (quiet batches, the probe) are
 /// `meta`'s, every other kind the classic `text` parser's.
 pub fn parse_text_reply(kind: ReplyKind, buf: &[u8]) -> Result<Parsed<Reply<'_>>> {

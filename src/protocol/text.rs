@@ -243,17 +243,7 @@ pub fn parse_reply(kind: ReplyKind, buf: &[u8]) -> Result<Parsed<Reply<'_>>> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    /// A storage request's fields (the key goes to the encoder separately).
-    fn item(flags: u32, exptime: u32, data: &'static [u8], cas: u64) -> StoreItem<'static> {
-        StoreItem {
-            key: b"",
-            flags,
-            exptime,
-            data,
-            cas,
-        }
-    }
+    use crate::protocol::test_item as item;
 
     /// An owned copy of a reply, to compare results of different splits.
     fn owned(r: &Reply<'_>) -> String {
