@@ -109,14 +109,17 @@ pub fn encode_noop(buf: &mut Vec<u8>, opaque: u32) {
     header(buf, op::NOOP, 0, 0, 0, opaque, 0);
 }
 
+/// The opcode of a storage command. `cas` is a REPLACE with a CAS, as libmemcached sends it: a
+/// SET with a CAS that memcached refuses (a value too large) makes it drop the stored item,
+/// while a refused REPLACE leaves it.
 fn store_opcode(cmd: StoreCmd, quiet: bool) -> u8 {
     match (cmd, quiet) {
-        (StoreCmd::Set | StoreCmd::Cas, false) => op::SET,
-        (StoreCmd::Set | StoreCmd::Cas, true) => op::SETQ,
+        (StoreCmd::Set, false) => op::SET,
+        (StoreCmd::Set, true) => op::SETQ,
         (StoreCmd::Add, false) => op::ADD,
         (StoreCmd::Add, true) => op::ADDQ,
-        (StoreCmd::Replace, false) => op::REPLACE,
-        (StoreCmd::Replace, true) => op::REPLACEQ,
+        (StoreCmd::Replace | StoreCmd::Cas, false) => op::REPLACE,
+        (StoreCmd::Replace | StoreCmd::Cas, true) => op::REPLACEQ,
         (StoreCmd::Append, false) => op::APPEND,
         (StoreCmd::Append, true) => op::APPENDQ,
         (StoreCmd::Prepend, false) => op::PREPEND,

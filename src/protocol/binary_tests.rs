@@ -373,7 +373,7 @@ fn store_encoders_write_the_binary_wire_format() {
     );
     b.clear();
     encode_store(&mut b, StoreCmd::Cas, b"k", &item(0, 0, b"", 2847), true, 1);
-    assert_eq!(b[1], op::SETQ);
+    assert_eq!(b[1], op::REPLACEQ); // a cas is a REPLACE with a CAS, as libmemcached sends it
     assert_eq!(be64(&b[16..24]), 2847);
     b.clear();
     encode_store(

@@ -69,7 +69,27 @@ VALUES = [
     b"x" * 5000,
 ]
 
+
+def _too_large_writes(c):
+    """Each write command with a value over the item size limit, after `set`: its outcome and
+    what the key holds afterwards (memcached drops the old item for a refused `set`, and for a
+    refused binary SET with a CAS, which is why `cas` must go as a REPLACE with a CAS)."""
+    c.behaviors = {"cas": True}
+    big = b"x" * (2**20 + 10)
+    out = []
+    for op in ("set", "add", "replace", "append", "prepend", "cas"):
+        c.set("tl", "v")
+        if op == "cas":
+            token = c.gets("tl")[1]
+            result = outcome(lambda token=token: c.cas("tl", big, token))
+        else:
+            result = outcome(lambda op=op: getattr(c, op)("tl", big))
+        out.append((op, result, c.get("tl")))
+    return out
+
+
 CASES = {
+    "too_large_writes_leave_what_pylibmc_leaves": lambda m, c: _too_large_writes(c),
     "get_missing": lambda m, c: c.get("nope"),
     "get_default": lambda m, c: c.get("nope", "D"),
     "get_stored_none_not_default": lambda m, c: (c.set("n", None), c.get("n", "D")),
