@@ -368,6 +368,11 @@ impl Sink for StatsSink {
                 Ok(true)
             }
             Reply::Failed(e) if self.acc.is_empty() => Err(e),
+            // The binary protocol's answer to a stats group the server does not have: a
+            // failure of this request, not of the server.
+            Reply::NotFound if self.acc.is_empty() => {
+                Err(Error::UnknownStatus("no such stats group".into()))
+            }
             _ => Err(unexpected()),
         }
     }

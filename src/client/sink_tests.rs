@@ -320,3 +320,10 @@ fn stats_collects_lines_per_server() {
     assert_eq!(out[0], Err(Error::Timeout));
     assert_eq!(out[1], Ok(vec![(b"pid".to_vec(), b"1".to_vec())]));
 }
+
+#[test]
+fn an_unknown_stats_group_fails_the_request_not_the_stream() {
+    let mut sink = StatsSink::new(1);
+    let r = sink.reply(ReplyKind::Stats, &[0], &mut 0, Reply::NotFound);
+    assert!(matches!(&r, Err(e) if e.is_resumable()), "{r:?}");
+}

@@ -174,6 +174,20 @@ def test_connection_survives_per_key_errors(servers):
     assert mc.get_multi(["ok1", "ok2", "huge"]) == {"ok1": 1, "ok2": 2}
 
 
+def test_an_unknown_stats_group_is_not_a_server_failure(servers):
+    """memcached answers a binary STAT for a group it does not have with "Not found": pylibmc
+    raises SomeErrors and then marks every server down (ServerDown on the next set); fastmc
+    raises the same class and keeps the servers."""
+    mp = pylibmc.Client(servers, binary=True)
+    mf = fastmc.Client(servers, binary=True)
+    with pytest.raises(pylibmc.SomeErrors):
+        mp.get_stats("bogus")
+    with pytest.raises(fastmc.SomeErrors):
+        mf.get_stats("bogus")
+    assert mf.set("n1", -1) and mf.get("n1") == -1
+    assert len(mf.get_stats()) == len(servers)
+
+
 @pytest.mark.parametrize(
     "op, reply, message",
     [
