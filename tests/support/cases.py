@@ -88,7 +88,25 @@ def _too_large_writes(c):
     return out
 
 
+def _incr_multi_long_keys(c):
+    """incr_multi with a key over 250 bytes (the prefix not counted) raises before anything is
+    sent; with the prefix past 250 the key fails alone. The counter shows what was sent."""
+    out = []
+    for keys, prefix in (
+        (["n", "M" * 251], {}),
+        (["n", "é" * 130], {}),
+        (["n", "M" * 251], {"key_prefix": "px"}),
+        (["n", "M" * 250], {"key_prefix": "px"}),
+    ):
+        c.set("n", 5)
+        c.set("pxn", 5)
+        result = outcome(lambda k=keys, p=prefix: c.incr_multi(k, **p))
+        out.append((result, c.get("n"), c.get("pxn")))
+    return out
+
+
 CASES = {
+    "incr_multi_long_keys_send_nothing": lambda m, c: _incr_multi_long_keys(c),
     "too_large_writes_leave_what_pylibmc_leaves": lambda m, c: _too_large_writes(c),
     "get_missing": lambda m, c: c.get("nope"),
     "get_default": lambda m, c: c.get("nope", "D"),

@@ -89,6 +89,9 @@ pub(super) fn incr_multi(
     let mut full = Vec::with_capacity(items.len());
     for obj in &items {
         let k = key_bytes(obj, KeyErrorWording::MustBeBytes)?;
+        // pylibmc's ValueError for a key over 250 bytes (the prefix not counted), for the whole
+        // batch before anything is sent: increments cannot be taken back.
+        check_key_len(k)?;
         full.push(join_key(&prefix, k));
     }
     let refs: Vec<&[u8]> = full.iter().map(|k| &**k).collect();
