@@ -49,7 +49,7 @@ def translate_server_spec(
     (1, '127.0.0.1', 22122, 2)
     """
     if server.startswith("/"):
-        return (_fastmc.server_type_unix, server, 0, 1)
+        return (_fastmc.server_type_unix, server, 0, weight)
     addr = server
     stype = _fastmc.server_type_tcp
     if addr.startswith("udp:"):

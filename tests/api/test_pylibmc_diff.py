@@ -134,9 +134,9 @@ def test_translate_server_spec_matches():
         "",
         " 127.0.0.1 ",
     ]:
-        assert fastmc.client.translate_server_spec(spec) == pylibmc.client.translate_server_spec(
-            spec
-        ), spec
+        for kw in ({}, {"weight": 2}, {"port": 1234}, {"port": 1234, "weight": 3}):
+            ours = fastmc.client.translate_server_spec(spec, **kw)
+            assert ours == pylibmc.client.translate_server_spec(spec, **kw), (spec, kw)
 
 
 def test_subclass_with_serializer_hooks(servers):
