@@ -48,16 +48,24 @@ def _parser() -> argparse.ArgumentParser:
         default=2.0,
         help="seconds to wait to connect and for each reply (default: 2)",
     )
+    # --servers and --timeout are also accepted after the command (`stats --servers ...`); there
+    # they have no default of their own, so the values given before the command stay.
+    after = argparse.ArgumentParser(add_help=False)
+    after.add_argument("--servers", default=argparse.SUPPRESS, help=argparse.SUPPRESS)
+    after.add_argument("--timeout", type=float, default=argparse.SUPPRESS, help=argparse.SUPPRESS)
     sub = p.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
 
-    s = sub.add_parser("stats", help="print each server's statistics")
+    def command(name: str, help: str) -> argparse.ArgumentParser:
+        return sub.add_parser(name, help=help, parents=[after])
+
+    s = command("stats", help="print each server's statistics")
     s.add_argument("arg", nargs="?", help='a stats group, e.g. "items", "slabs", "settings"')
 
-    g = sub.add_parser("get", help="print the value of each key")
+    g = command("get", help="print the value of each key")
     g.add_argument("keys", nargs="+", metavar="KEY")
 
-    st = sub.add_parser("set", help="store a value")
+    st = command("set", help="store a value")
     st.add_argument("key", metavar="KEY")
     st.add_argument("value", metavar="VALUE", help='the value; "-" reads it from standard input')
     st.add_argument("--time", type=int, default=0, help="expiry in seconds (default: 0, never)")
@@ -68,10 +76,10 @@ def _parser() -> argparse.ArgumentParser:
         help="how to store the value, as a Python client would read it back (default: str)",
     )
 
-    d = sub.add_parser("delete", help="delete keys")
+    d = command("delete", help="delete keys")
     d.add_argument("keys", nargs="+", metavar="KEY")
 
-    f = sub.add_parser("flush", help="invalidate every item on every server")
+    f = command("flush", help="invalidate every item on every server")
     f.add_argument("--delay", type=int, default=0, help="flush after this many seconds")
     return p
 

@@ -95,6 +95,19 @@ def test_servers_from_environment(server, mc):
     assert (r.returncode, r.stdout) == (0, b"from env\n")
 
 
+def test_servers_and_timeout_after_the_command(server, mc):
+    """The README writes `stats|get|... --servers host:port`: both orders work, and a value given
+    after the command wins over the environment."""
+    mc.set("after", "yes")
+    env = {"MEMCACHED_SERVERS": "127.0.0.1:%d" % free_port()}
+    r = run("get", "after", "--servers", server.address, "--timeout", "5", env=env)
+    assert (r.returncode, r.stdout) == (0, b"yes\n")
+    r = run("stats", "--servers", server.address, env=env)
+    assert r.returncode == 0 and server.address.encode() in r.stdout
+    r = run("set", "k2", "v2", "--servers", server.address)
+    assert r.returncode == 0 and mc.get("k2") == "v2"
+
+
 def test_down_server_is_one_clear_line_and_nonzero():
     down = "127.0.0.1:%d" % free_port()
     for args in (["get", "k"], ["set", "k", "v"], ["delete", "k"], ["flush"], ["stats"]):
