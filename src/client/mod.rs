@@ -235,12 +235,13 @@ impl Client {
         new
     }
 
-    /// The index of the server `key` maps to (pylibmc's `hash()`).
-    pub fn server_for(&self, key: &[u8]) -> usize {
+    /// pylibmc's `hash()`: the index of the server `key` maps to in libmemcached's own server
+    /// list, which `_sort_hosts` sorts (the caller's order otherwise).
+    pub fn hash_index(&self, key: &[u8]) -> usize {
         let snap = self.snapshot();
         let mut wire = snap.namespace.clone();
         wire.extend_from_slice(key);
-        snap.route(key, &wire)
+        snap.ring.internal_for(snap.hashed(key, &wire))
     }
 
     pub fn server_count(&self) -> usize {

@@ -99,10 +99,15 @@ impl Snapshot {
 
     /// The server a key maps to (`wire`: the key with the namespace).
     pub fn route(&self, key: &[u8], wire: &[u8]) -> usize {
+        self.ring.server_for(self.hashed(key, wire))
+    }
+
+    /// What the ring hashes for a key: with the namespace (`wire`) if the behaviors say so.
+    pub fn hashed<'k>(&self, key: &'k [u8], wire: &'k [u8]) -> &'k [u8] {
         if self.behaviors.hash_with_prefix_key {
-            self.ring.server_for(wire)
+            wire
         } else {
-            self.ring.server_for(key)
+            key
         }
     }
 }

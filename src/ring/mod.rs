@@ -225,10 +225,17 @@ impl Ring {
 
     /// Index into the caller's server list for this key.
     pub fn server_for(&self, key: &[u8]) -> usize {
+        let internal = self.internal_for(key);
+        self.order.get(internal).copied().unwrap_or(0)
+    }
+
+    /// Index into libmemcached's own server list for this key (sorted with `_sort_hosts`):
+    /// what pylibmc's `hash()` returns.
+    pub fn internal_for(&self, key: &[u8]) -> usize {
         if self.n <= 1 {
             return 0;
         }
-        let internal = match self.settings.distribution {
+        match self.settings.distribution {
             Distribution::Modula | Distribution::ConsistentMax => {
                 hash(self.settings.key_hash, key) as usize % self.n
             }
@@ -251,8 +258,7 @@ impl Ring {
                 let pos = if pos == self.continuum.len() { 0 } else { pos };
                 self.continuum[pos].1
             }
-        };
-        self.order.get(internal).copied().unwrap_or(0)
+        }
     }
 
     pub fn points_per_server(&self) -> Vec<u32> {

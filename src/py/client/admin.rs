@@ -118,7 +118,7 @@ pub(super) fn disconnect_all(slf: &Bound<'_, PyClient>) -> PyResult<()> {
 /// The index of the server a key maps to.
 pub(super) fn hash(slf: &Bound<'_, PyClient>, key: &Bound<'_, PyAny>) -> PyResult<usize> {
     let k = key_bytes(key, KeyErrorWording::BytesLike)?;
-    detached(slf.py(), slf.get(), |core| Ok(core.server_for(k)))
+    detached(slf.py(), slf.get(), |core| Ok(core.hash_index(k)))
 }
 
 /// Serialize a value to (bytes, flags) the way pylibmc does (no compression).
