@@ -178,6 +178,9 @@ CASES = {
     "key_251": lambda m, c: c.get("x" * 251),
     "key_250": lambda m, c: (c.set("x" * 250, 1), c.get("x" * 250)),
     "gets_without_cas": lambda m, c: c.gets("k"),
+    "cas_without_cas_checks_the_behavior_first": lambda m, c: [
+        outcome(lambda k=k: c.cas(k, "v", 1)) for k in ("", "x" * 300, "k", 1)
+    ],
     "gets_empty": lambda m, c: c.gets(""),
     "cas_without_cas": lambda m, c: c.cas("k", 1, 1),
     "compress": lambda m, c: (

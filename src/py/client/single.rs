@@ -164,8 +164,9 @@ pub(super) fn cas(
     token: u64,
     time: Option<&Bound<'_, PyAny>>,
 ) -> PyResult<bool> {
-    let k = key_bytes(key, KeyErrorWording::BytesLike)?;
-    if !k.is_empty() && !slf.get().flags()?.cas {
+    // pylibmc's order: the key's type, then the cas behavior, before the key is looked at.
+    key_bytes(key, KeyErrorWording::BytesLike)?;
+    if !slf.get().flags()?.cas {
         return Err(PyValueError::new_err("cas without cas behavior"));
     }
     // No min_compress_len: cas never compresses.
