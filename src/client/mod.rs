@@ -35,7 +35,7 @@ use crate::behaviors::{Behaviors, Rejected};
 use crate::connection::Address;
 use crate::error::{Error, Result};
 use crate::ring::RingServer;
-use crate::server::Server;
+use crate::server::{Probe, Server};
 use snapshot::{ring_server, Snapshot};
 
 pub use crate::protocol::StoreItem;
@@ -242,6 +242,24 @@ impl Client {
         let mut wire = snap.namespace.clone();
         wire.extend_from_slice(key);
         snap.ring.internal_for(snap.hashed(key, &wire))
+    }
+
+    /// The socket buffer sizes pylibmc reads back for `_socket_send_size`/`_socket_recv_size`
+    /// when they were never set: those of a live connection to the first server (the kernel
+    /// grows a connected TCP socket's buffers), or 0 when it cannot be reached.
+    pub fn socket_buffer_sizes(&self) -> (usize, usize) {
+        let Some(first) = self.servers.first() else {
+            return (0, 0);
+        };
+        let snap = self.snapshot();
+        match first.checkout(&snap.opts, Probe::Never) {
+            Ok((conn, _)) => {
+                let sizes = conn.buffer_sizes();
+                first.checkin(conn);
+                sizes
+            }
+            Err(_) => (0, 0),
+        }
     }
 
     pub fn server_count(&self) -> usize {

@@ -146,20 +146,3 @@ fn connect_tcp(addr: &Address, host: &str, port: u16, opts: &SocketOptions) -> R
     }
     Ok(s)
 }
-
-/// The kernel's socket buffer sizes for a new socket of this address's family, reported as
-/// `_socket_send_size`/`_socket_recv_size` when those were never set (pylibmc asks a live socket).
-pub fn default_socket_buffer_sizes(addr: &Address) -> (usize, usize) {
-    use rustix::net::{socket, AddressFamily, SocketType};
-    let family = match addr {
-        Address::Tcp { .. } => AddressFamily::INET,
-        Address::Unix(_) => AddressFamily::UNIX,
-    };
-    match socket(family, SocketType::STREAM, None) {
-        Ok(fd) => (
-            rustix::net::sockopt::socket_send_buffer_size(&fd).unwrap_or(0),
-            rustix::net::sockopt::socket_recv_buffer_size(&fd).unwrap_or(0),
-        ),
-        Err(_) => (0, 0),
-    }
-}

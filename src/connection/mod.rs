@@ -23,7 +23,7 @@ use rustix::net::{RecvFlags, SendFlags};
 use crate::error::{Error, IoFailure, Result};
 use crate::protocol::binary;
 use connect::Stream;
-pub use connect::{default_socket_buffer_sizes, Address, SocketOptions};
+pub use connect::{Address, SocketOptions};
 
 /// Non-blocking I/O on a socket that stays in blocking mode: per-call `MSG_DONTWAIT`.
 struct NonBlocking<'a>(BorrowedFd<'a>);
@@ -135,6 +135,15 @@ impl Connection {
             conn.authenticate(c)?;
         }
         Ok(conn)
+    }
+
+    /// The kernel's send and receive buffer sizes of this socket (0 where unknown).
+    pub fn buffer_sizes(&self) -> (usize, usize) {
+        let fd = self.stream.fd();
+        (
+            rustix::net::sockopt::socket_send_buffer_size(fd).unwrap_or(0),
+            rustix::net::sockopt::socket_recv_buffer_size(fd).unwrap_or(0),
+        )
     }
 
     /// The socket, for `poll`.

@@ -170,3 +170,13 @@ def test_repr_and_str_match(servers):
         mc = mod.Client(servers[:1])
         assert repr(mc) == "Client(%r, binary=False)" % (servers[:1],)
         assert str(mc) == "<Client for %s, binary=False>" % servers[0]
+
+
+def test_socket_size_read_back_without_a_server():
+    """pylibmc reads _socket_send_size/_socket_recv_size from a live connection to the first
+    server; where none can be made, both read back 0."""
+    from memcached import free_port
+
+    down = ["127.0.0.1:%d" % free_port()]
+    for name in ("_socket_send_size", "_socket_recv_size"):
+        assert fastmc.Client(down).behaviors[name] == pylibmc.Client(down).behaviors[name] == 0

@@ -2,7 +2,7 @@
 //! `get_behaviors`, `set_behaviors`, the `BehaviorPlan` a behaviors dict is read into, and the
 //! `BehaviorFlags` mirror that every change of the core's behaviors goes through. Core calls go
 //! through `io::detached`; errors come from `py::errors`. Uses `py::args`, `py::servers`,
-//! `behaviors`, `client::Client`, `security`, `connection::default_socket_buffer_sizes`.
+//! `behaviors`, `client::Client`, `security`.
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -15,7 +15,6 @@ use pyo3::types::{PyBytes, PyDict, PyInt, PyString};
 use super::PyClient;
 use crate::behaviors::{Behaviors, Rejected, ALL_BEHAVIORS, FASTMC_BEHAVIORS};
 use crate::client::Client;
-use crate::connection::default_socket_buffer_sizes;
 use crate::py::args::*;
 use crate::py::errors::{self, plain_error, Op};
 use crate::py::io::{detached, released};
@@ -160,12 +159,10 @@ pub(super) fn get_behaviors(slf: &Bound<'_, PyClient>) -> PyResult<Py<PyDict>> {
     let this = slf.get();
     let (b, socket_sizes) = detached(py, this, |core| {
         let b = core.behaviors();
-        // Never set: what a new socket of the first server's family gets from the kernel.
+        // Never set: what a live connection to the first server has, as pylibmc reads it.
         let unset = |name| b.get(name).is_none();
         let sizes = if unset("_socket_send_size") || unset("_socket_recv_size") {
-            core.addresses()
-                .first()
-                .map_or((0, 0), default_socket_buffer_sizes)
+            core.socket_buffer_sizes()
         } else {
             (0, 0)
         };
