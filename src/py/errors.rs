@@ -68,13 +68,31 @@ subclasses! {
     UnknownStatKey = Some(36),
 }
 
-/// Set the `retcode` class attributes (done once at import).
+/// The class of every bad-key error fastmc raises: a `BadKeyProvided` that is also each class
+/// pylibmc raised for such a key in text mode, where it sent the key and the server (or the
+/// stream it corrupted) answered: `ClientError`, `ProtocolError` or `SocketCreateError`. So
+/// `except BadKeyProvided` and the handlers written for pylibmc both catch it. Not listed in
+/// `pylibmc.exceptions`; its bases are set at import (`init_retcodes`).
+mod compat {
+    use pyo3::create_exception;
+    create_exception!(pylibmc, BadKeyProvided, super::BadKeyProvided);
+}
+
+/// Set the `retcode` class attributes and the compatible bad-key class's bases (once, at
+/// import).
 pub fn init_retcodes(py: Python<'_>) -> PyResult<()> {
     for (_, cls, rc) in all_exceptions(py) {
         if let Some(rc) = rc {
             cls.setattr("retcode", rc)?;
         }
     }
+    let bases = (
+        BadKeyProvided::type_object(py),
+        ClientError::type_object(py),
+        ProtocolError::type_object(py),
+        SocketCreateError::type_object(py),
+    );
+    compat::BadKeyProvided::type_object(py).setattr("__bases__", bases)?;
     Ok(())
 }
 
@@ -164,7 +182,7 @@ where
         CoreError::ClientError(_) => ClientError::new_err(args),
         CoreError::ServerError(_) | CoreError::OutOfMemory => ServerError::new_err(args),
         CoreError::TooBig => TooBig::new_err(args),
-        CoreError::BadKey(_) => BadKeyProvided::new_err(args),
+        CoreError::BadKey(_) => compat::BadKeyProvided::new_err(args),
         CoreError::NotSupported(_) => NotSupportedError::new_err(args),
         CoreError::NoServers => NoServers::new_err(args),
         // libmemcached's AUTH_FAILURE (41) has no class of its own in pylibmc.
@@ -232,7 +250,7 @@ pub fn behavior_rejected(rejected: &Rejected, behavior: &str, value: i64) -> PyE
 /// A key refused before any I/O: `error 33 from <op>: <detail>`.
 pub fn bad_key(op: Op, detail: &str) -> PyErr {
     let name = op.libmemcached_name();
-    BadKeyProvided::new_err(format!("error {RC_BAD_KEY} from {name}: {detail}"))
+    compat::BadKeyProvided::new_err(format!("error {RC_BAD_KEY} from {name}: {detail}"))
 }
 
 /// pylibmc's incr/decr report after every key was tried: `<n> keys not found` when every failure

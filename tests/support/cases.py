@@ -105,7 +105,26 @@ def _incr_multi_long_keys(c):
     return out
 
 
+def _bad_keys_caught_as_pylibmcs(m, c):
+    """Code written for pylibmc catches the classes pylibmc raised for keys it sent and the
+    server refused (pylibmc's own doctests and test_cmemcached): fastmc never sends such a key,
+    and its BadKeyProvided is also each of those classes."""
+    out = []
+    try:
+        out.append(("incr", c.incr(chr(0))))
+    except (m.ProtocolError, m.SocketCreateError):
+        out.append(("incr", "caught"))
+    try:
+        out.append(("delete", c.delete("hello world")))
+    except m.ClientError:
+        out.append(("delete", "caught"))
+    c.set_multi({"a": 1, "b": 2, "c": 3})
+    out.append(("get_multi", c.get_multi(["a", "b", "c", "", "hello world"])))
+    return out
+
+
 CASES = {
+    "bad_keys_caught_as_pylibmcs": _bad_keys_caught_as_pylibmcs,
     "incr_multi_long_keys_send_nothing": lambda m, c: _incr_multi_long_keys(c),
     "too_large_writes_leave_what_pylibmc_leaves": lambda m, c: _too_large_writes(c),
     "get_missing": lambda m, c: c.get("nope"),

@@ -180,7 +180,8 @@ pub(super) fn fetch(
     let refs: Vec<&[u8]> = full.iter().map(|k| &**k).collect();
     let mut fetched = detached(py, this, |core| Ok(core.get_multi(&refs, with_cas)))?;
     let results = std::mem::take(&mut fetched.items);
-    let raise_on_error = this.flags()?.get_multi_raise_on_error;
+    let flags = this.flags()?;
+    let (raise_on_error, verify_keys) = (flags.get_multi_raise_on_error, flags.verify_keys);
     let out = PyDict::new(py);
     let mut first_err: Option<CoreError> = None;
     let mut any_ok = false;
@@ -197,7 +198,10 @@ pub(super) fn fetch(
                 }
             }
             Ok(None) => any_ok = true,
-            Err(CoreError::BadKey(m)) => return Err(errors::bad_key(Op::Mget, &m)),
+            // A key that cannot exist (never sent) is a miss, as pylibmc treats "" and as
+            // the key it would have sent finds nothing; with verify_keys pylibmc raises.
+            Err(CoreError::BadKey(m)) if verify_keys => return Err(errors::bad_key(Op::Mget, &m)),
+            Err(CoreError::BadKey(_)) => {}
             Err(e) => {
                 first_err.get_or_insert(e);
             }
