@@ -256,11 +256,36 @@ pub fn bad_key(op: Op, detail: &str) -> PyErr {
 /// pylibmc's incr/decr report after every key was tried: `<n> keys not found` when every failure
 /// was a miss, else `<n> keys failed`, of the error's class when there was one hard error.
 pub fn keys_failed(misses: usize, hard: &[CoreError]) -> PyErr {
-    let n = misses + hard.len();
-    match hard {
-        [] => NotFound::new_err(format!("{n} keys not found")),
-        [e] => of_class(e, format!("{n} keys failed")),
-        _ => Error::new_err(format!("{n} keys failed")),
+    let last = match hard.last() {
+        None => ArithRc::NotFound,
+        Some(e) if hard.len() == 1 => ArithRc::Failed(e),
+        Some(_) => ArithRc::Generic,
+    };
+    keys_failed_as(misses + hard.len(), hard.is_empty(), last)
+}
+
+/// What libmemcached's loop over an incr_multi's keys ended on, which picks pylibmc's class.
+#[derive(Clone, Copy, Debug)]
+pub enum ArithRc<'a> {
+    /// The last key was incremented: libmemcached's SUCCESS, pylibmc's base `Error`.
+    Succeeded,
+    NotFound,
+    /// A state libmemcached reports as a generic error (pylibmc's base `Error`).
+    Generic,
+    Failed(&'a CoreError),
+}
+
+/// `<n> keys not found` (NotFound) when every failure was a miss, else `<n> keys failed` of the
+/// class of `last`.
+pub fn keys_failed_as(n: usize, all_misses: bool, last: ArithRc<'_>) -> PyErr {
+    if all_misses {
+        return NotFound::new_err(format!("{n} keys not found"));
+    }
+    let msg = format!("{n} keys failed");
+    match last {
+        ArithRc::NotFound => NotFound::new_err(msg),
+        ArithRc::Failed(e) => of_class(e, msg),
+        ArithRc::Succeeded | ArithRc::Generic => Error::new_err(msg),
     }
 }
 

@@ -10,13 +10,12 @@ import sys
 import fastmc
 import pylibmc
 import pytest
-from cases import CASES, MULTI_SERVER_CASES, VALUES, outcome, run_both
+from cases import CASES, MULTI_SERVER_CASES, TEXT_CASES, VALUES, outcome, run_both
 
 
-@pytest.mark.parametrize("name", sorted(CASES))
+@pytest.mark.parametrize("name", sorted({**CASES, **TEXT_CASES}))
 def test_same_outcome_as_pylibmc(servers, name):
-    ours, theirs = None, None
-    theirs, ours = run_both(servers[:1], CASES[name])
+    theirs, ours = run_both(servers[:1], {**CASES, **TEXT_CASES}[name])
     assert ours == theirs
 
 
