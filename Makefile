@@ -9,7 +9,7 @@ export VIRTUAL_ENV := $(abspath $(VENV))
 export PATH := $(abspath $(BIN)):$(PATH)
 
 .PHONY: help test bench bench-full develop develop-release lint check-rust pytest memcached venv \
-	fuzz soak clean
+	fuzz soak random-diff clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | expand -t 18
@@ -62,6 +62,14 @@ bench-full: memcached venv develop-release ## the full benchmark (the figures in
 SOAK_SECONDS ?= 60
 soak: memcached venv develop-release ## SOAK_SECONDS of mixed load while servers die
 	SOAK_SECONDS=$(SOAK_SECONDS) $(BIN)/python -m pytest -q -s -m soak tests/faults/test_soak.py
+
+# The seeded differential run against pylibmc, long: RANDOM_DIFF_OPS random operations from a
+# fresh seed (printed on a failure; set RANDOM_DIFF_SEED to replay one). make test runs 1,500.
+RANDOM_DIFF_OPS ?= 100000
+RANDOM_DIFF_SEED ?= $(shell date +%s)
+random-diff: memcached venv develop ## a long seeded random differential run against pylibmc
+	RANDOM_DIFF_OPS=$(RANDOM_DIFF_OPS) RANDOM_DIFF_SEED=$(RANDOM_DIFF_SEED) \
+		$(BIN)/python -m pytest -q tests/api/test_random_diff.py
 
 # Fuzz the reply parser for FUZZ_SECONDS (not part of `make test`). cargo fuzz wants nightly;
 # RUSTC_BOOTSTRAP=1 lets the stable toolchain accept its flags.
