@@ -73,30 +73,13 @@ impl<T> Outcomes<T> {
             self.set(k, Err(e.clone()));
         }
     }
-    /// Whether key `i` is recorded as a miss (`Ok(None)`).
-    pub fn is_miss(&self, i: u32) -> bool
-    where
-        T: IsMiss,
-    {
-        matches!(self.slots.get(i as usize), Some(Some(Ok(v))) if v.is_miss())
-    }
+
     /// The outcomes; a key nothing was recorded for failed (no reply for it).
     pub fn finish(self) -> Vec<Result<T>> {
         self.slots
             .into_iter()
             .map(|s| s.unwrap_or_else(|| Err(Error::Protocol("no reply for this key".into()))))
             .collect()
-    }
-}
-
-/// Outcomes that can be a miss.
-pub(super) trait IsMiss {
-    fn is_miss(&self) -> bool;
-}
-
-impl<T> IsMiss for Option<T> {
-    fn is_miss(&self) -> bool {
-        self.is_none()
     }
 }
 
@@ -131,6 +114,13 @@ struct GetError {
     from: usize,
     to: Option<usize>,
     error: Error,
+}
+
+impl Outcomes<Option<Item>> {
+    /// Whether key `i` is recorded as a miss (`Ok(None)`).
+    fn is_miss(&self, i: u32) -> bool {
+        matches!(self.slots.get(i as usize), Some(Some(Ok(None))))
+    }
 }
 
 impl<'a> GetSink<'a> {

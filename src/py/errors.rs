@@ -253,17 +253,6 @@ pub fn bad_key(op: Op, detail: &str) -> PyErr {
     compat::BadKeyProvided::new_err(format!("error {RC_BAD_KEY} from {name}: {detail}"))
 }
 
-/// pylibmc's incr/decr report after every key was tried: `<n> keys not found` when every failure
-/// was a miss, else `<n> keys failed`, of the error's class when there was one hard error.
-pub fn keys_failed(misses: usize, hard: &[CoreError]) -> PyErr {
-    let last = match hard.last() {
-        None => ArithRc::NotFound,
-        Some(e) if hard.len() == 1 => ArithRc::Failed(e),
-        Some(_) => ArithRc::Generic,
-    };
-    keys_failed_as(misses + hard.len(), hard.is_empty(), last)
-}
-
 /// What libmemcached's loop over an incr_multi's keys ended on, which picks pylibmc's class.
 #[derive(Clone, Copy, Debug)]
 pub enum ArithRc<'a> {
@@ -275,9 +264,9 @@ pub enum ArithRc<'a> {
     Failed(&'a CoreError),
 }
 
-/// `<n> keys not found` (NotFound) when every failure was a miss, else `<n> keys failed` of the
-/// class of `last`.
-pub fn keys_failed_as(n: usize, all_misses: bool, last: ArithRc<'_>) -> PyErr {
+/// pylibmc's incr/decr report after every key was tried: `<n> keys not found` (NotFound) when
+/// every failure was a miss, else `<n> keys failed` of the class of `last`.
+pub fn keys_failed(n: usize, all_misses: bool, last: ArithRc<'_>) -> PyErr {
     if all_misses {
         return NotFound::new_err(format!("{n} keys not found"));
     }

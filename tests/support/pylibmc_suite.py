@@ -42,9 +42,10 @@ def fetch_sdist() -> pathlib.Path:
         check=True,
     )
     with tarfile.open(cache / f"pylibmc-{VERSION}.tar.gz") as tar:
-        tar.extractall(cache, filter="data") if sys.version_info >= (3, 12) else tar.extractall(
-            cache
-        )
+        if hasattr(tarfile, "data_filter"):  # the safe extraction filter (3.12, backported)
+            tar.extractall(cache, filter="data")
+        else:
+            tar.extractall(cache)
     return tree
 
 

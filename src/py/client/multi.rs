@@ -176,7 +176,7 @@ fn report_arith(results: Vec<crate::error::Result<Option<u64>>>) -> PyResult<()>
     if misses == 0 && failed == 0 {
         return Ok(());
     }
-    Err(errors::keys_failed_as(misses + failed, failed == 0, last))
+    Err(errors::keys_failed(misses + failed, failed == 0, last))
 }
 
 /// get_multi and gets_multi.

@@ -237,15 +237,16 @@ pub(super) fn arith(
     check_key_len(k)?;
     if k.is_empty() {
         // As libmemcached counts it: one key failed, refused as a bad key.
-        return Err(errors::keys_failed(0, &[CoreError::BadKey(String::new())]));
+        let bad = CoreError::BadKey(String::new());
+        return Err(errors::keys_failed(1, false, errors::ArithRc::Failed(&bad)));
     }
     let r = detached(py, slf.get(), |core| {
         Ok(core.arith_multi(incr, &[k], d).pop())
     })?;
     match r {
         Some(Ok(Some(n))) => Ok(n),
-        Some(Ok(None)) => Err(errors::keys_failed(1, &[])),
-        Some(Err(e)) => Err(errors::keys_failed(0, &[e])),
+        Some(Ok(None)) => Err(errors::keys_failed(1, true, errors::ArithRc::NotFound)),
+        Some(Err(e)) => Err(errors::keys_failed(1, false, errors::ArithRc::Failed(&e))),
         None => Err(errors::no_result()),
     }
 }
