@@ -7,6 +7,7 @@
 pub mod behaviors;
 pub mod client;
 pub mod connection;
+pub mod dispatch;
 pub mod error;
 pub mod protocol;
 pub mod py;

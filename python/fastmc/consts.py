@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any
 from . import _fastmc
 
 if TYPE_CHECKING:
-    from ._fastmc import client
+    from ._fastmc import aio_client, client
 
 errors: tuple[type[_fastmc.Error], ...] = tuple(cls for _, cls in _fastmc.exceptions)
 
@@ -41,7 +41,7 @@ distributions_rvs = {v: k for k, v in distributions.items()}
 class BehaviorDict(dict[str, Any]):
     """A snapshot of a client's behaviors; item assignment and ``update`` write through."""
 
-    def __init__(self, client: client, *args: Any, **kwds: Any) -> None:
+    def __init__(self, client: client | aio_client, *args: Any, **kwds: Any) -> None:
         super().__init__(*args, **kwds)
         self.client = client
 

@@ -84,6 +84,56 @@ impl Fetched {
     }
 }
 
+impl Fetched {
+    /// A new `Fetched` with copies of the outcomes at `idx` (a batch's share of a merged fetch).
+    pub(crate) fn pick(&self, idx: &[u32]) -> Fetched {
+        let mut out = Fetched {
+            items: Vec::with_capacity(idx.len()),
+            data: Vec::new(),
+        };
+        for &i in idx {
+            let r = match self.items.get(i as usize) {
+                Some(Ok(Some(item))) => {
+                    let start = out.data.len();
+                    out.data.extend_from_slice(self.bytes(item));
+                    Ok(Some(Item::new(item.flags, item.cas, start, item.len)))
+                }
+                Some(Ok(None)) => Ok(None),
+                Some(Err(e)) => Err(e.clone()),
+                None => Err(Error::Protocol("no outcome for this key".into())),
+            };
+            out.items.push(r);
+        }
+        out
+    }
+
+    /// One `Fetched` of `n` outcomes from parts, each with the positions of its keys.
+    pub(crate) fn gather(n: usize, parts: Vec<(Vec<u32>, Fetched)>) -> Fetched {
+        let total = parts.iter().map(|(_, f)| f.data.len()).sum();
+        let mut data = Vec::with_capacity(total);
+        let mut items: Vec<Option<Result<Option<Item>>>> = (0..n).map(|_| None).collect();
+        for (idx, f) in parts {
+            let base = data.len();
+            data.extend_from_slice(&f.data);
+            for (i, r) in idx.into_iter().zip(f.items) {
+                let r = r.map(|o| o.map(|it| Item::new(it.flags, it.cas, base + it.start, it.len)));
+                if let Some(slot) = items.get_mut(i as usize) {
+                    *slot = Some(r);
+                }
+            }
+        }
+        Fetched {
+            items: items
+                .into_iter()
+                .map(|r| {
+                    r.unwrap_or_else(|| Err(Error::Protocol("no outcome for this key".into())))
+                })
+                .collect(),
+            data,
+        }
+    }
+}
+
 /// What a storage command answered.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum StoreStatus {
@@ -242,6 +292,18 @@ impl Client {
         let mut wire = snap.namespace.clone();
         wire.extend_from_slice(key);
         snap.ring.internal_for(snap.hashed(key, &wire))
+    }
+
+    /// The server (index in the list as given) each key maps to now; a key that cannot be
+    /// sent maps to the first server (it is refused there without I/O).
+    pub fn route_keys(&self, keys: &[&[u8]]) -> Vec<usize> {
+        let snap = self.snapshot();
+        keys.iter()
+            .map(|k| match snap.wire_key(k) {
+                Ok(w) => snap.route(k, &w),
+                Err(_) => 0,
+            })
+            .collect()
     }
 
     /// The socket buffer sizes pylibmc reads back for `_socket_send_size`/`_socket_recv_size`

@@ -2,6 +2,7 @@
 //! client class is `client`, its one way into the core `io`, its one error edge `errors`, argument
 //! conversion `args` and `servers`, value conversion `serde`.
 
+pub mod aio;
 pub mod args;
 pub mod client;
 pub mod errors;
@@ -19,6 +20,7 @@ use crate::ring::{Distribution, HashKind};
 fn _fastmc(m: &Bound<'_, PyModule>) -> PyResult<()> {
     let py = m.py();
     m.add_class::<client::PyClient>()?;
+    m.add_class::<aio::PyAioClient>()?;
     errors::init_retcodes(py)?;
     let excs = PyList::empty(py);
     for (name, cls, _) in errors::all_exceptions(py) {

@@ -48,6 +48,13 @@ pub(super) fn flush_all(
     time: Option<&Bound<'_, PyAny>>,
 ) -> PyResult<bool> {
     let py = slf.py();
+    let delay = flush_delay(time)?;
+    let results = detached(py, slf.get(), |core| Ok(core.flush_all(delay)))?;
+    flush_reply(results)
+}
+
+/// flush_all's `time`, as pylibmc converts it.
+pub(crate) fn flush_delay(time: Option<&Bound<'_, PyAny>>) -> PyResult<u32> {
     let delay: i64 = match time {
         None => 0,
         Some(t) => {
@@ -55,8 +62,11 @@ pub(super) fn flush_all(
             t.extract::<i64>().unwrap_or(i64::MAX)
         }
     };
-    let delay = delay.clamp(0, u32::MAX as i64) as u32;
-    let results = detached(py, slf.get(), |core| Ok(core.flush_all(delay)))?;
+    Ok(delay.clamp(0, u32::MAX as i64) as u32)
+}
+
+/// What flush_all returns for the core's outcomes.
+pub(crate) fn flush_reply(results: Vec<crate::error::Result<()>>) -> PyResult<bool> {
     if let Some(e) = results.into_iter().find_map(|r| r.err()) {
         return Err(errors::some_errors(Op::FlushAll, &e));
     }
@@ -69,7 +79,16 @@ pub(super) fn get_stats(
     stat_args: Option<&Bound<'_, PyAny>>,
 ) -> PyResult<Py<PyList>> {
     let py = slf.py();
-    let args: Vec<u8> = match stat_args {
+    let args = stats_args(stat_args)?;
+    let (results, addrs) = detached(py, slf.get(), |core| {
+        Ok((core.stats(&args), core.addresses()))
+    })?;
+    stats_reply(py, results, addrs)
+}
+
+/// get_stats's argument, as pylibmc converts it.
+pub(crate) fn stats_args(stat_args: Option<&Bound<'_, PyAny>>) -> PyResult<Vec<u8>> {
+    Ok(match stat_args {
         None => Vec::new(),
         Some(a) => match a.cast::<PyString>() {
             Ok(s) => s.to_str()?.as_bytes().to_vec(),
@@ -80,10 +99,15 @@ pub(super) fn get_stats(
                 )))
             }
         },
-    };
-    let (results, addrs) = detached(py, slf.get(), |core| {
-        Ok((core.stats(&args), core.addresses()))
-    })?;
+    })
+}
+
+/// What get_stats returns for the core's outcomes, one per server address.
+pub(crate) fn stats_reply(
+    py: Python<'_>,
+    results: Vec<crate::error::Result<crate::client::Stats>>,
+    addrs: Vec<crate::connection::Address>,
+) -> PyResult<Py<PyList>> {
     let out = PyList::empty(py);
     for (i, (r, addr)) in results.into_iter().zip(addrs).enumerate() {
         let stats = match r {

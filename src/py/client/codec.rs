@@ -16,7 +16,7 @@ use crate::py::serde;
 
 impl PyClient {
     /// A value to store as (bytes, flags); bytes and str values are borrowed.
-    pub(super) fn encode_value<'a>(
+    pub(crate) fn encode_value<'a>(
         &self,
         slf: &Bound<'_, Self>,
         val: &'a Bound<'_, PyAny>,
@@ -35,7 +35,7 @@ impl PyClient {
     }
 
     /// Decode a fetched value; `None` when a user `deserialize` raised `CacheMiss`.
-    pub(super) fn decode_item(
+    pub(crate) fn decode_item(
         &self,
         slf: &Bound<'_, Self>,
         data: &[u8],

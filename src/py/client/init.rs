@@ -319,7 +319,7 @@ impl BehaviorPlan {
 /// stores the mirror from the `Behaviors` the core keeps; `set_behaviors` does it under the core's
 /// lock, so concurrent calls leave the mirror as they leave the core.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub(super) struct BehaviorFlags {
+pub(crate) struct BehaviorFlags {
     /// `cas`: gets and cas are allowed.
     pub cas: bool,
     /// `verify_keys`: a key the core refuses is a failed store or delete, not an error.

@@ -5,11 +5,11 @@
 //! `admin` (whole client); `codec` encodes and decodes values. Uses `py::args` for the arguments
 //! the table converts itself, `protocol::StoreCmd`, `security::TlsOptions`.
 
-mod admin;
+pub(crate) mod admin;
 mod codec;
 mod init;
-mod multi;
-mod single;
+pub(crate) mod multi;
+pub(crate) mod single;
 
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU8, Ordering};
 use std::sync::Arc;
@@ -45,12 +45,26 @@ impl PyClient {
     }
 
     /// The behavior flags as last set (see `BehaviorFlags`), without a core lock.
-    fn flags(&self) -> PyResult<BehaviorFlags> {
+    pub(crate) fn flags(&self) -> PyResult<BehaviorFlags> {
         BehaviorFlags::from_bits(self.flags.load(Ordering::Relaxed)).ok_or_else(not_initialized)
     }
 
     fn set_flags(&self, flags: BehaviorFlags) {
         self.flags.store(flags.bits(), Ordering::Relaxed);
+    }
+}
+
+impl PyClient {
+    /// A client before `__init__`.
+    pub(crate) fn empty() -> PyClient {
+        PyClient {
+            core: RwLock::new(None),
+            binary: AtomicBool::new(false),
+            pickle_protocol: AtomicI64::new(-1),
+            user_serialize: AtomicBool::new(false),
+            user_deserialize: AtomicBool::new(false),
+            flags: AtomicU8::new(0),
+        }
     }
 }
 
@@ -63,14 +77,7 @@ impl PyClient {
     #[new]
     #[pyo3(signature = (*_args, **_kwargs))]
     fn new(_args: &Bound<'_, PyTuple>, _kwargs: Option<&Bound<'_, PyDict>>) -> Self {
-        PyClient {
-            core: RwLock::new(None),
-            binary: AtomicBool::new(false),
-            pickle_protocol: AtomicI64::new(-1),
-            user_serialize: AtomicBool::new(false),
-            user_deserialize: AtomicBool::new(false),
-            flags: AtomicU8::new(0),
-        }
+        PyClient::empty()
     }
 
     /// `_pylibmc.client(servers, binary=False, username=None, password=None, behaviors=None)`,

@@ -12,7 +12,7 @@ use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList, PyString};
 
 use super::PyClient;
-use crate::client::{StoreItem, StoreStatus};
+use crate::client::{Fetched, StoreItem, StoreStatus};
 use crate::error::Error as CoreError;
 use crate::protocol::{StoreCmd, MAX_KEY_LEN};
 use crate::py::args::*;
@@ -52,6 +52,17 @@ pub(super) fn delete_multi(
     }
     let refs: Vec<&[u8]> = full.iter().map(|k| &**k).collect();
     let results = detached(py, this, |core| Ok(core.delete_multi(&refs, noreply)))?;
+    delete_multi_reply(this, &refs, prefix.len(), results, all)
+}
+
+/// What `delete_multi` returns for the core's outcomes; `all` is false when a key was skipped.
+pub(crate) fn delete_multi_reply(
+    this: &PyClient,
+    refs: &[&[u8]],
+    prefix_len: usize,
+    results: Vec<crate::error::Result<bool>>,
+    mut all: bool,
+) -> PyResult<bool> {
     let verify = this.flags()?.verify_keys;
     let mut first_err = None;
     for (i, r) in results.into_iter().enumerate() {
@@ -68,7 +79,7 @@ pub(super) fn delete_multi(
     if let Some((i, e)) = first_err {
         return Err(errors::op_error(
             Op::Delete,
-            Some(&refs[i][prefix.len()..]),
+            refs.get(i).map(|k| k.get(prefix_len..).unwrap_or_default()),
             &e,
         ));
     }
@@ -119,12 +130,22 @@ pub(super) fn touch_multi(
     let results = detached(py, this, |core| {
         Ok(core.touch_multi(&refs, exptime, noreply))
     })?;
+    touch_multi_reply(py, &keys.empty, &keys.objs, results)
+}
+
+/// What `touch_multi` returns for the core's outcomes (`empty`: keys never sent).
+pub(crate) fn touch_multi_reply(
+    py: Python<'_>,
+    empty: &[&Bound<'_, PyAny>],
+    objs: &[&Bound<'_, PyAny>],
+    results: Vec<crate::error::Result<bool>>,
+) -> PyResult<Py<PyList>> {
     let failed = PyList::empty(py);
-    for e in keys.empty {
+    for e in empty {
         failed.append(e)?;
     }
     let mut first_err = None;
-    for (obj, r) in keys.objs.iter().zip(results) {
+    for (obj, r) in objs.iter().zip(results) {
         match r {
             Ok(true) => {}
             Ok(false) => failed.append(obj)?,
@@ -146,7 +167,7 @@ pub(super) fn touch_multi(
 /// key's outcome: its own class when it failed, the base `Error` when it was incremented
 /// (unless every failure was a miss: `NotFound`). From the second `CLIENT_ERROR` on (a value
 /// that is not a number), libmemcached reports a generic error for every failure after it.
-fn report_arith(results: Vec<crate::error::Result<Option<u64>>>) -> PyResult<()> {
+pub(crate) fn report_arith(results: Vec<crate::error::Result<Option<u64>>>) -> PyResult<()> {
     let (mut misses, mut failed, mut client_errors) = (0usize, 0usize, 0usize);
     let mut last = errors::ArithRc::Succeeded;
     for r in &results {
@@ -199,7 +220,19 @@ pub(super) fn fetch(
     }
     let (objs, full) = merge_twins(objs, full);
     let refs: Vec<&[u8]> = full.iter().map(|k| &**k).collect();
-    let mut fetched = detached(py, this, |core| Ok(core.get_multi(&refs, with_cas)))?;
+    let fetched = detached(py, this, |core| Ok(core.get_multi(&refs, with_cas)))?;
+    fetch_reply(slf, &objs, fetched, with_cas)
+}
+
+/// What `get_multi`/`gets_multi` return for the core's outcome, under the callers' key objects.
+pub(crate) fn fetch_reply(
+    slf: &Bound<'_, PyClient>,
+    objs: &[&Bound<'_, PyAny>],
+    mut fetched: Fetched,
+    with_cas: bool,
+) -> PyResult<Py<PyDict>> {
+    let py = slf.py();
+    let this = slf.get();
     let results = std::mem::take(&mut fetched.items);
     let flags = this.flags()?;
     let (raise_on_error, verify_keys) = (flags.get_multi_raise_on_error, flags.verify_keys);
@@ -239,7 +272,7 @@ pub(super) fn fetch(
 }
 
 /// A str and a bytes spelling of one key give one entry, under the str form.
-fn merge_twins<'a, 'py>(
+pub(crate) fn merge_twins<'a, 'py>(
     objs: Vec<&'a Bound<'py, PyAny>>,
     full: Vec<Cow<'a, [u8]>>,
 ) -> (Vec<&'a Bound<'py, PyAny>>, Vec<Cow<'a, [u8]>>) {
@@ -270,17 +303,17 @@ fn merge_twins<'a, 'py>(
 
 /// A multi store's arguments, converted once in pylibmc's order: the mapping, time, key_prefix,
 /// min_compress_len, compress_level.
-pub(super) struct StoreMultiArgs<'a, 'py> {
-    mapping: &'a Bound<'py, PyDict>,
-    exptime: u32,
-    prefix: Vec<u8>,
-    min_compress_len: u32,
-    level: i32,
-    noreply: bool,
+pub(crate) struct StoreMultiArgs<'a, 'py> {
+    pub mapping: &'a Bound<'py, PyDict>,
+    pub exptime: u32,
+    pub prefix: Vec<u8>,
+    pub min_compress_len: u32,
+    pub level: i32,
+    pub noreply: bool,
 }
 
 impl<'a, 'py> StoreMultiArgs<'a, 'py> {
-    pub(super) fn parse(
+    pub(crate) fn parse(
         keys: &'a Bound<'py, PyAny>,
         time: Option<&Bound<'_, PyAny>>,
         key_prefix: Option<&Bound<'_, PyAny>>,
@@ -344,6 +377,21 @@ pub(super) fn store(
     let results = detached(py, this, |core| {
         Ok(core.store_multi(cmd, &items, args.noreply))
     })?;
+    let keys: Vec<&Bound<'_, PyAny>> = pairs.iter().map(|(k, _)| k).collect();
+    store_multi_reply(py, this, cmd, &keys, &objs, results, failed)
+}
+
+/// What set/add/replace_multi return for the core's outcomes: `failed` holds the keys never
+/// sent; `keys` are all the mapping's keys (for pylibmc's choice of str forms).
+pub(crate) fn store_multi_reply(
+    py: Python<'_>,
+    this: &PyClient,
+    cmd: StoreCmd,
+    keys: &[&Bound<'_, PyAny>],
+    objs: &[&Bound<'_, PyAny>],
+    results: Vec<crate::error::Result<StoreStatus>>,
+    failed: Bound<'_, PyList>,
+) -> PyResult<Py<PyList>> {
     let verify = this.flags()?.verify_keys;
     let mut first_err = None;
     for (obj, r) in objs.iter().zip(results) {
@@ -357,7 +405,7 @@ pub(super) fn store(
             }
         }
     }
-    prefer_str_forms(&pairs, &failed)?;
+    prefer_str_forms(keys, &failed)?;
     if let Some(e) = first_err {
         let err = errors::op_error(Op::store_multi(cmd), None, &e);
         return Err(errors::with_failed_keys(py, err, &failed));
@@ -366,18 +414,15 @@ pub(super) fn store(
 }
 
 /// When a key is given both as str and as bytes, pylibmc reports the str form.
-fn prefer_str_forms(
-    pairs: &[(Bound<'_, PyAny>, Bound<'_, PyAny>)],
-    failed: &Bound<'_, PyList>,
-) -> PyResult<()> {
+fn prefer_str_forms(keys: &[&Bound<'_, PyAny>], failed: &Bound<'_, PyList>) -> PyResult<()> {
     if failed.is_empty()
-        || !pairs.iter().any(|(k, _)| k.is_instance_of::<PyString>())
-        || !pairs.iter().any(|(k, _)| k.is_instance_of::<PyBytes>())
+        || !keys.iter().any(|k| k.is_instance_of::<PyString>())
+        || !keys.iter().any(|k| k.is_instance_of::<PyBytes>())
     {
         return Ok(());
     }
     let mut str_form = HashMap::new();
-    for (k, _) in pairs {
+    for &k in keys {
         if k.is_instance_of::<PyString>() {
             str_form.insert(key_bytes(k, KeyErrorWording::MustBeBytes)?.to_vec(), k);
         }

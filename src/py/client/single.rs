@@ -8,7 +8,7 @@ use pyo3::prelude::*;
 use pyo3::IntoPyObjectExt;
 
 use super::PyClient;
-use crate::client::{StoreItem, StoreStatus};
+use crate::client::{Fetched, StoreItem, StoreStatus};
 use crate::error::Error as CoreError;
 use crate::protocol::StoreCmd;
 use crate::py::args::*;
@@ -17,17 +17,17 @@ use crate::py::io::detached;
 
 /// A single store's arguments, converted once in pylibmc's order: key, time, min_compress_len,
 /// compress_level (the value is encoded later, by `store`).
-pub(super) struct StoreArgs<'k> {
-    key: &'k [u8],
-    exptime: u32,
-    min_compress_len: u32,
-    level: i32,
-    cas: u64,
-    noreply: bool,
+pub(crate) struct StoreArgs<'k> {
+    pub key: &'k [u8],
+    pub exptime: u32,
+    pub min_compress_len: u32,
+    pub level: i32,
+    pub cas: u64,
+    pub noreply: bool,
 }
 
 impl<'k> StoreArgs<'k> {
-    pub(super) fn parse(
+    pub(crate) fn parse(
         key: &'k Bound<'_, PyAny>,
         time: Option<&Bound<'_, PyAny>>,
         min_compress_len: Option<&Bound<'_, PyAny>>,
@@ -74,6 +74,16 @@ pub(super) fn store(
     let r = detached(py, this, |core| {
         Ok(core.store_multi(cmd, &[item], args.noreply).pop())
     })?;
+    store_reply(this, cmd, key, r)
+}
+
+/// What a single store returns for the core's outcome `r`.
+pub(crate) fn store_reply(
+    this: &PyClient,
+    cmd: StoreCmd,
+    key: &[u8],
+    r: Option<Result<StoreStatus, CoreError>>,
+) -> PyResult<bool> {
     match r {
         Some(Ok(StoreStatus::Stored)) => Ok(true),
         // Binary replace of a missing key: NOT FOUND (text mode says NOT_STORED: False).
@@ -113,7 +123,18 @@ pub(super) fn get(
     if k.is_empty() {
         return Ok(default);
     }
-    let mut f = detached(py, this, |core| Ok(core.get_multi(&[k], false)))?;
+    let f = detached(py, this, |core| Ok(core.get_multi(&[k], false)))?;
+    get_reply(slf, k, default, f)
+}
+
+/// What `get` returns for the core's outcome `f` (one key).
+pub(crate) fn get_reply(
+    slf: &Bound<'_, PyClient>,
+    k: &[u8],
+    default: Py<PyAny>,
+    mut f: Fetched,
+) -> PyResult<Py<PyAny>> {
+    let this = slf.get();
     match f.items.pop() {
         Some(Ok(Some(item))) => Ok(this
             .decode_item(slf, f.bytes(&item), item.flags)?
@@ -139,7 +160,18 @@ pub(super) fn gets(
     if !this.flags()?.cas {
         return Err(PyValueError::new_err("gets without cas behavior"));
     }
-    let mut f = detached(py, this, |core| Ok(core.get_multi(&[k], true)))?;
+    let f = detached(py, this, |core| Ok(core.get_multi(&[k], true)))?;
+    gets_reply(slf, k, f)
+}
+
+/// What `gets` returns for the core's outcome `f` (one key).
+pub(crate) fn gets_reply(
+    slf: &Bound<'_, PyClient>,
+    k: &[u8],
+    mut f: Fetched,
+) -> PyResult<(Py<PyAny>, Py<PyAny>)> {
+    let py = slf.py();
+    let this = slf.get();
     match f.items.pop() {
         Some(Ok(Some(item))) => match this.decode_item(slf, f.bytes(&item), item.flags)? {
             Some(v) => Ok((v, item.cas.unwrap_or(0).into_py_any(py)?)),
@@ -151,7 +183,7 @@ pub(super) fn gets(
 }
 
 /// cas's token, converted first (pylibmc parses it with the `L` format).
-pub(super) fn cas_token(cas: &Bound<'_, PyAny>) -> PyResult<u64> {
+pub(crate) fn cas_token(cas: &Bound<'_, PyAny>) -> PyResult<u64> {
     require_int(cas)?;
     Ok(cas.extract::<i64>()? as u64)
 }
@@ -164,14 +196,24 @@ pub(super) fn cas(
     token: u64,
     time: Option<&Bound<'_, PyAny>>,
 ) -> PyResult<bool> {
-    // pylibmc's order: the key's type, then the cas behavior, before the key is looked at.
+    store(slf, StoreCmd::Cas, val, cas_args(slf, key, token, time)?)
+}
+
+/// cas's arguments, checked in pylibmc's order: the key's type, then the cas behavior, before
+/// the key is looked at.
+pub(crate) fn cas_args<'k>(
+    slf: &Bound<'_, PyClient>,
+    key: &'k Bound<'_, PyAny>,
+    token: u64,
+    time: Option<&Bound<'_, PyAny>>,
+) -> PyResult<StoreArgs<'k>> {
     key_bytes(key, KeyErrorWording::BytesLike)?;
     if !slf.get().flags()?.cas {
         return Err(PyValueError::new_err("cas without cas behavior"));
     }
     // No min_compress_len: cas never compresses.
     let args = StoreArgs::parse(key, time, None, -1, false)?;
-    store(slf, StoreCmd::Cas, val, StoreArgs { cas: token, ..args })
+    Ok(StoreArgs { cas: token, ..args })
 }
 
 /// Delete a key.
@@ -188,6 +230,15 @@ pub(super) fn delete(
         return Ok(false);
     }
     let r = detached(py, this, |core| Ok(core.delete_multi(&[k], noreply).pop()))?;
+    delete_reply(this, k, r)
+}
+
+/// What `delete` returns for the core's outcome `r`.
+pub(crate) fn delete_reply(
+    this: &PyClient,
+    k: &[u8],
+    r: Option<Result<bool, CoreError>>,
+) -> PyResult<bool> {
     match r {
         Some(Ok(d)) => Ok(d),
         Some(Err(CoreError::BadKey(_))) if this.flags()?.verify_keys => Ok(false),
@@ -214,6 +265,11 @@ pub(super) fn touch(
     let r = detached(py, this, |core| {
         Ok(core.touch_multi(&[k], exptime, noreply).pop())
     })?;
+    touch_reply(k, r)
+}
+
+/// What `touch` returns for the core's outcome `r`.
+pub(crate) fn touch_reply(k: &[u8], r: Option<Result<bool, CoreError>>) -> PyResult<bool> {
     match r {
         Some(Ok(t)) => Ok(t),
         Some(Err(e)) => Err(errors::op_error(Op::Touch, Some(k), &e)),
@@ -243,6 +299,11 @@ pub(super) fn arith(
     let r = detached(py, slf.get(), |core| {
         Ok(core.arith_multi(incr, &[k], d).pop())
     })?;
+    arith_reply(r)
+}
+
+/// What `incr`/`decr` return for the core's outcome `r`.
+pub(crate) fn arith_reply(r: Option<Result<Option<u64>, CoreError>>) -> PyResult<u64> {
     match r {
         Some(Ok(Some(n))) => Ok(n),
         Some(Ok(None)) => Err(errors::keys_failed(1, true, errors::ArithRc::NotFound)),
@@ -253,7 +314,7 @@ pub(super) fn arith(
 
 /// A delta as pylibmc parses it: a C int (OverflowError outside its range, either side) that
 /// must not be negative.
-fn c_int_delta(delta: &Bound<'_, PyAny>) -> PyResult<u64> {
+pub(crate) fn c_int_delta(delta: &Bound<'_, PyAny>) -> PyResult<u64> {
     require_int(delta)?;
     let d: i64 = match delta.extract() {
         Ok(d) => d,

@@ -1,0 +1,232 @@
+//! The dispatcher: the blocking client driven from threads of its own, for callers that cannot
+//! block (the asyncio client). One worker thread per server, plus one for whole-client commands
+//! (flush, stats). A request goes to the worker of the server its keys map to (a multi-key
+//! request is split into one part per server and put back together in the caller's order), and
+//! its `Done` is called on that worker's thread with the outcome the blocking call returned.
+//!
+//! Requests queue up while a worker is busy, and the worker takes all of them at once
+//! (`merge`): the gets of many callers travel as one `get_multi`, one write and one read. A
+//! server that hangs stalls only its own worker, hence only the requests for its keys. The
+//! blocking client owns every rule about timeouts, failures and stream safety; nothing here
+//! touches a socket.
+//!
+//! A forked child gets fresh workers (threads do not survive `fork`): checked on every submit
+//! against the process id the workers were started in.
+//!
+//! Uses `client::Client` (execution, routing) and `std::sync::mpsc` (the hand-off: since Rust
+//! 1.67 it is crossbeam-channel's implementation). Never Python.
+
+mod mailbox;
+mod merge;
+pub mod request;
+
+pub use mailbox::Mailbox;
+
+use std::sync::mpsc::{channel, Sender};
+use std::sync::Arc;
+
+use parking_lot::{Mutex, RwLock};
+
+use crate::client::Client;
+use crate::error::{Error, Result};
+use request::{assemble, Outcome, Request};
+
+/// At most this many queued requests are run as one batch by a worker.
+const MAX_BATCH: usize = 512;
+
+/// A worker thread's stack: it runs the blocking client only.
+const WORKER_STACK: usize = 256 * 1024;
+
+type Callback = Box<dyn FnOnce(Option<Outcome>) + Send>;
+
+/// What to do with a request's outcome. Called exactly once: with the outcome, or with `None`
+/// when the request was dropped unanswered (client closed, worker gone), so nobody waits forever.
+pub struct Done(Option<Callback>);
+
+impl Done {
+    pub fn new(f: impl FnOnce(Option<Outcome>) + Send + 'static) -> Done {
+        Done(Some(Box::new(f)))
+    }
+
+    fn call(mut self, outcome: Outcome) {
+        if let Some(f) = self.0.take() {
+            f(Some(outcome));
+        }
+    }
+}
+
+impl Drop for Done {
+    fn drop(&mut self) {
+        if let Some(f) = self.0.take() {
+            f(None);
+        }
+    }
+}
+
+pub(crate) struct Job {
+    req: Request,
+    done: Done,
+}
+
+/// The workers of one process.
+struct Workers {
+    pid: u32,
+    servers: Vec<Sender<Job>>,
+    admin: Sender<Job>,
+}
+
+impl Workers {
+    fn start(client: &Arc<Client>) -> Result<Workers> {
+        let n = client.server_count();
+        let servers = (0..n)
+            .map(|i| spawn(client, format!("fastmc-io-{i}")))
+            .collect::<Result<Vec<_>>>()?;
+        Ok(Workers {
+            pid: std::process::id(),
+            servers,
+            admin: spawn(client, "fastmc-io-admin".into())?,
+        })
+    }
+}
+
+fn spawn(client: &Arc<Client>, name: String) -> Result<Sender<Job>> {
+    let (tx, rx) = channel::<Job>();
+    let client = client.clone();
+    std::thread::Builder::new()
+        .name(name)
+        .stack_size(WORKER_STACK)
+        .spawn(move || {
+            // Until every sender is gone (the dispatcher was dropped or replaced).
+            while let Ok(first) = rx.recv() {
+                let mut jobs = vec![first];
+                while jobs.len() < MAX_BATCH {
+                    match rx.try_recv() {
+                        Ok(j) => jobs.push(j),
+                        Err(_) => break,
+                    }
+                }
+                merge::run(&client, jobs);
+            }
+        })
+        .map_err(|e| Error::NotSupported(format!("cannot start an I/O thread: {e}")))?;
+    Ok(tx)
+}
+
+/// Runs requests of a shared blocking client on worker threads.
+pub struct Dispatcher {
+    client: Arc<Client>,
+    workers: RwLock<Option<Arc<Workers>>>,
+}
+
+impl Dispatcher {
+    pub fn new(client: Arc<Client>) -> Result<Dispatcher> {
+        let workers = Workers::start(&client)?;
+        Ok(Dispatcher {
+            client,
+            workers: RwLock::new(Some(Arc::new(workers))),
+        })
+    }
+
+    pub fn client(&self) -> &Arc<Client> {
+        &self.client
+    }
+
+    /// Stop the workers once they have run what they were given (each request still gets its
+    /// outcome). Later submits are answered `None`.
+    pub fn shut_down(&self) {
+        self.workers.write().take();
+    }
+
+    /// The workers of this process, started anew after a fork.
+    fn workers(&self) -> Option<Arc<Workers>> {
+        let w = self.workers.read().clone()?;
+        if w.pid == std::process::id() {
+            return Some(w);
+        }
+        let mut slot = self.workers.write();
+        match &*slot {
+            Some(cur) if cur.pid == std::process::id() => Some(cur.clone()),
+            Some(_) => {
+                let fresh = Arc::new(Workers::start(&self.client).ok()?);
+                *slot = Some(fresh.clone());
+                Some(fresh)
+            }
+            None => None,
+        }
+    }
+
+    /// Run `req`; `done` gets its outcome on a worker thread.
+    pub fn submit(&self, req: Request, done: Done) {
+        let Some(workers) = self.workers() else {
+            return; // dropping `done` reports the request unanswered
+        };
+        let Some(keys) = req.keys() else {
+            let _ = workers.admin.send(Job { req, done });
+            return;
+        };
+        let routes = self.client.route_keys(&keys.refs());
+        let first = routes.first().copied().unwrap_or(0);
+        if routes.iter().all(|&s| s == first) {
+            if let Some(tx) = workers.servers.get(first) {
+                let _ = tx.send(Job { req, done });
+            }
+            return;
+        }
+        // One part per server; the last part to finish assembles the outcome.
+        let mut parts: Vec<Vec<u32>> = vec![Vec::new(); workers.servers.len()];
+        for (i, &s) in routes.iter().enumerate() {
+            if let Some(p) = parts.get_mut(s) {
+                p.push(i as u32);
+            }
+        }
+        let parts: Vec<(usize, Vec<u32>)> = parts
+            .into_iter()
+            .enumerate()
+            .filter(|(_, p)| !p.is_empty())
+            .collect();
+        let gather = Arc::new(Gather {
+            n: routes.len(),
+            state: Mutex::new((parts.len(), Vec::with_capacity(parts.len()))),
+            done: Mutex::new(Some(done)),
+        });
+        for (server, idx) in parts {
+            let sub = req.subset(&idx);
+            let g = gather.clone();
+            let done = Done::new(move |o| g.part(idx, o));
+            if let Some(tx) = workers.servers.get(server) {
+                let _ = tx.send(Job { req: sub, done });
+            }
+        }
+    }
+}
+
+/// A part's outcome with the positions of its keys in the request.
+type Part = (Vec<u32>, Outcome);
+
+/// The parts of one request on their way back.
+struct Gather {
+    n: usize,
+    /// Parts still to come, and the outcomes of those that came.
+    state: Mutex<(usize, Vec<Part>)>,
+    done: Mutex<Option<Done>>,
+}
+
+impl Gather {
+    fn part(&self, idx: Vec<u32>, outcome: Option<Outcome>) {
+        let parts = {
+            let mut st = self.state.lock();
+            if let Some(o) = outcome {
+                st.1.push((idx, o));
+            }
+            st.0 -= 1;
+            if st.0 > 0 {
+                return;
+            }
+            std::mem::take(&mut st.1)
+        };
+        let done = self.done.lock().take();
+        if let (Some(done), Some(out)) = (done, assemble(self.n, parts)) {
+            done.call(out);
+        }
+    }
+}

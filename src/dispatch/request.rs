@@ -1,0 +1,292 @@
+//! What the dispatcher carries: requests with owned keys and values (`Keys`, `Items`), and their
+//! outcomes, which are exactly the core client's result types. Also how one request is split
+//! into per-server parts and how the parts' outcomes are put back in the caller's order
+//! (`assemble`). No threads, no I/O. Uses `client` (result types) and `protocol` (`StoreCmd`,
+//! `StoreItem`).
+
+use crate::client::{Client, Fetched, Stats, StoreItem, StoreStatus};
+use crate::error::{Error, Result};
+use crate::protocol::StoreCmd;
+
+/// Keys in one buffer (one allocation however many keys).
+#[derive(Clone, Debug, Default)]
+pub struct Keys {
+    bytes: Vec<u8>,
+    ends: Vec<usize>,
+}
+
+impl Keys {
+    pub fn with_capacity(n: usize) -> Keys {
+        Keys {
+            bytes: Vec::with_capacity(n * 16),
+            ends: Vec::with_capacity(n),
+        }
+    }
+
+    pub fn push(&mut self, key: &[u8]) {
+        self.bytes.extend_from_slice(key);
+        self.ends.push(self.bytes.len());
+    }
+
+    pub fn len(&self) -> usize {
+        self.ends.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.ends.is_empty()
+    }
+
+    pub fn get(&self, i: usize) -> &[u8] {
+        let start = if i == 0 { 0 } else { self.ends[i - 1] };
+        &self.bytes[start..self.ends[i]]
+    }
+
+    pub fn refs(&self) -> Vec<&[u8]> {
+        (0..self.len()).map(|i| self.get(i)).collect()
+    }
+
+    fn subset(&self, idx: &[u32]) -> Keys {
+        let mut k = Keys::with_capacity(idx.len());
+        for &i in idx {
+            k.push(self.get(i as usize));
+        }
+        k
+    }
+}
+
+/// Storage items with their values in one buffer.
+#[derive(Clone, Debug, Default)]
+pub struct Items {
+    keys: Keys,
+    data: Vec<u8>,
+    /// flags, exptime, cas and where the value ends in `data`.
+    meta: Vec<(u32, u32, u64, usize)>,
+}
+
+impl Items {
+    pub fn with_capacity(n: usize, bytes: usize) -> Items {
+        Items {
+            keys: Keys::with_capacity(n),
+            data: Vec::with_capacity(bytes),
+            meta: Vec::with_capacity(n),
+        }
+    }
+
+    pub fn push(&mut self, item: &StoreItem<'_>) {
+        self.keys.push(item.key);
+        self.data.extend_from_slice(item.data);
+        self.meta
+            .push((item.flags, item.exptime, item.cas, self.data.len()));
+    }
+
+    pub fn len(&self) -> usize {
+        self.meta.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.meta.is_empty()
+    }
+
+    pub fn get(&self, i: usize) -> StoreItem<'_> {
+        let start = if i == 0 { 0 } else { self.meta[i - 1].3 };
+        let (flags, exptime, cas, end) = self.meta[i];
+        StoreItem {
+            key: self.keys.get(i),
+            flags,
+            exptime,
+            data: &self.data[start..end],
+            cas,
+        }
+    }
+
+    pub fn keys(&self) -> &Keys {
+        &self.keys
+    }
+
+    fn subset(&self, idx: &[u32]) -> Items {
+        let mut out = Items::with_capacity(idx.len(), 0);
+        for &i in idx {
+            out.push(&self.get(i as usize));
+        }
+        out
+    }
+}
+
+/// One operation, as the blocking client's methods take it.
+#[derive(Clone, Debug)]
+pub enum Request {
+    Get {
+        keys: Keys,
+        cas: bool,
+    },
+    Store {
+        cmd: StoreCmd,
+        items: Items,
+        noreply: bool,
+    },
+    Delete {
+        keys: Keys,
+        noreply: bool,
+    },
+    Arith {
+        incr: bool,
+        keys: Keys,
+        delta: u64,
+    },
+    Touch {
+        keys: Keys,
+        exptime: u32,
+        noreply: bool,
+    },
+    Flush {
+        delay: u32,
+    },
+    Stats {
+        args: Vec<u8>,
+    },
+}
+
+/// What an operation returned: the blocking client's result for the same call.
+#[derive(Debug)]
+pub enum Outcome {
+    Fetched(Fetched),
+    Stored(Vec<Result<StoreStatus>>),
+    /// delete and touch: found or not.
+    Found(Vec<Result<bool>>),
+    Numbers(Vec<Result<Option<u64>>>),
+    Flushed(Vec<Result<()>>),
+    Stats(Vec<Result<Stats>>),
+}
+
+impl Request {
+    /// The keys it names (none for the whole-client commands).
+    pub fn keys(&self) -> Option<&Keys> {
+        match self {
+            Request::Get { keys, .. }
+            | Request::Delete { keys, .. }
+            | Request::Arith { keys, .. }
+            | Request::Touch { keys, .. } => Some(keys),
+            Request::Store { items, .. } => Some(items.keys()),
+            Request::Flush { .. } | Request::Stats { .. } => None,
+        }
+    }
+
+    /// The same request for the keys at `idx` only.
+    pub(super) fn subset(&self, idx: &[u32]) -> Request {
+        match self {
+            Request::Get { keys, cas } => Request::Get {
+                keys: keys.subset(idx),
+                cas: *cas,
+            },
+            Request::Store {
+                cmd,
+                items,
+                noreply,
+            } => Request::Store {
+                cmd: *cmd,
+                items: items.subset(idx),
+                noreply: *noreply,
+            },
+            Request::Delete { keys, noreply } => Request::Delete {
+                keys: keys.subset(idx),
+                noreply: *noreply,
+            },
+            Request::Arith { incr, keys, delta } => Request::Arith {
+                incr: *incr,
+                keys: keys.subset(idx),
+                delta: *delta,
+            },
+            Request::Touch {
+                keys,
+                exptime,
+                noreply,
+            } => Request::Touch {
+                keys: keys.subset(idx),
+                exptime: *exptime,
+                noreply: *noreply,
+            },
+            Request::Flush { .. } | Request::Stats { .. } => self.clone(),
+        }
+    }
+
+    /// Run it on the blocking client (the worker's thread).
+    pub(super) fn execute(&self, client: &Client) -> Outcome {
+        match self {
+            Request::Get { keys, cas } => Outcome::Fetched(client.get_multi(&keys.refs(), *cas)),
+            Request::Store {
+                cmd,
+                items,
+                noreply,
+            } => {
+                let v: Vec<StoreItem<'_>> = (0..items.len()).map(|i| items.get(i)).collect();
+                Outcome::Stored(client.store_multi(*cmd, &v, *noreply))
+            }
+            Request::Delete { keys, noreply } => {
+                Outcome::Found(client.delete_multi(&keys.refs(), *noreply))
+            }
+            Request::Arith { incr, keys, delta } => {
+                Outcome::Numbers(client.arith_multi(*incr, &keys.refs(), *delta))
+            }
+            Request::Touch {
+                keys,
+                exptime,
+                noreply,
+            } => Outcome::Found(client.touch_multi(&keys.refs(), *exptime, *noreply)),
+            Request::Flush { delay } => Outcome::Flushed(client.flush_all(*delay)),
+            Request::Stats { args } => Outcome::Stats(client.stats(args)),
+        }
+    }
+}
+
+/// A key whose part never answered (cannot happen unless a worker died mid-call).
+fn lost<T>() -> Result<T> {
+    Err(Error::Protocol("no outcome for this key".into()))
+}
+
+/// Put per-key results of parts back in the caller's order.
+fn place<T>(n: usize, parts: Vec<(Vec<u32>, Vec<Result<T>>)>) -> Vec<Result<T>> {
+    let mut out: Vec<Option<Result<T>>> = (0..n).map(|_| None).collect();
+    for (idx, results) in parts {
+        for (i, r) in idx.into_iter().zip(results) {
+            if let Some(slot) = out.get_mut(i as usize) {
+                *slot = Some(r);
+            }
+        }
+    }
+    out.into_iter().map(|r| r.unwrap_or_else(lost)).collect()
+}
+
+/// The outcome of a request of `n` keys from its parts' outcomes (each with the positions of
+/// its keys in the request). Parts of one request all have the same kind.
+pub(super) fn assemble(n: usize, parts: Vec<(Vec<u32>, Outcome)>) -> Option<Outcome> {
+    macro_rules! gather {
+        ($variant:ident) => {{
+            let mut v = Vec::with_capacity(parts.len());
+            for (idx, o) in parts {
+                match o {
+                    Outcome::$variant(r) => v.push((idx, r)),
+                    _ => return None,
+                }
+            }
+            Some(Outcome::$variant(place(n, v)))
+        }};
+    }
+    match parts.first().map(|(_, o)| o) {
+        None => None,
+        Some(Outcome::Fetched(_)) => {
+            let mut v = Vec::with_capacity(parts.len());
+            for (idx, o) in parts {
+                match o {
+                    Outcome::Fetched(f) => v.push((idx, f)),
+                    _ => return None,
+                }
+            }
+            Some(Outcome::Fetched(Fetched::gather(n, v)))
+        }
+        Some(Outcome::Stored(_)) => gather!(Stored),
+        Some(Outcome::Found(_)) => gather!(Found),
+        Some(Outcome::Numbers(_)) => gather!(Numbers),
+        Some(Outcome::Flushed(_)) => gather!(Flushed),
+        Some(Outcome::Stats(_)) => gather!(Stats),
+    }
+}

@@ -1,0 +1,139 @@
+//! What an asynchronous call does with its outcome once it comes back: `Finish` keeps what the
+//! conversion needs (the caller's key objects, the default, the command), and `reply` builds
+//! the same value or exception the blocking method builds, through the very same functions of
+//! `py::client::{single, multi, admin}`. Attached only; no I/O.
+
+use pyo3::prelude::*;
+use pyo3::types::PyList;
+use pyo3::IntoPyObjectExt;
+
+use crate::connection::Address;
+use crate::dispatch::request::{Keys, Outcome};
+use crate::protocol::StoreCmd;
+use crate::py::client::{admin, multi, single, PyClient};
+use crate::py::errors;
+
+pub(super) enum Finish {
+    Get {
+        key: Vec<u8>,
+        default: Py<PyAny>,
+    },
+    Gets {
+        key: Vec<u8>,
+    },
+    Store {
+        cmd: StoreCmd,
+        key: Vec<u8>,
+    },
+    Delete {
+        key: Vec<u8>,
+    },
+    Touch {
+        key: Vec<u8>,
+    },
+    Arith,
+    Fetch {
+        objs: Vec<Py<PyAny>>,
+        with_cas: bool,
+    },
+    StoreMulti {
+        cmd: StoreCmd,
+        /// Every key of the mapping, for pylibmc's choice between str and bytes forms.
+        keys: Vec<Py<PyAny>>,
+        /// The keys sent, in the order of the request.
+        objs: Vec<Py<PyAny>>,
+        /// Keys never sent (empty), already failed.
+        failed: Vec<Py<PyAny>>,
+    },
+    DeleteMulti {
+        keys: Keys,
+        prefix_len: usize,
+        all: bool,
+    },
+    IncrMulti,
+    TouchMulti {
+        empty: Vec<Py<PyAny>>,
+        objs: Vec<Py<PyAny>>,
+    },
+    Flush,
+    Stats {
+        addrs: Vec<Address>,
+    },
+}
+
+fn bound<'py>(py: Python<'py>, objs: Vec<Py<PyAny>>) -> Vec<Bound<'py, PyAny>> {
+    objs.into_iter().map(|o| o.into_bound(py)).collect()
+}
+
+impl Finish {
+    /// The method's return value (or exception) for `outcome`.
+    pub(super) fn reply(self, slf: &Bound<'_, PyClient>, outcome: Outcome) -> PyResult<Py<PyAny>> {
+        let py = slf.py();
+        let this = slf.get();
+        match (self, outcome) {
+            (Finish::Get { key, default }, Outcome::Fetched(f)) => {
+                single::get_reply(slf, &key, default, f)
+            }
+            (Finish::Gets { key }, Outcome::Fetched(f)) => {
+                single::gets_reply(slf, &key, f)?.into_py_any(py)
+            }
+            (Finish::Store { cmd, key }, Outcome::Stored(mut v)) => {
+                single::store_reply(this, cmd, &key, v.pop())?.into_py_any(py)
+            }
+            (Finish::Delete { key }, Outcome::Found(mut v)) => {
+                single::delete_reply(this, &key, v.pop())?.into_py_any(py)
+            }
+            (Finish::Touch { key }, Outcome::Found(mut v)) => {
+                single::touch_reply(&key, v.pop())?.into_py_any(py)
+            }
+            (Finish::Arith, Outcome::Numbers(mut v)) => {
+                single::arith_reply(v.pop())?.into_py_any(py)
+            }
+            (Finish::Fetch { objs, with_cas }, Outcome::Fetched(f)) => {
+                let objs = bound(py, objs);
+                let refs: Vec<&Bound<'_, PyAny>> = objs.iter().collect();
+                Ok(multi::fetch_reply(slf, &refs, f, with_cas)?.into_any())
+            }
+            (
+                Finish::StoreMulti {
+                    cmd,
+                    keys,
+                    objs,
+                    failed,
+                },
+                Outcome::Stored(v),
+            ) => {
+                let keys = bound(py, keys);
+                let objs = bound(py, objs);
+                let k: Vec<&Bound<'_, PyAny>> = keys.iter().collect();
+                let o: Vec<&Bound<'_, PyAny>> = objs.iter().collect();
+                let failed = PyList::new(py, failed)?;
+                Ok(multi::store_multi_reply(py, this, cmd, &k, &o, v, failed)?.into_any())
+            }
+            (
+                Finish::DeleteMulti {
+                    keys,
+                    prefix_len,
+                    all,
+                },
+                Outcome::Found(v),
+            ) => multi::delete_multi_reply(this, &keys.refs(), prefix_len, v, all)?.into_py_any(py),
+            (Finish::IncrMulti, Outcome::Numbers(v)) => {
+                multi::report_arith(v)?;
+                Ok(py.None())
+            }
+            (Finish::TouchMulti { empty, objs }, Outcome::Found(v)) => {
+                let empty = bound(py, empty);
+                let objs = bound(py, objs);
+                let e: Vec<&Bound<'_, PyAny>> = empty.iter().collect();
+                let o: Vec<&Bound<'_, PyAny>> = objs.iter().collect();
+                Ok(multi::touch_multi_reply(py, &e, &o, v)?.into_any())
+            }
+            (Finish::Flush, Outcome::Flushed(v)) => admin::flush_reply(v)?.into_py_any(py),
+            (Finish::Stats { addrs }, Outcome::Stats(v)) => {
+                Ok(admin::stats_reply(py, v, addrs)?.into_any())
+            }
+            _ => Err(errors::no_result()),
+        }
+    }
+}

@@ -1,0 +1,424 @@
+//! The native asyncio client, `_fastmc.aio_client` (Rust `PyAioClient`): a subclass of the
+//! blocking client's native class (same construction, behaviors, codec and overrides) whose
+//! `_`-prefixed methods return an asyncio future instead of blocking. `fastmc.aio.Client` wraps
+//! each one in a coroutine with the blocking method's name and signature.
+//!
+//! A call converts its arguments (`prepare`), creates a future on the running loop and hands
+//! an owned request to the `dispatch::Dispatcher`, whose worker threads run the blocking core.
+//! Outcomes come back through a `dispatch::Mailbox` whose descriptor the loop watches
+//! (`_attach_loop` in Python registers `_drain`); `_drain` converts each outcome with the
+//! blocking method's own functions (`finish`) and resolves the futures. No thread per request,
+//! no interpreter on the workers, and a cancelled future simply drops its outcome: the worker's
+//! blocking call finishes the exchange, so no reply is ever read for another request.
+//!
+//! One client serves one event loop at a time (a new loop may take over once the old one is
+//! closed). Uses `py::client` (base class, codec, reply functions), `dispatch`, `py::errors`.
+
+mod finish;
+mod prepare;
+
+use std::os::fd::AsRawFd;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::Arc;
+
+use parking_lot::{Mutex, RwLock};
+use pyo3::exceptions::{PyRuntimeError, PyValueError};
+use pyo3::intern;
+use pyo3::prelude::*;
+use pyo3::sync::PyOnceLock;
+use pyo3::types::{PyDict, PyTuple};
+
+use super::args::wrap_u32;
+use super::client::admin::{flush_delay, stats_args};
+use super::client::multi::StoreMultiArgs;
+use super::client::single::{cas_args, cas_token, StoreArgs};
+use super::client::PyClient;
+use super::errors;
+use crate::dispatch::request::{Outcome, Request};
+use crate::dispatch::{Dispatcher, Done, Mailbox};
+use crate::protocol::StoreCmd;
+use finish::Finish;
+use prepare::Prepared;
+
+/// A request on its way: the future to resolve and how to build its result.
+struct Pending {
+    fut: Py<PyAny>,
+    finish: Finish,
+}
+
+type Delivery = (Pending, Option<Outcome>);
+
+/// The event loop this client resolves futures on, and the mailbox it watches.
+struct Binding {
+    event_loop: Py<PyAny>,
+    mailbox: Arc<Mailbox<Delivery>>,
+    pid: u32,
+}
+
+#[pyclass(name = "aio_client", module = "_fastmc", extends = PyClient, subclass, frozen)]
+pub struct PyAioClient {
+    dispatch: RwLock<Option<Arc<Dispatcher>>>,
+    binding: Mutex<Option<Binding>>,
+    /// Requests submitted and not resolved yet.
+    pending: AtomicUsize,
+    closed: AtomicBool,
+}
+
+static GET_RUNNING_LOOP: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
+
+fn running_loop(py: Python<'_>) -> PyResult<Bound<'_, PyAny>> {
+    let f = GET_RUNNING_LOOP.get_or_try_init(py, || {
+        py.import("asyncio")?
+            .getattr("get_running_loop")
+            .map(Bound::unbind)
+    })?;
+    f.bind(py).call0()
+}
+
+fn store_cmd(name: &str) -> PyResult<StoreCmd> {
+    Ok(match name {
+        "set" => StoreCmd::Set,
+        "add" => StoreCmd::Add,
+        "replace" => StoreCmd::Replace,
+        "append" => StoreCmd::Append,
+        "prepend" => StoreCmd::Prepend,
+        _ => {
+            return Err(PyValueError::new_err(format!(
+                "unknown store command {name:?}"
+            )))
+        }
+    })
+}
+
+impl PyAioClient {
+    /// A future on the running loop, and the mailbox its outcome will come through.
+    fn future<'py>(
+        slf: &Bound<'py, Self>,
+    ) -> PyResult<(Bound<'py, PyAny>, Arc<Mailbox<Delivery>>)> {
+        let py = slf.py();
+        let running = running_loop(py)?;
+        let pid = std::process::id();
+        let bound = {
+            let b = slf.get().binding.lock();
+            b.as_ref()
+                .filter(|b| b.pid == pid && b.event_loop.is(&running))
+                .map(|b| b.mailbox.clone())
+        };
+        let mailbox = match bound {
+            Some(m) => m,
+            None => Self::bind(slf, &running, pid)?,
+        };
+        let fut = running.call_method0(intern!(py, "create_future"))?;
+        Ok((fut, mailbox))
+    }
+
+    /// Serve `running` from now on (the first loop, or one after the previous loop closed).
+    fn bind(
+        slf: &Bound<'_, Self>,
+        running: &Bound<'_, PyAny>,
+        pid: u32,
+    ) -> PyResult<Arc<Mailbox<Delivery>>> {
+        let py = slf.py();
+        let old = slf
+            .get()
+            .binding
+            .lock()
+            .as_ref()
+            .map(|b| (b.event_loop.clone_ref(py), b.pid));
+        if let Some((old_loop, old_pid)) = old {
+            let closed = old_loop
+                .bind(py)
+                .call_method0(intern!(py, "is_closed"))?
+                .is_truthy()?;
+            if old_pid == pid && !closed {
+                return Err(PyRuntimeError::new_err(
+                    "this fastmc.aio.Client is bound to another event loop that is still \
+                     open; use one client per event loop",
+                ));
+            }
+        }
+        let mailbox = Arc::new(Mailbox::new().map_err(|e| errors::plain_error(e.to_string()))?);
+        slf.call_method1(
+            intern!(py, "_attach_loop"),
+            (running, mailbox.fd().as_raw_fd()),
+        )?;
+        *slf.get().binding.lock() = Some(Binding {
+            event_loop: running.clone().unbind(),
+            mailbox: mailbox.clone(),
+            pid,
+        });
+        Ok(mailbox)
+    }
+
+    fn dispatcher(slf: &Bound<'_, Self>) -> PyResult<Arc<Dispatcher>> {
+        if let Some(d) = slf.get().dispatch.read().clone() {
+            return Ok(d);
+        }
+        let mut slot = slf.get().dispatch.write();
+        if let Some(d) = slot.clone() {
+            return Ok(d);
+        }
+        if slf.get().closed.load(Ordering::Relaxed) {
+            return Err(errors::plain_error("the client is closed"));
+        }
+        let core = slf.as_super().get().core()?;
+        let d = Arc::new(Dispatcher::new(core).map_err(|e| errors::plain_error(e.to_string()))?);
+        *slot = Some(d.clone());
+        Ok(d)
+    }
+
+    /// The future for a prepared call.
+    fn submit(slf: &Bound<'_, Self>, prepared: Prepared) -> PyResult<Py<PyAny>> {
+        let py = slf.py();
+        let (fut, mailbox) = Self::future(slf)?;
+        match prepared {
+            Prepared::Ready(v) => {
+                fut.call_method1(intern!(py, "set_result"), (v,))?;
+            }
+            Prepared::Submit(req, finish) => {
+                let dispatch = Self::dispatcher(slf)?;
+                let pending = Pending {
+                    fut: fut.clone().unbind(),
+                    finish,
+                };
+                slf.get().pending.fetch_add(1, Ordering::Relaxed);
+                dispatch.submit(req, Done::new(move |o| mailbox.post((pending, o))));
+            }
+        }
+        Ok(fut.unbind())
+    }
+
+    /// Resolve one future with its outcome, unless it was cancelled meanwhile.
+    fn resolve(slf: &Bound<'_, Self>, p: Pending, outcome: Option<Outcome>) -> PyResult<()> {
+        let py = slf.py();
+        slf.get().pending.fetch_sub(1, Ordering::Relaxed);
+        let fut = p.fut.bind(py);
+        if fut.call_method0(intern!(py, "done"))?.is_truthy()? {
+            return Ok(());
+        }
+        let r = match outcome {
+            Some(o) => p.finish.reply(slf.as_super(), o),
+            None => Err(errors::plain_error(
+                "the client was closed before this request ran",
+            )),
+        };
+        match r {
+            Ok(v) => fut.call_method1(intern!(py, "set_result"), (v,))?,
+            Err(e) => fut.call_method1(intern!(py, "set_exception"), (e.into_value(py),))?,
+        };
+        Ok(())
+    }
+}
+
+#[pymethods]
+impl PyAioClient {
+    #[new]
+    #[pyo3(signature = (*_args, **_kwargs))]
+    fn new(
+        _args: &Bound<'_, PyTuple>,
+        _kwargs: Option<&Bound<'_, PyDict>>,
+    ) -> PyClassInitializer<Self> {
+        PyClassInitializer::from(PyClient::empty()).add_subclass(PyAioClient {
+            dispatch: RwLock::new(None),
+            binding: Mutex::new(None),
+            pending: AtomicUsize::new(0),
+            closed: AtomicBool::new(false),
+        })
+    }
+
+    #[pyo3(signature = (key, default=None))]
+    fn _get(
+        slf: &Bound<'_, Self>,
+        key: &Bound<'_, PyAny>,
+        default: Option<Py<PyAny>>,
+    ) -> PyResult<Py<PyAny>> {
+        Self::submit(slf, prepare::get(key, default)?)
+    }
+
+    fn _gets(slf: &Bound<'_, Self>, key: &Bound<'_, PyAny>) -> PyResult<Py<PyAny>> {
+        Self::submit(slf, prepare::gets(slf.as_super(), key)?)
+    }
+
+    #[pyo3(signature = (cmd, key, val, time, min_compress_len, compress_level, noreply))]
+    #[allow(clippy::too_many_arguments)]
+    fn _store(
+        slf: &Bound<'_, Self>,
+        cmd: &str,
+        key: &Bound<'_, PyAny>,
+        val: &Bound<'_, PyAny>,
+        time: Option<&Bound<'_, PyAny>>,
+        min_compress_len: Option<&Bound<'_, PyAny>>,
+        compress_level: i64,
+        noreply: bool,
+    ) -> PyResult<Py<PyAny>> {
+        let cmd = store_cmd(cmd)?;
+        let args = StoreArgs::parse(key, time, min_compress_len, compress_level, noreply)?;
+        Self::submit(slf, prepare::store(slf.as_super(), cmd, val, args)?)
+    }
+
+    #[pyo3(signature = (key, val, cas, time=None))]
+    fn _cas(
+        slf: &Bound<'_, Self>,
+        key: &Bound<'_, PyAny>,
+        val: &Bound<'_, PyAny>,
+        cas: &Bound<'_, PyAny>,
+        time: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<Py<PyAny>> {
+        let token = cas_token(cas)?;
+        let args = cas_args(slf.as_super(), key, token, time)?;
+        Self::submit(
+            slf,
+            prepare::store(slf.as_super(), StoreCmd::Cas, val, args)?,
+        )
+    }
+
+    fn _delete(
+        slf: &Bound<'_, Self>,
+        key: &Bound<'_, PyAny>,
+        noreply: bool,
+    ) -> PyResult<Py<PyAny>> {
+        Self::submit(slf, prepare::delete(key, noreply)?)
+    }
+
+    fn _touch(
+        slf: &Bound<'_, Self>,
+        key: &Bound<'_, PyAny>,
+        time: &Bound<'_, PyAny>,
+        noreply: bool,
+    ) -> PyResult<Py<PyAny>> {
+        Self::submit(slf, prepare::touch(key, time, noreply)?)
+    }
+
+    #[pyo3(signature = (incr, key, delta=None))]
+    fn _arith(
+        slf: &Bound<'_, Self>,
+        incr: bool,
+        key: &Bound<'_, PyAny>,
+        delta: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<Py<PyAny>> {
+        Self::submit(slf, prepare::arith(incr, key, delta)?)
+    }
+
+    #[pyo3(signature = (keys, key_prefix, with_cas))]
+    fn _get_multi(
+        slf: &Bound<'_, Self>,
+        keys: &Bound<'_, PyAny>,
+        key_prefix: Option<&Bound<'_, PyAny>>,
+        with_cas: bool,
+    ) -> PyResult<Py<PyAny>> {
+        Self::submit(slf, prepare::fetch(keys, key_prefix, with_cas)?)
+    }
+
+    #[pyo3(signature = (cmd, keys, time, key_prefix, min_compress_len, compress_level, noreply))]
+    #[allow(clippy::too_many_arguments)]
+    fn _store_multi(
+        slf: &Bound<'_, Self>,
+        cmd: &str,
+        keys: &Bound<'_, PyAny>,
+        time: Option<&Bound<'_, PyAny>>,
+        key_prefix: Option<&Bound<'_, PyAny>>,
+        min_compress_len: Option<&Bound<'_, PyAny>>,
+        compress_level: i64,
+        noreply: bool,
+    ) -> PyResult<Py<PyAny>> {
+        let cmd = store_cmd(cmd)?;
+        let args = StoreMultiArgs::parse(
+            keys,
+            time,
+            key_prefix,
+            min_compress_len,
+            compress_level,
+            noreply,
+        )?;
+        Self::submit(slf, prepare::store_multi(slf.as_super(), cmd, args)?)
+    }
+
+    #[pyo3(signature = (keys, key_prefix, noreply))]
+    fn _delete_multi(
+        slf: &Bound<'_, Self>,
+        keys: &Bound<'_, PyAny>,
+        key_prefix: Option<&Bound<'_, PyAny>>,
+        noreply: bool,
+    ) -> PyResult<Py<PyAny>> {
+        Self::submit(slf, prepare::delete_multi(keys, key_prefix, noreply)?)
+    }
+
+    #[pyo3(signature = (keys, key_prefix, delta))]
+    fn _incr_multi(
+        slf: &Bound<'_, Self>,
+        keys: &Bound<'_, PyAny>,
+        key_prefix: Option<&Bound<'_, PyAny>>,
+        delta: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<Py<PyAny>> {
+        let delta = delta.map_or(Ok(1), |d| wrap_u32(Some(d)))?;
+        Self::submit(slf, prepare::incr_multi(keys, key_prefix, delta)?)
+    }
+
+    #[pyo3(signature = (keys, time, key_prefix, noreply))]
+    fn _touch_multi(
+        slf: &Bound<'_, Self>,
+        keys: &Bound<'_, PyAny>,
+        time: Option<&Bound<'_, PyAny>>,
+        key_prefix: Option<&Bound<'_, PyAny>>,
+        noreply: bool,
+    ) -> PyResult<Py<PyAny>> {
+        let exptime = wrap_u32(time)?;
+        Self::submit(
+            slf,
+            prepare::touch_multi(keys, exptime, key_prefix, noreply)?,
+        )
+    }
+
+    #[pyo3(signature = (time=None))]
+    fn _flush_all(slf: &Bound<'_, Self>, time: Option<&Bound<'_, PyAny>>) -> PyResult<Py<PyAny>> {
+        let delay = flush_delay(time)?;
+        Self::submit(
+            slf,
+            Prepared::Submit(Request::Flush { delay }, Finish::Flush),
+        )
+    }
+
+    #[pyo3(signature = (stat_args=None))]
+    fn _get_stats(
+        slf: &Bound<'_, Self>,
+        stat_args: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<Py<PyAny>> {
+        let args = stats_args(stat_args)?;
+        let addrs = slf.as_super().get().core()?.addresses();
+        Self::submit(
+            slf,
+            Prepared::Submit(Request::Stats { args }, Finish::Stats { addrs }),
+        )
+    }
+
+    /// Resolve the futures whose outcomes arrived (the loop calls this when the mailbox's
+    /// descriptor is readable). A future whose result cannot be built gets the exception.
+    fn _drain(slf: &Bound<'_, Self>) -> PyResult<()> {
+        let mailbox = slf.get().binding.lock().as_ref().map(|b| b.mailbox.clone());
+        let Some(mailbox) = mailbox else {
+            return Ok(());
+        };
+        let mut first_err = None;
+        for (p, o) in mailbox.take() {
+            if let Err(e) = Self::resolve(slf, p, o) {
+                first_err.get_or_insert(e);
+            }
+        }
+        first_err.map_or(Ok(()), Err)
+    }
+
+    /// Stop the worker threads once they have run what they were given; later calls fail.
+    fn _shutdown(slf: &Bound<'_, Self>) {
+        let mut slot = slf.get().dispatch.write();
+        slf.get().closed.store(true, Ordering::Relaxed);
+        if let Some(d) = slot.take() {
+            d.shut_down();
+        }
+    }
+
+    /// How many requests are in flight.
+    #[getter]
+    fn _in_flight(slf: &Bound<'_, Self>) -> usize {
+        slf.get().pending.load(Ordering::Relaxed)
+    }
+}
