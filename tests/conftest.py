@@ -5,6 +5,8 @@ The suite, by topic (run ``pytest tests``; real memcached processes are started 
 - ``api/``: what the client does against healthy servers, compared with real pylibmc where it
   can be: the differential cases (text and binary protocol), the meta-protocol batches, noreply,
   hostile input (keys, values, integers, times), server addresses and key placement;
+- ``aio/``: the asyncio client: every differential case against the blocking client, shared
+  values and placement, and its faults (stopped servers, cancellation storms, loops, forks);
 - ``faults/``: what it guarantees when servers misbehave: broken replies, timeouts, dead
   servers, restarts, forks and interruptions, threads and big batches, and the long soak test
   (marked ``soak``, off by default);
@@ -12,7 +14,8 @@ The suite, by topic (run ``pytest tests``; real memcached processes are started 
   command line and the packaging;
 - ``support/`` (on pytest's pythonpath, imported by bare name): ``memcached`` starts real
   servers, ``fakes`` the in-process fake ones, ``threads`` runs workers and forked children,
-  ``cases`` holds the differential cases, ``checks`` shared client settings and counts.
+  ``cases`` holds the differential cases, ``checks`` shared client settings and counts,
+  ``aio_blocking`` drives the asyncio client from synchronous code.
 
 The directories are not packages (pytest imports each test file by its bare name), so a test
 file's name must be unique across all of them. The Rust files here (``*.rs``) are cargo's

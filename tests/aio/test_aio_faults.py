@@ -1,0 +1,275 @@
+"""fastmc.aio under faults: a stopped server stalls only the tasks waiting on it (never the
+event loop), timeouts and dead servers raise what the blocking client raises, cancellation (one
+task, or thousands at random under load) never leaves a reply for another request, and closing,
+loop changes and forks behave."""
+
+import asyncio
+import os
+import random
+import signal
+import time
+
+import fastmc
+import fastmc.aio
+import pytest
+from memcached import Memcached, free_port, sigstop
+from threads import in_forked_child
+
+FAST = {"_poll_timeout": 300, "retry_timeout": 1}
+
+
+def keys_on(mc_sync, index, n, prefix="k"):
+    """`n` keys that the client maps to server `index`."""
+    out, i = [], 0
+    while len(out) < n:
+        k = "%s%d" % (prefix, i)
+        if mc_sync.hash(k) == index:
+            out.append(k)
+        i += 1
+    return out
+
+
+def test_a_stopped_server_stalls_only_its_own_tasks():
+    a, b = Memcached(), Memcached()
+    try:
+        addrs = [a.address, b.address]
+        sync = fastmc.Client(addrs, behaviors=FAST)
+        on_a = keys_on(sync, 0, 20)  # hash(): the index in the list as given
+        on_b = keys_on(sync, 1, 20)
+        stopped, healthy_keys, stalled_keys = a, on_b, on_a
+
+        async def main():
+            async with fastmc.aio.Client(addrs, behaviors=FAST) as mc:
+                await mc.set_multi(dict.fromkeys(on_a + on_b, "v"))
+                sigstop(stopped.proc.pid)
+                ticks = 0
+                done_healthy = []
+
+                async def ticker():
+                    nonlocal ticks
+                    while True:
+                        await asyncio.sleep(0.005)
+                        ticks += 1
+
+                async def healthy():
+                    t0 = time.monotonic()
+                    for _ in range(5):
+                        for k in healthy_keys:
+                            assert await mc.get(k) == "v"
+                    done_healthy.append(time.monotonic() - t0)
+
+                async def stalled(k):
+                    t0 = time.monotonic()
+                    with pytest.raises(fastmc.Error, match="TIMEOUT") as ei:
+                        await mc.get(k)
+                    assert not isinstance(ei.value, fastmc.NotFound)
+                    return time.monotonic() - t0
+
+                tick = asyncio.ensure_future(ticker())
+                t0 = time.monotonic()
+                stalls = asyncio.gather(*(stalled(k) for k in stalled_keys[:1]))
+                await healthy()
+                healthy_time = time.monotonic() - t0
+                waited = await stalls
+                tick.cancel()
+                # The healthy server's 100 gets finished while the stopped one's get waited
+                # out its 300 ms timeout, and the loop kept ticking meanwhile.
+                assert healthy_time < 0.25
+                assert waited[0] >= 0.25
+                assert ticks >= 20
+
+        asyncio.run(main())
+    finally:
+        for p in (a, b):
+            os.kill(p.proc.pid, signal.SIGCONT)
+            p.stop()
+
+
+def test_dead_server_raises_what_the_blocking_client_raises():
+    port = free_port()
+    addr = "127.0.0.1:%d" % port
+    sync = fastmc.Client([addr], behaviors=FAST)
+
+    def sync_outcome(fn):
+        try:
+            return ("ok", fn())
+        except fastmc.Error as e:
+            return (type(e).__name__, str(e))
+
+    expected = [sync_outcome(lambda: sync.get("k")), sync_outcome(lambda: sync.get("k"))]
+
+    async def main():
+        async with fastmc.aio.Client([addr], behaviors=FAST) as mc:
+            out = []
+            for _ in range(2):
+                try:
+                    out.append(("ok", await mc.get("k")))
+                except fastmc.Error as e:
+                    out.append((type(e).__name__, str(e)))
+            return out
+
+    # First a connection failure, then the server is in its retry window (ServerDown).
+    assert asyncio.run(main()) == expected
+    assert [c for c, _ in expected] == ["ConnectionError", "ServerDown"]
+
+
+def test_wait_for_timeout_then_every_reply_goes_to_its_own_key(server):
+    """A request cancelled by asyncio.wait_for leaves nothing behind: the requests after it
+    (same client, same server connection) read their own values."""
+
+    async def main():
+        async with fastmc.aio.Client([server.address]) as mc:
+            await mc.set_multi({"w%d" % i: i for i in range(200)})
+            timeouts = 0
+            for i in range(200):
+                try:
+                    v = await asyncio.wait_for(mc.get("w%d" % i), timeout=0.00001)
+                    assert v == i
+                except asyncio.TimeoutError:
+                    timeouts += 1
+                assert await mc.get("w%d" % ((i + 7) % 200)) == (i + 7) % 200
+            assert timeouts > 0
+            assert await mc.get_multi(["w1", "w2"]) == {"w1": 1, "w2": 2}
+
+    asyncio.run(main())
+
+
+def test_cancellation_storm_never_crosses_replies(servers):
+    """Thousands of random cancellations under load (100 tasks, single and multi gets and sets,
+    three servers): every value read is the one its key holds."""
+    rng = random.Random(1234)
+
+    async def main():
+        async with fastmc.aio.Client(servers) as mc:
+            await mc.set_multi({"c%d" % i: "value-%d" % i for i in range(500)})
+            checked = cancelled = 0
+
+            async def one(i):
+                nonlocal checked
+                k = rng.randrange(500)
+                op = rng.random()
+                if op < 0.5:
+                    assert await mc.get("c%d" % k) == "value-%d" % k
+                elif op < 0.8:
+                    ks = ["c%d" % rng.randrange(500) for _ in range(rng.randrange(1, 30))]
+                    got = await mc.get_multi(ks)
+                    assert got == {x: "value-%s" % x[1:] for x in ks}
+                else:
+                    assert await mc.set("c%d" % k, "value-%d" % k)
+                checked += 1
+
+            for _ in range(40):
+                tasks = [asyncio.ensure_future(one(i)) for i in range(100)]
+                await asyncio.sleep(0)
+                for t in rng.sample(tasks, 60):
+                    if rng.random() < 0.5:
+                        t.cancel()
+                await asyncio.sleep(rng.random() * 0.001)
+                for t in tasks:
+                    if rng.random() < 0.3:
+                        t.cancel()
+                for r in await asyncio.gather(*tasks, return_exceptions=True):
+                    if isinstance(r, asyncio.CancelledError):
+                        cancelled += 1
+                    elif isinstance(r, BaseException):
+                        raise r
+            assert cancelled > 1000
+            assert checked > 500
+            # Nothing was left behind on any connection.
+            for i in range(0, 500, 7):
+                assert await mc.get("c%d" % i) == "value-%d" % i
+
+    asyncio.run(main())
+
+
+def test_close_finishes_in_flight_requests_then_refuses(server):
+    async def main():
+        mc = fastmc.aio.Client([server.address])
+        tasks = [asyncio.ensure_future(mc.set("z%d" % i, i)) for i in range(50)]
+        await asyncio.sleep(0)
+        await mc.close()
+        assert all(t.result() is True for t in tasks)
+        with pytest.raises(fastmc.Error, match="closed"):
+            await mc.get("z1")
+
+    asyncio.run(main())
+    assert fastmc.Client([server.address]).get("z49") == 49
+
+
+def test_one_loop_at_a_time(server):
+    mc = None
+
+    async def first():
+        nonlocal mc
+        mc = fastmc.aio.Client([server.address])
+        await mc.set("l", 1)
+
+    asyncio.run(first())  # that loop is closed now: the next one takes over
+
+    async def second():
+        assert await mc.get("l") == 1
+
+    asyncio.run(second())
+
+    other = asyncio.new_event_loop()
+    try:
+
+        async def third():
+            await mc.get("l")
+
+        with pytest.raises(RuntimeError, match="another event loop"):
+            # the loop of second() is closed, so this binds; then a new loop while it is open
+            inner = asyncio.new_event_loop()
+            try:
+                inner.run_until_complete(second())
+                other.run_until_complete(third())
+            finally:
+                inner.close()
+    finally:
+        other.close()
+
+
+def test_uvloop(server):
+    import uvloop
+
+    async def main():
+        async with fastmc.aio.Client([server.address]) as mc:
+            await asyncio.gather(*(mc.set("u%d" % i, i) for i in range(100)))
+            got = await asyncio.gather(*(mc.get("u%d" % i) for i in range(100)))
+            assert got == list(range(100))
+            assert await mc.get_multi(["u1", "u2"]) == {"u1": 1, "u2": 2}
+
+    uvloop.run(main())
+
+
+pytestmark = pytest.mark.filterwarnings(
+    r"ignore:This process \(pid=\d+\) is multi-threaded, use of fork\(\) may lead to deadlocks"
+    ":DeprecationWarning"
+)
+
+
+def test_forked_child_gets_its_own_workers(server):
+    """The parent's I/O threads do not exist in a forked child: the child's first call starts
+    its own, on its own connections."""
+    mc = None
+
+    async def parent():
+        nonlocal mc
+        mc = fastmc.aio.Client([server.address])
+        await mc.set("f", "parent")
+
+    asyncio.run(parent())
+
+    def child():
+        async def main():
+            await mc.set("f", "child")
+            return await mc.get("f")
+
+        return asyncio.run(main()) == "child"
+
+    assert in_forked_child(child) == 0
+
+    async def after():
+        return await mc.get("f")
+
+    assert asyncio.run(after()) == "child"
