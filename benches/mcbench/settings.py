@@ -33,6 +33,10 @@ class Settings:
     thread_rounds: int
     memory_rounds: int
     memory_keys: int
+    aio_ops: int  # single operations per concurrency row, spread over the tasks
+    aio_rounds: int
+    aio_multi_rounds: dict  # keys -> rounds
+    aio_probes: int  # gets timed one by one for the latency row
 
     @classmethod
     def make(cls, quick: bool) -> Settings:
@@ -57,4 +61,8 @@ _QUICK_FULL: dict = {
     "thread_rounds": (3, 5),
     "memory_rounds": (20, 40),
     "memory_keys": (2_000, 2_000),
+    "aio_ops": (4_000, 20_000),
+    "aio_rounds": (3, 5),
+    "aio_multi_rounds": ({100: 15, 1_000: 5, 10_000: 2}, {100: 51, 1_000: 21, 10_000: 5}),
+    "aio_probes": (500, 3_000),
 }

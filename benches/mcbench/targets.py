@@ -99,6 +99,42 @@ TARGETS = {
         2**20,
         "Resident memory does not grow across repeated rounds of mixed operations.",
     ),
+    "aio_tasks": Threshold(
+        "aio",
+        "asyncio, 100 tasks, single {op}s: ≥ 2× the best async peer's ops/s",
+        "fastmc.aio's ops/s ÷ the best async peer's (aiomcache, emcache, memcachio)",
+        ">=",
+        2.0,
+        "With 100 concurrent tasks on one shared client, fastmc.aio does at least twice the "
+        "gets and sets per second of the best async peer.",
+    ),
+    "aio_multi_sync": Threshold(
+        "aio",
+        "asyncio, {where}: {op} {n:,} keys ≤ 1.1× the blocking client",
+        "fastmc.aio's time per multi call ÷ the blocking fastmc client's",
+        "<=",
+        1.1,
+        "A multi-key call through the asyncio client costs at most 10% more than through the "
+        "blocking client.",
+    ),
+    "aio_multi_peer": Threshold(
+        "aio",
+        "asyncio, {where}: {op} {n:,} keys ≤ ½ best async peer",
+        "fastmc.aio's time per multi call ÷ the fastest async peer's",
+        "<=",
+        0.5,
+        "A multi-key call through the asyncio client takes at most half the fastest async "
+        "peer's time.",
+    ),
+    "aio_p99": Threshold(
+        "aio",
+        "asyncio: p99 of a get under 100 tasks ≤ best async peer's",
+        "fastmc.aio's p99 ÷ the best async peer's p99",
+        "<=",
+        1.0,
+        "While 100 tasks load one client, a get's 99th-percentile latency is no worse than the "
+        "best async peer's.",
+    ),
 }
 
 # The bulk target is stated for this many keys; a smaller load says so in its summary row.

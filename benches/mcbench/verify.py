@@ -49,3 +49,11 @@ class Failures:
         except Exception as e:  # reported loudly, the run goes on
             self.add(where, col.name, f"raised {e!r}")
             return None
+
+    async def safe_async(self, where: str, name: str, fn: Callable, *args: Any) -> Any:
+        """`safe` for a coroutine function and a client known by name."""
+        try:
+            return await fn(*args)
+        except Exception as e:  # reported loudly, the run goes on
+            self.add(where, name, f"raised {e!r}")
+            return None

@@ -28,27 +28,41 @@ differences that follow from fastmc's client being thread-safe:
   sockets. Disconnecting per request would only cost a reconnect per request and forget which
   servers are down, so ``close()`` does nothing, as in ``PyLibMCCache``.
 
+**Async views use the asyncio client.** Django's ``aget``, ``aset``, ``aadd``, ``adelete``,
+``aget_many``, ``aset_many``, ``adelete_many``, ``aincr``, ``adecr``, ``atouch``, ``ahas_key``,
+``aget_or_set``, ``aclear`` (and ``aincr_version``/``adecr_version``) run on a
+:class:`fastmc.aio.Client` with the same servers and options, one per event loop and shared by
+the backend objects of that configuration, instead of Django's default of calling the blocking
+method in a thread. They store and read the same values as the blocking methods.
+
 ``touch(key, 0)`` expires the key (memcached's negative expiry), like every other Django backend;
 ``incr``/``decr`` of a missing key raise ``ValueError``, as Django requires.
 """
 
 from __future__ import annotations
 
+import asyncio
 import threading
 import weakref
 from collections.abc import Hashable, Sequence
 from functools import cached_property
 from typing import Any
 
+from django.core.cache.backends.base import DEFAULT_TIMEOUT
 from django.core.cache.backends.memcached import BaseMemcachedCache
 
 import fastmc
+import fastmc.aio
 from fastmc.client import Client
 
 __all__ = ["FastMCCache"]
 
 _shared_clients: weakref.WeakValueDictionary[Hashable, Client] = weakref.WeakValueDictionary()
 _shared_lock = threading.Lock()
+# The asyncio clients: per event loop, one per configuration (dropped with their loop).
+_shared_aio: weakref.WeakKeyDictionary[
+    asyncio.AbstractEventLoop, dict[Hashable, fastmc.aio.Client]
+] = weakref.WeakKeyDictionary()
 
 
 def _freeze(value: Any) -> Hashable:
@@ -72,12 +86,17 @@ class FastMCCache(BaseMemcachedCache):  # type: ignore[misc]
     def client_servers(self) -> list[str]:
         return [s[len("unix:") :] if s.startswith("unix:") else s for s in self._servers]
 
+    def _config_key(self) -> Hashable | None:
+        try:
+            return (type(self), tuple(self.client_servers), _freeze(self._options))
+        except TypeError:
+            return None
+
     @cached_property
     def _cache(self) -> Client:
         servers = self.client_servers
-        try:
-            key: Hashable = (type(self), tuple(servers), _freeze(self._options))
-        except TypeError:
+        key = self._config_key()
+        if key is None:
             return Client(servers, **self._options)
         with _shared_lock:
             client = _shared_clients.get(key)
@@ -88,3 +107,87 @@ class FastMCCache(BaseMemcachedCache):  # type: ignore[misc]
 
     def close(self, **kwargs: Any) -> None:
         """Nothing to release per request (see the module docstring)."""
+
+    # -- the async API, on fastmc.aio -------------------------------------------------------------
+
+    @property
+    def _acache(self) -> fastmc.aio.Client:
+        """The asyncio client of the running loop for this configuration."""
+        loop = asyncio.get_running_loop()
+        key = self._config_key() or id(self)
+        with _shared_lock:
+            per_loop = _shared_aio.setdefault(loop, {})
+            client = per_loop.get(key)
+            if client is None:
+                client = fastmc.aio.Client(self.client_servers, **self._options)
+                per_loop[key] = client
+            return client
+
+    async def aadd(
+        self, key: Any, value: Any, timeout: Any = DEFAULT_TIMEOUT, version: int | None = None
+    ) -> bool:
+        key = self.make_and_validate_key(key, version=version)
+        return await self._acache.add(key, value, self.get_backend_timeout(timeout))
+
+    async def aget(self, key: Any, default: Any = None, version: int | None = None) -> Any:
+        key = self.make_and_validate_key(key, version=version)
+        return await self._acache.get(key, default)
+
+    async def aset(
+        self, key: Any, value: Any, timeout: Any = DEFAULT_TIMEOUT, version: int | None = None
+    ) -> None:
+        key = self.make_and_validate_key(key, version=version)
+        mc = self._acache
+        if not await mc.set(key, value, self.get_backend_timeout(timeout)):
+            # As Django's backend: a value that could not be stored (over memcached's item
+            # size) must not leave the old one readable.
+            await mc.delete(key)
+
+    async def atouch(
+        self, key: Any, timeout: Any = DEFAULT_TIMEOUT, version: int | None = None
+    ) -> bool:
+        key = self.make_and_validate_key(key, version=version)
+        return bool(await self._acache.touch(key, self.get_backend_timeout(timeout)))
+
+    async def adelete(self, key: Any, version: int | None = None) -> bool:
+        key = self.make_and_validate_key(key, version=version)
+        return bool(await self._acache.delete(key))
+
+    async def aget_many(self, keys: Any, version: int | None = None) -> dict[Any, Any]:
+        key_map = {self.make_and_validate_key(key, version=version): key for key in keys}
+        ret = await self._acache.get_multi(list(key_map))
+        return {key_map[k]: v for k, v in ret.items()}
+
+    async def aincr(self, key: Any, delta: int = 1, version: int | None = None) -> int:
+        key = self.make_and_validate_key(key, version=version)
+        mc = self._acache
+        try:
+            val = await (mc.decr(key, -delta) if delta < 0 else mc.incr(key, delta))
+        except fastmc.NotFound:
+            raise ValueError("Key '%s' not found" % key) from None
+        return val
+
+    async def adecr(self, key: Any, delta: int = 1, version: int | None = None) -> int:
+        return await self.aincr(key, -delta, version=version)
+
+    async def aset_many(
+        self, data: Any, timeout: Any = DEFAULT_TIMEOUT, version: int | None = None
+    ) -> list[Any]:
+        safe_data, original_keys = {}, {}
+        for key, value in data.items():
+            safe_key = self.make_and_validate_key(key, version=version)
+            safe_data[safe_key] = value
+            original_keys[safe_key] = key
+        failed = await self._acache.set_multi(safe_data, self.get_backend_timeout(timeout))
+        return [original_keys[k] for k in failed]
+
+    async def adelete_many(self, keys: Any, version: int | None = None) -> None:
+        await self._acache.delete_multi(
+            [self.make_and_validate_key(k, version=version) for k in keys]
+        )
+
+    async def aclear(self) -> None:
+        await self._acache.flush_all()
+
+    async def aclose(self, **kwargs: Any) -> None:
+        """Nothing to release per request, as for ``close``."""

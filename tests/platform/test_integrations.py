@@ -12,6 +12,7 @@ import sys
 import time
 
 import fastmc
+import fastmc.aio
 import pytest
 from memcached import Memcached, sasl_memcached
 from threads import run_threads
@@ -244,6 +245,62 @@ def test_django_async_api(django_cache):
         return await c.aget_many(["ak", "ak_n"])
 
     assert asyncio.run(main()) == {"ak": "av", "ak_n": 2}
+
+
+def test_django_async_api_runs_on_the_asyncio_client(server, raw, django_settings):
+    """FastMCCache's async methods use fastmc.aio, never the blocking client in a thread:
+    with the blocking client made unusable, every async method still works, and what they
+    store is what the blocking methods (and pylibmc) read."""
+    from django.core.cache import caches
+    from django.test import override_settings
+
+    class NoBlocking:
+        def __getattr__(self, name):
+            raise AssertionError("the blocking client was used for " + name)
+
+    config = _django_caches("fastmc.django.FastMCCache", server, KEY_PREFIX="as", VERSION=2)
+    with override_settings(CACHES=config):
+        cache = caches["default"]
+        blocking = cache._cache
+        cache.__dict__["_cache"] = NoBlocking()
+
+        async def main():
+            assert isinstance(cache._acache, fastmc.aio.Client)
+            await cache.aset("k", {"v": 1})
+            assert await cache.aget("k") == {"v": 1}
+            assert await cache.aget("missing", "D") == "D"
+            assert await cache.aadd("k", 2) is False
+            assert await cache.aadd("n", 10) is True
+            assert await cache.aincr("n", 5) == 15
+            assert await cache.adecr("n", 20) == 0
+            with pytest.raises(ValueError):
+                await cache.aincr("nope")
+            assert await cache.ahas_key("k") and not await cache.ahas_key("nope")
+            assert await cache.aset_many({"a": 1, "b": 2}) == []
+            assert await cache.aget_many(["a", "b", "c"]) == {"a": 1, "b": 2}
+            await cache.adelete_many(["a"])
+            assert await cache.aget_many(["a", "b"]) == {"b": 2}
+            assert await cache.atouch("b", 100) is True
+            assert await cache.adelete("b") is True and await cache.adelete("b") is False
+            assert await cache.aget_or_set("g", lambda: "computed") == "computed"
+            assert await cache.aget_or_set("g", lambda: "again") == "computed"
+            assert await cache.aincr_version("k") == 3
+            assert await cache.aget("k", version=3) == {"v": 1}
+            await cache.aset("z", "x", timeout=0)  # expires at once, as in Django
+            assert await cache.aget("z") is None
+            await cache.aclose()
+
+        asyncio.run(main())
+        cache.__dict__["_cache"] = blocking
+        assert cache.get("n") == 0
+        assert cache.get("k", version=3) == {"v": 1}
+        assert raw.get("as:3:k") == {"v": 1}  # the key Django makes, the value pylibmc reads
+        asyncio.run(_aclear(cache))
+        assert cache.get("n") is None
+
+
+async def _aclear(cache):
+    await cache.aclear()
 
 
 def _total_connections(raw):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Callable
 
-from . import bulk, memory, multi, noreply, simple_vs_multi, single, speedup, threads
+from . import aio, bulk, memory, multi, noreply, simple_vs_multi, single, speedup, threads
 
 SCENARIOS: dict[str, Callable] = {
     "single": single.run,
@@ -15,7 +15,9 @@ SCENARIOS: dict[str, Callable] = {
     "bulk": bulk.run,
     "threads": threads.run,
     "memory": memory.run,
+    "aio": aio.run,
 }
 
-# Run without pinning to one CPU: threads need every CPU, memory times nothing.
-UNPINNED = ("threads", "memory")
+# Run without pinning to one CPU: threads need every CPU (so do the asyncio client's I/O
+# threads, beside the event loop's), memory times nothing.
+UNPINNED = ("threads", "memory", "aio")

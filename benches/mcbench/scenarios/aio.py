@@ -1,0 +1,308 @@
+"""aio: the asyncio client against the async peers (aiomcache, emcache, memcachio) and against
+fastmc's blocking client through ``asyncio.to_thread``, on the default event loop:
+
+- ops/s of single gets and sets with 1, 10, 100 and 1,000 concurrent tasks on one shared client;
+- time per get_multi/set_multi/delete_multi call of 100, 1,000 and 10,000 keys, one and three
+  servers, also against the blocking fastmc client called directly (not through a thread);
+- p50/p99 latency of one get while 100 tasks load the client.
+
+Every value read is checked against what was written."""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+import time
+from typing import Any
+
+from ..context import Ctx
+from ..measure import median
+from ..report import fmt_num, fmt_ratio, md_table, ratio
+from ..verify import values_for
+from .aio_clients import AioClient, make_all
+
+TASKS = (1, 10, 100, 1_000)
+SIZES = (100, 1_000, 10_000)
+OPS = ("get", "set")
+MULTI_OPS = ("get_multi", "set_multi", "delete_multi")
+PROBE_LIMIT = 2.0  # seconds one latency probe may wait
+PHASE_LIMIT = 10.0  # seconds of probing per client
+
+
+def _tag(c: AioClient) -> str:
+    """The client's name as a key part (no spaces)."""
+    return c.name.replace(" ", "_")
+
+
+def _progress(what: str) -> None:
+    print(f"  aio: {what}", file=sys.stderr, flush=True)
+
+
+def run(ctx: Ctx) -> None:
+    asyncio.run(_run(ctx))
+
+
+async def _run(ctx: Ctx) -> None:
+    clients = await make_all(ctx.fastmc_name, ctx.servers1, ctx.failures)
+    try:
+        tasks = {(op, t): await _tasks_row(ctx, clients, op, t) for op in OPS for t in TASKS}
+        latency = await _latency(ctx, clients)
+        multi = {("1", n, op): v for (n, op), v in (await _multi(ctx, clients)).items()}
+    finally:
+        for c in clients:
+            await c.close()
+    names = [c.name for c in clients]
+    if ctx.servers3:
+        clients3 = await make_all(ctx.fastmc_name, ctx.servers3, ctx.failures)
+        try:
+            multi.update({("3", n, op): v for (n, op), v in (await _multi(ctx, clients3)).items()})
+        finally:
+            for c in clients3:
+                await c.close()
+    sync = _sync_multi(ctx)
+    _report(ctx, names, tasks, latency, multi, sync)
+
+
+async def _tasks_row(ctx: Ctx, clients: list, op: str, tasks: int) -> dict:
+    """ops/s by client name (median over rounds)."""
+    n = max(ctx.s.aio_ops, tasks * 4)
+    out: dict = {}
+    for c in clients:
+        _progress(f"{tasks} tasks, {op}: {c.name}")
+        rates = []
+        for r in range(ctx.s.aio_rounds):
+            v = await ctx.failures.safe_async("aio tasks", c.name, _tasks_round, c, op, tasks, n, r)
+            if v is not None:
+                rates.append(v)
+        out[c.name] = median(rates)
+    return out
+
+
+async def _tasks_round(c: AioClient, op: str, tasks: int, n: int, r: int) -> float:
+    per = n // tasks
+    keys = [f"aio:{_tag(c)}:{t}:{i}".encode() for t in range(tasks) for i in range(per)]
+    vals = values_for([k.decode() for k in keys], f"|{op}{r}")
+    items = list(zip(keys, vals))
+    if op == "get":
+        await c.set_multi(dict(items))
+    bad = 0
+
+    async def worker(chunk: list) -> None:
+        nonlocal bad
+        for k, v in chunk:
+            if op == "get":
+                bad += (await c.get(k)) != v
+            else:
+                bad += not await c.set(k, v)
+
+    t0 = time.perf_counter()
+    await asyncio.gather(*(worker(items[t * per : (t + 1) * per]) for t in range(tasks)))
+    dt = time.perf_counter() - t0
+    if op == "set":
+        got = await c.get_multi(keys)
+        bad += sum(got.get(k) != v for k, v in items)
+    if bad:
+        raise AssertionError(f"{bad} of {len(items)} {op}s wrong")
+    await c.delete_multi(keys)
+    return len(items) / dt
+
+
+async def _latency(ctx: Ctx, clients: list) -> dict:
+    """(p50, p99) in µs of single gets timed one by one while 100 other tasks run gets."""
+    out = {}
+    for c in clients:
+        _progress(f"latency: {c.name}")
+        out[c.name] = await ctx.failures.safe_async("aio latency", c.name, _latency_one, ctx, c)
+    return out
+
+
+async def _latency_one(ctx: Ctx, c: AioClient) -> tuple:
+    keys = [f"aio:lat:{_tag(c)}:{i}".encode() for i in range(100)]
+    vals = values_for([k.decode() for k in keys], "|lat")
+    await c.set_multi(dict(zip(keys, vals)))
+    stop = False
+
+    async def load(k: bytes, v: bytes) -> None:
+        while not stop:
+            if await c.get(k) != v:
+                raise AssertionError("wrong value under load")
+
+    loaders = [asyncio.ensure_future(load(k, v)) for k, v in zip(keys, vals)]
+    lat: list = []
+    starved = False
+    try:
+        await asyncio.sleep(0.05)
+        # A client whose pool is unfair can starve the probe: each probe waits at most
+        # PROBE_LIMIT (counted at that), and the phase ends after PHASE_LIMIT.
+        end = time.perf_counter() + PHASE_LIMIT
+        for i in range(ctx.s.aio_probes):
+            t0 = time.perf_counter()
+            try:
+                got = await asyncio.wait_for(c.get(keys[i % 100]), PROBE_LIMIT)
+            except asyncio.TimeoutError:
+                lat.append(PROBE_LIMIT)
+                starved = True
+                break
+            lat.append(time.perf_counter() - t0)
+            if got != vals[i % 100]:
+                raise AssertionError("wrong value")
+            if t0 > end:
+                break
+        stop = True
+        await asyncio.gather(*loaders)
+    finally:
+        stop = True
+        for t in loaders:
+            t.cancel()
+        await asyncio.gather(*loaders, return_exceptions=True)
+    lat.sort()
+    return (lat[len(lat) // 2] * 1e6, lat[int(len(lat) * 0.99)] * 1e6, len(lat), starved)
+
+
+async def _multi(ctx: Ctx, clients: list) -> dict:
+    """{(n, op): {client: seconds per call}}."""
+    out: dict = {}
+    for n in SIZES:
+        for c in clients:
+            _progress(f"multi {n:,} keys: {c.name}")
+            if c.name == "fastmc to_thread":
+                continue
+            times = await ctx.failures.safe_async("aio multi", c.name, _multi_one, ctx, c, n)
+            for op in MULTI_OPS:
+                out.setdefault((n, op), {})[c.name] = None if times is None else times[op]
+    return out
+
+
+async def _multi_one(ctx: Ctx, c: AioClient, n: int) -> dict:
+    keys = [f"aio:m:{_tag(c)}:{i}".encode() for i in range(n)]
+    times: dict = {op: [] for op in MULTI_OPS}
+    for r in range(ctx.s.aio_multi_rounds[n]):
+        d = dict(zip(keys, values_for([k.decode() for k in keys], f"|m{r}")))
+        t0 = time.perf_counter()
+        await c.set_multi(d)
+        t1 = time.perf_counter()
+        got = await c.get_multi(keys)
+        t2 = time.perf_counter()
+        await c.delete_multi(keys)
+        t3 = time.perf_counter()
+        if got != d:
+            raise AssertionError(f"get_multi read back {len(got)} of {n} values, or wrong ones")
+        times["set_multi"].append(t1 - t0)
+        times["get_multi"].append(t2 - t1)
+        times["delete_multi"].append(t3 - t2)
+    return {op: median(v) for op, v in times.items()}
+
+
+def _sync_multi(ctx: Ctx) -> dict:
+    """The blocking fastmc client, called directly: {(servers, n, op): seconds per call}."""
+    out = {}
+    sets = [("1", ctx.servers1)] + ([("3", ctx.servers3)] if ctx.servers3 else [])
+    for label, servers in sets:
+        mc = ctx.fastmc_mod.Client(servers)
+        for n in SIZES:
+            keys = [f"aio:s:{i}".encode() for i in range(n)]
+            times: dict = {op: [] for op in MULTI_OPS}
+            for r in range(ctx.s.aio_multi_rounds[n]):
+                d = dict(zip(keys, values_for([k.decode() for k in keys], f"|s{r}")))
+                t0 = time.perf_counter()
+                mc.set_multi(d)
+                t1 = time.perf_counter()
+                got = mc.get_multi(keys)
+                t2 = time.perf_counter()
+                mc.delete_multi(keys)
+                t3 = time.perf_counter()
+                if got != d:
+                    ctx.failures.add("aio multi", "fastmc", "blocking read-back differs")
+                times["set_multi"].append(t1 - t0)
+                times["get_multi"].append(t2 - t1)
+                times["delete_multi"].append(t3 - t2)
+            for op in MULTI_OPS:
+                out[(label, n, op)] = median(times[op])
+    return out
+
+
+def _best_peer(row: dict, names: list) -> tuple[Any, str]:
+    peers = [(v, n) for n, v in row.items() if n in names and v is not None]
+    return max(peers, default=(None, "")) if peers else (None, "")
+
+
+def _report(ctx: Ctx, names: list, tasks: dict, latency: dict, multi: dict, sync: dict) -> None:
+    peers = [n for n in names if n not in ("fastmc.aio", "fastmc to_thread")]
+    # 1. concurrency
+    rows = []
+    for (op, t), row in tasks.items():
+        f = row.get("fastmc.aio")
+        best, best_name = _best_peer(row, peers)
+        cells = [f"{op}", f"{t:,}", fmt_num(f)]
+        for n in names[1:]:
+            v = row.get(n)
+            cells.append(f"{fmt_num(v)} (×{fmt_ratio(ratio(f, v))})" if v and f else fmt_num(v))
+        rows.append(cells)
+        if t == 100:
+            rr = ratio(f, best)
+            ctx.report.judge(
+                "aio_tasks",
+                f"×{fmt_ratio(rr)} ({fmt_num(f)} vs {best_name} {fmt_num(best)})",
+                rr,
+                op=op,
+            )
+    ctx.report.emit(
+        "asyncio: concurrent tasks on one client (operations per second, higher is better)",
+        f"{ctx.s.aio_ops:,} single operations (or 4 per task, if more) spread over the tasks, "
+        f"median of {ctx.s.aio_rounds} rounds, default event loop; every value checked. Peer "
+        "cells: ops/s (fastmc.aio ÷ peer: above 1 means fastmc.aio is faster).\n\n"
+        + md_table(["op", "tasks", "fastmc.aio", *names[1:]], rows),
+    )
+    # 2. latency under load
+    rows = []
+    best99 = min((v[1] for n, v in latency.items() if n in peers and v), default=None)
+    for n in names:
+        v = latency.get(n)
+        if not v:
+            rows.append([n, "failed", "failed", "", ""])
+            continue
+        note = f"starved: a probe waited {PROBE_LIMIT:.0f} s" if v[3] else ""
+        rows.append([n, fmt_num(v[0]), fmt_num(v[1]), f"{v[2]:,}", note])
+    f99 = latency.get("fastmc.aio")
+    f99 = f99[1] if f99 else None
+    rr = ratio(f99, best99)
+    ctx.report.judge("aio_p99", f"{fmt_num(f99)} µs vs best peer {fmt_num(best99)} µs", rr)
+    ctx.report.emit(
+        "asyncio: latency of one get while 100 tasks load the client (µs, lower is better)",
+        f"{ctx.s.aio_probes:,} gets timed one by one while 100 other tasks do gets.\n\n"
+        + md_table(["client", "p50 (µs)", "p99 (µs)", "probes", "note"], rows),
+    )
+    # 3. multi-key calls
+    rows = []
+    for (label, n, op), row in sorted(multi.items(), key=lambda x: (x[0][0], x[0][1])):
+        f = row.get("fastmc.aio")
+        s = sync.get((label, n, op))
+        peer_vals = [(v, p) for p, v in row.items() if p in peers and v is not None]
+        best, best_name = min(peer_vals, default=(None, ""))
+        cells = [f"{label}", f"{op}", f"{n:,}", fmt_num(f * 1e3 if f else None)]
+        cells.append(f"{fmt_num(s * 1e3 if s else None)} (×{fmt_ratio(ratio(f, s))})")
+        for p in peers:
+            v = row.get(p)
+            cells.append(f"{fmt_num(v * 1e3)} (×{fmt_ratio(ratio(f, v))})" if v and f else "n/a")
+        rows.append(cells)
+        where = f"{label} server{'s' if label == '3' else ''}"
+        rs = ratio(f, s)
+        ctx.report.judge("aio_multi_sync", f"×{fmt_ratio(rs)}", rs, where=where, op=op, n=n)
+        if best is not None:
+            rp = ratio(f, best)
+            ctx.report.judge(
+                "aio_multi_peer", f"×{fmt_ratio(rp)} vs {best_name}", rp, where=where, op=op, n=n
+            )
+    ctx.report.emit(
+        "asyncio: multi-key calls (ms per call, lower is better)",
+        "One call at a time; median of rounds. Ratios: fastmc.aio ÷ the other (below 1 means "
+        "fastmc.aio is faster). Peers without a multi-key write run one `asyncio.gather` of "
+        "single writes; n/a: the peer cannot spread keys over several servers.\n\n"
+        + md_table(["servers", "op", "keys", "fastmc.aio", "fastmc blocking", *peers], rows),
+    )
+    ctx.report.data["aio"] = {
+        "tasks": {f"{op}:{t}": row for (op, t), row in tasks.items()},
+        "latency": latency,
+        "multi": {f"{lab}:{n}:{op}": row for (lab, n, op), row in multi.items()},
+        "sync_multi": {f"{lab}:{n}:{op}": v for (lab, n, op), v in sync.items()},
+    }
