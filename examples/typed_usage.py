@@ -8,10 +8,12 @@ reports an unused ignore, so if a stub ever stops catching one of them, `make li
 
 from __future__ import annotations
 
+import asyncio
 import sys
 from typing import Any
 
 import fastmc
+import fastmc.aio
 
 
 def counters(mc: fastmc.Client, names: list[str]) -> dict[str, int]:
@@ -74,6 +76,29 @@ def main(server: str) -> None:
     )
 
 
+async def main_async(server: str) -> None:
+    async with fastmc.aio.Client([server], behaviors={"cas": True}) as mc:
+        assert await mc.set("greeting", "hello", time=10, noreply=False)
+        value: Any = await mc.get("greeting", "default")
+        failed: list[str] = await mc.set_multi({"a": 1, "b": 2}, key_prefix="aio:")
+        found: dict[str, Any] = await mc.get_multi(["a", "b"], key_prefix="aio:")
+        val, token = await mc.gets("aio:a")
+        if token is not None:
+            assert await mc.cas("aio:a", val, token)
+        n: int = await mc.incr("aio:a", 5)
+        gone: bool = await mc.delete_multi(["a", "b"], key_prefix="aio:")
+        stats: list[tuple[bytes, dict[str, bytes]]] = await mc.get_stats()
+        behaviors: fastmc.consts.BehaviorDict = mc.get_behaviors()
+        print(value, failed, found, n, gone, len(stats), behaviors["cas"])
+
+
+async def async_mistakes(mc: fastmc.aio.Client) -> None:
+    await mc.get(42)  # type: ignore[arg-type]
+    total: str = await mc.incr("n")  # type: ignore[assignment]
+    not_awaited: bool = mc.set("k", "v")  # type: ignore[assignment]
+    print(total, not_awaited)
+
+
 def mistakes(mc: fastmc.Client) -> None:
     mc.get(42)  # type: ignore[arg-type]
     mc.set("k", "v", time="soon")  # type: ignore[arg-type]
@@ -85,4 +110,6 @@ def mistakes(mc: fastmc.Client) -> None:
 
 
 if __name__ == "__main__":
-    main(sys.argv[1] if len(sys.argv) > 1 else "127.0.0.1:11211")
+    address = sys.argv[1] if len(sys.argv) > 1 else "127.0.0.1:11211"
+    main(address)
+    asyncio.run(main_async(address))
