@@ -1,14 +1,18 @@
 //! fastmc: a memcached client with a pure-Rust core and a thin PyO3 binding.
 //!
-//! Core modules (`error`, `protocol`, `ring`, `behaviors`, `connection`, `server`, `client`) never
-//! touch Python; `py` is the only module that uses pyo3.
-#![forbid(unsafe_code)]
+//! Core modules (`error`, `protocol`, `ring`, `behaviors`, `connection`, `server`, `client`,
+//! `dispatch`, `fork`) never touch Python; `py` is the only module that uses pyo3.
+//!
+//! `unsafe` is denied crate-wide; the one exception is the audited `pthread_atfork`
+//! registration in `fork` (and its test).
+#![deny(unsafe_code)]
 
 pub mod behaviors;
 pub mod client;
 pub mod connection;
 pub mod dispatch;
 pub mod error;
+pub mod fork;
 pub mod protocol;
 pub mod py;
 pub mod ring;

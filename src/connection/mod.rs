@@ -93,9 +93,9 @@ pub struct Connection {
     rbuf: Vec<u8>,
     rpos: usize,
     rend: usize,
-    /// The process that opened the socket: a forked child must never use it. (A pid, not an
-    /// `os.register_at_fork` hook: uWSGI forks its workers without running Python's hooks.)
-    pid: u32,
+    /// The fork generation the socket was opened in (`crate::fork`): a forked child must never
+    /// use it. (Not an `os.register_at_fork` hook: uWSGI forks without running Python's hooks.)
+    generation: u64,
     /// When the server last answered on this connection without an error line: see
     /// `needs_probe`.
     answered_at: Option<Instant>,
@@ -126,7 +126,7 @@ impl Connection {
             rbuf: vec![0; READ_CHUNK],
             rpos: 0,
             rend: 0,
-            pid: std::process::id(),
+            generation: crate::fork::generation(),
             answered_at: None,
             received_since_begin: false,
             unsynced: 0,
@@ -153,7 +153,7 @@ impl Connection {
 
     /// False in a forked child: the socket is shared with the parent and must not be used.
     pub fn owned_by_this_process(&self) -> bool {
-        self.pid == std::process::id()
+        self.generation == crate::fork::generation()
     }
 
     /// Whether the connection is clean: nothing unread is left over.

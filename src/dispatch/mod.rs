@@ -11,7 +11,7 @@
 //! touches a socket.
 //!
 //! A forked child gets fresh workers (threads do not survive `fork`): checked on every submit
-//! against the process id the workers were started in.
+//! against the fork generation the workers were started in (`crate::fork`, no system call).
 //!
 //! Uses `client::Client` (execution, routing) and `std::sync::mpsc` (the hand-off: since Rust
 //! 1.67 it is crossbeam-channel's implementation). Never Python.
@@ -70,7 +70,7 @@ pub(crate) struct Job {
 
 /// The workers of one process.
 struct Workers {
-    pid: u32,
+    generation: u64,
     servers: Vec<Sender<Job>>,
     admin: Sender<Job>,
 }
@@ -82,7 +82,7 @@ impl Workers {
             .map(|i| spawn(client, format!("fastmc-io-{i}")))
             .collect::<Result<Vec<_>>>()?;
         Ok(Workers {
-            pid: std::process::id(),
+            generation: crate::fork::generation(),
             servers,
             admin: spawn(client, "fastmc-io-admin".into())?,
         })
@@ -140,12 +140,13 @@ impl Dispatcher {
     /// The workers of this process, started anew after a fork.
     fn workers(&self) -> Option<Arc<Workers>> {
         let w = self.workers.read().clone()?;
-        if w.pid == std::process::id() {
+        let now = crate::fork::generation();
+        if w.generation == now {
             return Some(w);
         }
         let mut slot = self.workers.write();
         match &*slot {
-            Some(cur) if cur.pid == std::process::id() => Some(cur.clone()),
+            Some(cur) if cur.generation == now => Some(cur.clone()),
             Some(_) => {
                 let fresh = Arc::new(Workers::start(&self.client).ok()?);
                 *slot = Some(fresh.clone());

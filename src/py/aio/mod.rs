@@ -52,7 +52,8 @@ type Delivery = (Pending, Option<Outcome>);
 struct Binding {
     event_loop: Py<PyAny>,
     mailbox: Arc<Mailbox<Delivery>>,
-    pid: u32,
+    /// The fork generation it was made in: a forked child makes its own mailbox.
+    generation: u64,
 }
 
 #[pyclass(name = "aio_client", module = "_fastmc", extends = PyClient, subclass, frozen)]
@@ -97,16 +98,16 @@ impl PyAioClient {
     ) -> PyResult<(Bound<'py, PyAny>, Arc<Mailbox<Delivery>>)> {
         let py = slf.py();
         let running = running_loop(py)?;
-        let pid = std::process::id();
+        let generation = crate::fork::generation();
         let bound = {
             let b = slf.get().binding.lock();
             b.as_ref()
-                .filter(|b| b.pid == pid && b.event_loop.is(&running))
+                .filter(|b| b.generation == generation && b.event_loop.is(&running))
                 .map(|b| b.mailbox.clone())
         };
         let mailbox = match bound {
             Some(m) => m,
-            None => Self::bind(slf, &running, pid)?,
+            None => Self::bind(slf, &running, generation)?,
         };
         let fut = running.call_method0(intern!(py, "create_future"))?;
         Ok((fut, mailbox))
@@ -116,7 +117,7 @@ impl PyAioClient {
     fn bind(
         slf: &Bound<'_, Self>,
         running: &Bound<'_, PyAny>,
-        pid: u32,
+        generation: u64,
     ) -> PyResult<Arc<Mailbox<Delivery>>> {
         let py = slf.py();
         let old = slf
@@ -124,13 +125,13 @@ impl PyAioClient {
             .binding
             .lock()
             .as_ref()
-            .map(|b| (b.event_loop.clone_ref(py), b.pid));
-        if let Some((old_loop, old_pid)) = old {
+            .map(|b| (b.event_loop.clone_ref(py), b.generation));
+        if let Some((old_loop, old_generation)) = old {
             let closed = old_loop
                 .bind(py)
                 .call_method0(intern!(py, "is_closed"))?
                 .is_truthy()?;
-            if old_pid == pid && !closed {
+            if old_generation == generation && !closed {
                 return Err(PyRuntimeError::new_err(
                     "this fastmc.aio.Client is bound to another event loop that is still \
                      open; use one client per event loop",
@@ -145,7 +146,7 @@ impl PyAioClient {
         *slf.get().binding.lock() = Some(Binding {
             event_loop: running.clone().unbind(),
             mailbox: mailbox.clone(),
-            pid,
+            generation,
         });
         Ok(mailbox)
     }
