@@ -20,8 +20,10 @@ const MAX_IDLE: usize = 64;
 pub enum Probe {
     /// Reads: a read that finds the connection closed is simply sent again on a new one.
     Never,
-    /// `noreply` writes: nothing would ever tell that one went into a closed connection.
-    Always,
+    /// `noreply` writes: nothing would ever tell that one went into a closed connection, so the
+    /// connection is peeked at unless it carried a `noreply` write (or got an answer) shortly
+    /// before this instant (see `Connection::needs_probe_before_noreply`).
+    BeforeNoreply(Instant),
     /// Writes that wait for their answer: unless the server answered on the connection without
     /// an error line shortly before this instant (see `Connection::needs_probe`). Should the
     /// connection be closed after all, the write fails with an error and is not sent again.
@@ -167,7 +169,7 @@ impl Server {
                 Some(c) => {
                     let peek = match probe {
                         Probe::Never => false,
-                        Probe::Always => true,
+                        Probe::BeforeNoreply(now) => c.needs_probe_before_noreply(now),
                         Probe::UnlessAnswered(now) => c.needs_probe(now),
                     };
                     if peek && !c.peer_still_open() {

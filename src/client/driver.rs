@@ -91,7 +91,7 @@ impl Client {
         let probe = if replay_safe {
             Probe::Never
         } else if batch.forget {
-            Probe::Always
+            Probe::BeforeNoreply(*now)
         } else {
             Probe::UnlessAnswered(*now)
         };
@@ -294,6 +294,7 @@ impl Client {
                 if a.batch.forget {
                     sink.assume_ok(&a.batch.keys);
                     a.conn.add_unsynced(a.batch.keys.len() as u32);
+                    a.conn.sent_noreply(a.last_progress);
                 } else {
                     // The server answered at the last progress noted, or later.
                     a.conn

@@ -99,6 +99,9 @@ pub struct Connection {
     /// When the server last answered on this connection without an error line: see
     /// `needs_probe`.
     answered_at: Option<Instant>,
+    /// When the last `noreply` write on this connection was sent (see
+    /// `needs_probe_before_noreply`).
+    noreply_sent_at: Option<Instant>,
     /// Whether any reply byte arrived since `begin_request` (decides if a retry is safe).
     received_since_begin: bool,
     /// `noreply` commands sent since the server last confirmed it had processed everything:
@@ -128,6 +131,7 @@ impl Connection {
             rend: 0,
             generation: crate::fork::generation(),
             answered_at: None,
+            noreply_sent_at: None,
             received_since_begin: false,
             unsynced: 0,
         };
@@ -175,6 +179,26 @@ impl Connection {
     /// was an error line (a server or proxy may close the connection after one).
     pub fn answered(&mut self, at: Option<Instant>) {
         self.answered_at = at;
+    }
+
+    /// A `noreply` write went out at `at`.
+    pub fn sent_noreply(&mut self, at: Instant) {
+        self.noreply_sent_at = Some(at);
+    }
+
+    /// Whether a `noreply` write should `peer_still_open` first: yes, unless this connection
+    /// got an answer (`needs_probe`) or carried another `noreply` write within `PROBE_AFTER`, so
+    /// that a tight loop of `noreply` writes makes one system call per write. The loss this
+    /// allows is bounded: if the server closed the connection in that window, the write goes
+    /// into the closed socket and is lost (as with pylibmc), the peer's reset comes back within
+    /// a round trip, and the next write fails to send (nothing sent) and goes out on a new
+    /// connection. A connection idle for longer is always peeked at, so a restart between
+    /// bursts loses nothing.
+    pub fn needs_probe_before_noreply(&self, now: Instant) -> bool {
+        let recent = |t: Option<Instant>| {
+            matches!(t, Some(at) if at <= now && now.duration_since(at) < PROBE_AFTER)
+        };
+        self.needs_probe(now) && !recent(self.noreply_sent_at)
     }
 
     /// Whether a write should `peer_still_open` first: yes, unless the server answered without

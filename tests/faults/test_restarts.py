@@ -186,6 +186,39 @@ def test_noreply_writes_after_an_idle_close_go_out_on_a_new_connection(fake):
     assert fake.accepted == 2
 
 
+def test_noreply_loop_loses_at_most_the_writes_of_one_round_trip_after_a_close(fake):
+    """A tight loop of `noreply` writes is not peeked at (one system call per write). When the
+    server closes the connection in the middle of it, what was sent before the close and not
+    yet read is lost (the server never saw it, as with any client), and so is at most the write
+    sent before the peer's reset comes back; every later write goes out on a new connection."""
+    mc = fastmc.Client([fake.address])
+    assert mc.set("start", 1)
+    issued = []
+    stop = threading.Event()
+
+    def writer():
+        i = 0
+        while not stop.is_set() and i < 200_000:
+            issued.append((time.monotonic(), i))
+            mc.set("nr%d" % i, "v", noreply=True)
+            i += 1
+
+    th = threading.Thread(target=writer)
+    th.start()
+    time.sleep(0.1)
+    closed_at = time.monotonic()
+    fake.drop_connections(forget=False)
+    time.sleep(0.1)
+    stop.set()
+    th.join()
+    assert mc.get("start") == 1  # a read on the new connection: every write before it is done
+    assert fake.accepted == 2
+    after = [i for t, i in issued if t > closed_at]
+    lost_after = [i for i in after if ("nr%d" % i).encode() not in fake.data]
+    assert len(after) > 100
+    assert len(lost_after) <= 1, lost_after
+
+
 def test_restart_of_several_servers_is_invisible_to_batches():
     """Both servers of a batch restart: get_multi and set_multi drive the stale pooled
     connections in the poll loop, replace them, and each write is sent exactly once."""
