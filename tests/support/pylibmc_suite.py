@@ -11,42 +11,16 @@ import ast
 import doctest
 import importlib
 import pathlib
-import subprocess
 import sys
-import tarfile
+
+from sdists import unpacked
 
 VERSION = "1.6.3"
 
 
 def fetch_sdist() -> pathlib.Path:
     """pylibmc's unpacked sdist (downloaded once, kept under the virtualenv)."""
-    cache = pathlib.Path(sys.prefix) / "pylibmc-sdist"
-    tree = cache / f"pylibmc-{VERSION}"
-    if (tree / "tests").is_dir():
-        return tree
-    cache.mkdir(parents=True, exist_ok=True)
-    subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pip",
-            "download",
-            "-q",
-            "--no-binary",
-            ":all:",
-            "--no-deps",
-            f"pylibmc=={VERSION}",
-            "-d",
-            str(cache),
-        ],
-        check=True,
-    )
-    with tarfile.open(cache / f"pylibmc-{VERSION}.tar.gz") as tar:
-        if hasattr(tarfile, "data_filter"):  # the safe extraction filter (3.12, backported)
-            tar.extractall(cache, filter="data")
-        else:
-            tar.extractall(cache)
-    return tree
+    return unpacked("pylibmc", VERSION)
 
 
 def run_module_doctests(src: pathlib.Path) -> tuple[int, int]:

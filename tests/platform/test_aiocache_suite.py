@@ -1,0 +1,98 @@
+"""aiocache's own acceptance tests pass with ``fastmc.aiocache.FastMCCache`` standing in for its
+memcached backend (``aiocache.Cache.MEMCACHED``): every test of aiocache 0.12.3's
+``tests/acceptance`` but the redis ones, run in a child process against a memcached on
+127.0.0.1:11211 (the address those tests use). One test is left out: ``test_close`` asserts the
+size of aiomcache's internal connection queue (``client._pool._pool.qsize()``), which is not
+part of the backend's behavior."""
+
+import os
+import subprocess
+import sys
+
+import aiocache
+import pytest
+from memcached import Memcached
+from sdists import unpacked
+
+VERSION = "0.12.3"
+LEFT_OUT = "TestMemcachedCache::test_close"
+
+
+@pytest.fixture(scope="module")
+def on_11211():
+    m = Memcached(port=11211)
+    yield m
+    m.stop()
+
+
+def test_aiocache_acceptance_suite(on_11211, tmp_path):
+    assert aiocache.__version__ == VERSION  # the suite must match the installed aiocache
+    tree = unpacked("aiocache", VERSION)
+    (tmp_path / "tests").symlink_to(tree / "tests")
+    (tmp_path / "conftest.py").write_text(
+        "import aiocache\n"
+        "from fastmc.aiocache import FastMCCache\n\n"
+        "aiocache.Cache.MEMCACHED = FastMCCache\n"
+    )
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            "-o",
+            "addopts=",
+            "-o",
+            "filterwarnings=",
+            "-o",
+            "asyncio_mode=auto",
+            "-o",
+            "asyncio_default_fixture_loop_scope=function",
+            "-o",
+            "markers=memcached\nredis",
+            "--rootdir",
+            str(tmp_path),
+            "-m",
+            "not redis",
+            "--deselect",
+            "tests/acceptance/test_base.py::" + LEFT_OUT,
+            "tests/acceptance",
+        ],
+        cwd=tmp_path,
+        env=dict(os.environ),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    summary = r.stdout.strip().splitlines()[-1] if r.stdout.strip() else r.stderr
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-2000:]
+    assert " failed" not in summary and "passed" in summary, summary
+    # the memcached-marked tests ran on FastMCCache, not skipped
+    assert int(summary.split(" passed")[0].split()[-1]) >= 280, summary
+
+
+def test_backend_reads_what_aiomcache_wrote(on_11211):
+    """The same entries on the wire: a value aiocache's own memcached backend stored reads back
+    through FastMCCache, and the reverse."""
+    import asyncio
+
+    from aiocache.backends.memcached import MemcachedCache
+    from fastmc.aiocache import FastMCCache
+
+    async def main():
+        theirs = MemcachedCache(namespace="x")
+        ours = FastMCCache(namespace="x")
+        await theirs.set("k1", {"a": [1, 2]}, ttl=60)
+        await ours.set("k2", {"b": "ü"}, ttl=60)
+        assert await ours.get("k1") == {"a": [1, 2]}
+        assert await theirs.get("k2") == {"b": "ü"}
+        await ours.multi_set([("m1", 1), ("m2", "two")])
+        assert await theirs.multi_get(["m1", "m2", "m3"]) == [1, "two", None]
+        assert await ours.increment("n", 5) == 5 and await theirs.increment("n", 2) == 7
+        assert await ours.exists("m1") and not await ours.exists("nope")
+        await theirs.close()
+        await ours.close()
+
+    asyncio.run(main())
