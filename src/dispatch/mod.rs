@@ -165,6 +165,13 @@ impl Dispatcher {
             let _ = workers.admin.send(Job { req, done });
             return;
         };
+        // One server: no routing to do (the blocking call routes again anyway).
+        if workers.servers.len() == 1 {
+            if let Some(tx) = workers.servers.first() {
+                let _ = tx.send(Job { req, done });
+            }
+            return;
+        }
         let routes = self.client.route_keys(&keys.refs());
         let first = routes.first().copied().unwrap_or(0);
         if routes.iter().all(|&s| s == first) {
