@@ -12,6 +12,7 @@ import time
 import fastmc
 import fastmc.aio
 import pytest
+from aio_blocking import Blocking
 from memcached import Memcached, free_port, sigstop
 from threads import in_forked_child
 
@@ -273,3 +274,60 @@ def test_forked_child_gets_its_own_workers(server):
         return await mc.get("f")
 
     assert asyncio.run(after()) == "child"
+
+
+def _failure_story(make_client, ports):
+    """Two real servers (on `ports`, so that keys map alike in every run); one is killed, then
+    restarted, under a failure policy with ejection. The outcome (value or exception class)
+    of every call, in order."""
+    a, b = Memcached(port=ports[0]), Memcached(port=ports[1])
+    behaviors = {
+        "_poll_timeout": 300,
+        "connect_timeout": 300,
+        "retry_timeout": 1,
+        "failure_limit": 2,
+        "auto_eject": True,
+        "remove_failed": 2,
+        "ketama": True,
+    }
+    mc = make_client([a.address, b.address], behaviors)
+    out = []
+
+    def step(fn):
+        try:
+            out.append(("ok", fn()))
+        except fastmc.Error as e:
+            out.append(("raise", type(e).__name__))
+
+    try:
+        keys = ["story%d" % i for i in range(12)]
+        step(lambda: mc.set_multi(dict.fromkeys(keys, "v")))
+        step(lambda: sorted(mc.get_multi(keys)))
+        a.stop()
+        for k in keys[:6]:
+            step(lambda k=k: mc.get(k))
+            step(lambda k=k: mc.set(k, "w"))
+        step(lambda: sorted(mc.get_multi(keys)))
+        a.start()
+        time.sleep(1.2)  # past retry_timeout: the server is tried again
+        for k in keys[:6]:
+            step(lambda k=k: mc.set(k, "x"))
+        step(lambda: sorted(mc.get_multi(keys)))
+        step(lambda: mc.incr("counter") if mc.set("counter", 1) else None)
+    finally:
+        if hasattr(mc, "close"):
+            mc.close()
+        a.stop()
+        b.stop()
+    return out
+
+
+def test_failure_policy_is_the_blocking_clients():
+    """Timeouts, the retry window, the failure limit, ejection (remove_failed) and a restart
+    give the same value or exception class at every step through both clients."""
+    ports = (free_port(), free_port())
+    blocking = _failure_story(lambda addrs, bh: fastmc.Client(addrs, behaviors=bh), ports)
+    asyncio_ = _failure_story(lambda addrs, bh: Blocking(addrs, behaviors=bh), ports)
+    assert asyncio_ == blocking
+    raised = {name for kind, name in blocking if kind == "raise"}
+    assert raised, blocking  # the story does reach the failure paths
