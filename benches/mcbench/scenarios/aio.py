@@ -19,7 +19,7 @@ from ..context import Ctx
 from ..measure import median
 from ..report import fmt_num, fmt_ratio, md_table, ratio
 from ..verify import values_for
-from .aio_clients import AioClient, make_all
+from .aio_clients import AioClient, FastmcBlocking, make_all
 
 TASKS = (1, 10, 100, 1_000)
 SIZES = (100, 1_000, 10_000)
@@ -48,7 +48,8 @@ async def _run(ctx: Ctx) -> None:
     try:
         tasks = {(op, t): await _tasks_row(ctx, clients, op, t) for op in OPS for t in TASKS}
         latency = await _latency(ctx, clients)
-        multi = {("1", n, op): v for (n, op), v in (await _multi(ctx, clients)).items()}
+        blocking = FastmcBlocking(ctx.fastmc_name, ctx.servers1)
+        multi = {("1", n, op): v for (n, op), v in (await _multi(ctx, clients, blocking)).items()}
     finally:
         for c in clients:
             await c.close()
@@ -56,12 +57,13 @@ async def _run(ctx: Ctx) -> None:
     if ctx.servers3:
         clients3 = await make_all(ctx.fastmc_name, ctx.servers3, ctx.failures)
         try:
-            multi.update({("3", n, op): v for (n, op), v in (await _multi(ctx, clients3)).items()})
+            blocking3 = FastmcBlocking(ctx.fastmc_name, ctx.servers3)
+            multi3 = await _multi(ctx, clients3, blocking3)
+            multi.update({("3", n, op): v for (n, op), v in multi3.items()})
         finally:
             for c in clients3:
                 await c.close()
-    sync = _sync_multi(ctx)
-    _report(ctx, names, tasks, latency, multi, sync)
+    _report(ctx, names, tasks, latency, multi)
 
 
 async def _tasks_row(ctx: Ctx, clients: list, op: str, tasks: int) -> dict:
@@ -170,66 +172,39 @@ async def _latency_one(ctx: Ctx, c: AioClient) -> tuple:
     return (p50, p99, len(lat), starved, load_rate)
 
 
-async def _multi(ctx: Ctx, clients: list) -> dict:
-    """{(n, op): {client: seconds per call}}."""
+async def _multi(ctx: Ctx, clients: list, blocking: Any) -> dict:
+    """{(n, op): {client: seconds per call}}; the blocking fastmc client (called directly, not
+    through a thread) is measured in the same rounds, alternating with the asyncio fastmc
+    client, so that both see the same machine."""
     out: dict = {}
+    timed = [c for c in clients if c.name != "fastmc to_thread"]
     for n in SIZES:
-        for c in clients:
-            _progress(f"multi {n:,} keys: {c.name}")
-            if c.name == "fastmc to_thread":
-                continue
-            times = await ctx.failures.safe_async("aio multi", c.name, _multi_one, ctx, c, n)
+        _progress(f"multi {n:,} keys")
+        times: dict = {}
+        for r in range(ctx.s.aio_multi_rounds[n]):
+            for c in [*timed, blocking]:
+                got = await ctx.failures.safe_async("aio multi", c.name, _multi_round, c, n, r)
+                for op, t in (got or {}).items():
+                    times.setdefault((op, c.name), []).append(t)
+        for c in [*timed, blocking]:
             for op in MULTI_OPS:
-                out.setdefault((n, op), {})[c.name] = None if times is None else times[op]
+                out.setdefault((n, op), {})[c.name] = median(times.get((op, c.name), []))
     return out
 
 
-async def _multi_one(ctx: Ctx, c: AioClient, n: int) -> dict:
+async def _multi_round(c: AioClient, n: int, r: int) -> dict:
     keys = [f"aio:m:{_tag(c)}:{i}".encode() for i in range(n)]
-    times: dict = {op: [] for op in MULTI_OPS}
-    for r in range(ctx.s.aio_multi_rounds[n]):
-        d = dict(zip(keys, values_for([k.decode() for k in keys], f"|m{r}")))
-        t0 = time.perf_counter()
-        await c.set_multi(d)
-        t1 = time.perf_counter()
-        got = await c.get_multi(keys)
-        t2 = time.perf_counter()
-        await c.delete_multi(keys)
-        t3 = time.perf_counter()
-        if got != d:
-            raise AssertionError(f"get_multi read back {len(got)} of {n} values, or wrong ones")
-        times["set_multi"].append(t1 - t0)
-        times["get_multi"].append(t2 - t1)
-        times["delete_multi"].append(t3 - t2)
-    return {op: median(v) for op, v in times.items()}
-
-
-def _sync_multi(ctx: Ctx) -> dict:
-    """The blocking fastmc client, called directly: {(servers, n, op): seconds per call}."""
-    out = {}
-    sets = [("1", ctx.servers1)] + ([("3", ctx.servers3)] if ctx.servers3 else [])
-    for label, servers in sets:
-        mc = ctx.fastmc_mod.Client(servers)
-        for n in SIZES:
-            keys = [f"aio:s:{i}".encode() for i in range(n)]
-            times: dict = {op: [] for op in MULTI_OPS}
-            for r in range(ctx.s.aio_multi_rounds[n]):
-                d = dict(zip(keys, values_for([k.decode() for k in keys], f"|s{r}")))
-                t0 = time.perf_counter()
-                mc.set_multi(d)
-                t1 = time.perf_counter()
-                got = mc.get_multi(keys)
-                t2 = time.perf_counter()
-                mc.delete_multi(keys)
-                t3 = time.perf_counter()
-                if got != d:
-                    ctx.failures.add("aio multi", "fastmc", "blocking read-back differs")
-                times["set_multi"].append(t1 - t0)
-                times["get_multi"].append(t2 - t1)
-                times["delete_multi"].append(t3 - t2)
-            for op in MULTI_OPS:
-                out[(label, n, op)] = median(times[op])
-    return out
+    d = dict(zip(keys, values_for([k.decode() for k in keys], f"|m{r}")))
+    t0 = time.perf_counter()
+    await c.set_multi(d)
+    t1 = time.perf_counter()
+    got = await c.get_multi(keys)
+    t2 = time.perf_counter()
+    await c.delete_multi(keys)
+    t3 = time.perf_counter()
+    if got != d:
+        raise AssertionError(f"get_multi read back {len(got)} of {n} values, or wrong ones")
+    return {"set_multi": t1 - t0, "get_multi": t2 - t1, "delete_multi": t3 - t2}
 
 
 def _best_peer(row: dict, names: list) -> tuple[Any, str]:
@@ -237,7 +212,7 @@ def _best_peer(row: dict, names: list) -> tuple[Any, str]:
     return max(peers, default=(None, "")) if peers else (None, "")
 
 
-def _report(ctx: Ctx, names: list, tasks: dict, latency: dict, multi: dict, sync: dict) -> None:
+def _report(ctx: Ctx, names: list, tasks: dict, latency: dict, multi: dict) -> None:
     peers = [n for n in names if n not in ("fastmc.aio", "fastmc to_thread")]
     # 1. concurrency
     rows = []
@@ -289,7 +264,7 @@ def _report(ctx: Ctx, names: list, tasks: dict, latency: dict, multi: dict, sync
     rows = []
     for (label, n, op), row in sorted(multi.items(), key=lambda x: (x[0][0], x[0][1])):
         f = row.get("fastmc.aio")
-        s = sync.get((label, n, op))
+        s = row.get(FastmcBlocking.name)
         peer_vals = [(v, p) for p, v in row.items() if p in peers and v is not None]
         best, best_name = min(peer_vals, default=(None, ""))
         cells = [f"{label}", f"{op}", f"{n:,}", fmt_num(f * 1e3 if f else None)]
@@ -317,5 +292,4 @@ def _report(ctx: Ctx, names: list, tasks: dict, latency: dict, multi: dict, sync
         "tasks": {f"{op}:{t}": row for (op, t), row in tasks.items()},
         "latency": latency,
         "multi": {f"{lab}:{n}:{op}": row for (lab, n, op), row in multi.items()},
-        "sync_multi": {f"{lab}:{n}:{op}": v for (lab, n, op), v in sync.items()},
     }

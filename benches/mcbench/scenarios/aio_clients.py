@@ -69,6 +69,25 @@ class FastmcThread(AioClient):
         self.mc.disconnect_all()
 
 
+class FastmcBlocking(AioClient):
+    """The blocking client called directly from the coroutine (it blocks the loop: only for the
+    multi-key rows, one call at a time, as the reference the asyncio client is held to)."""
+
+    name = "fastmc blocking"
+
+    def __init__(self, module: str, servers: list) -> None:
+        self.mc = importlib.import_module(module).Client(servers)
+
+    async def get_multi(self, keys: list) -> dict:
+        return self.mc.get_multi(keys)  # type: ignore[no-any-return]
+
+    async def set_multi(self, d: dict) -> Any:
+        return self.mc.set_multi(d)
+
+    async def delete_multi(self, keys: list) -> Any:
+        return self.mc.delete_multi(keys)
+
+
 def _host_port(addr: str) -> tuple:
     host, port = addr.rsplit(":", 1)
     return host, int(port)
