@@ -269,6 +269,9 @@ class client:
     def get_behaviors(self) -> dict[str, Any]: ...
     def set_behaviors(self, behaviors: _Behaviors) -> None: ...
 
+class aio_mailbox:
+    def fileno(self) -> int: ...
+
 class aio_client:
     """The native base of :class:`fastmc.aio.Client`: the blocking client's construction,
     behaviors and codec, and ``_``-prefixed methods that return asyncio futures. At run time it

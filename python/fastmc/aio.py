@@ -82,14 +82,18 @@ class Client(_fastmc.aio_client):
 
     # -- the event loop ------------------------------------------------------------------------
 
-    def _attach_loop(self, loop: asyncio.AbstractEventLoop, fd: int) -> None:
-        """Called by the core when the client first serves ``loop``: watch the mailbox ``fd``."""
+    def _attach_loop(self, loop: asyncio.AbstractEventLoop, mailbox: _fastmc.aio_mailbox) -> None:
+        """Called by the core when the client first serves ``loop``: watch the mailbox. The
+        callback holds the mailbox (so its descriptor stays open while watched) and only a weak
+        reference to the client."""
         ref = weakref.ref(self)
+        fd = mailbox.fileno()
 
         def drain() -> None:
             client = ref()
             if client is None:
                 loop.remove_reader(fd)
+                mailbox.fileno()  # keeps the mailbox alive until the reader is removed
             else:
                 client._drain()
 

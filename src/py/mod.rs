@@ -21,6 +21,7 @@ fn _fastmc(m: &Bound<'_, PyModule>) -> PyResult<()> {
     let py = m.py();
     m.add_class::<client::PyClient>()?;
     m.add_class::<aio::PyAioClient>()?;
+    m.add_class::<aio::PyMailbox>()?;
     errors::init_retcodes(py)?;
     let excs = PyList::empty(py);
     for (name, cls, _) in errors::all_exceptions(py) {

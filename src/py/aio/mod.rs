@@ -56,6 +56,21 @@ struct Binding {
     generation: u64,
 }
 
+/// The mailbox's descriptor as the event loop holds it: the loop's reader keeps this object
+/// alive, so the descriptor stays open for as long as the loop watches it (a client dropped
+/// without `close()` never leaves the loop watching a closed, reusable descriptor number).
+#[pyclass(name = "aio_mailbox", module = "_fastmc", frozen)]
+pub struct PyMailbox {
+    mailbox: Arc<Mailbox<Delivery>>,
+}
+
+#[pymethods]
+impl PyMailbox {
+    fn fileno(&self) -> i32 {
+        self.mailbox.fd().as_raw_fd()
+    }
+}
+
 #[pyclass(name = "aio_client", module = "_fastmc", extends = PyClient, subclass, frozen)]
 pub struct PyAioClient {
     dispatch: RwLock<Option<Arc<Dispatcher>>>,
@@ -139,10 +154,10 @@ impl PyAioClient {
             }
         }
         let mailbox = Arc::new(Mailbox::new().map_err(|e| errors::plain_error(e.to_string()))?);
-        slf.call_method1(
-            intern!(py, "_attach_loop"),
-            (running, mailbox.fd().as_raw_fd()),
-        )?;
+        let handle = PyMailbox {
+            mailbox: mailbox.clone(),
+        };
+        slf.call_method1(intern!(py, "_attach_loop"), (running, handle))?;
         *slf.get().binding.lock() = Some(Binding {
             event_loop: running.clone().unbind(),
             mailbox: mailbox.clone(),
