@@ -135,3 +135,25 @@ def test_overridden_serialize_and_deserialize(server):
             assert await mc.get_multi(["u1", "u2"]) == {"u1": "X!", "u2": "Y!"}
 
     asyncio.run(main())
+
+
+def test_requests_of_concurrent_tasks_travel_together(relayed):
+    """100 tasks each awaiting one get at the same time: the server receives far fewer
+    request lines than requests (gets merged into multi-key lines by the server's worker),
+    and every task gets its own value."""
+    server, relay = relayed
+    fastmc.Client([server.address]).set_multi({"t%d" % i: i for i in range(100)})
+
+    async def main():
+        async with fastmc.aio.Client(["127.0.0.1:%d" % relay.port]) as mc:
+            await mc.get("warm")
+            relay.take()
+            got = await asyncio.gather(*(mc.get("t%d" % i) for i in range(100)))
+            assert got == list(range(100))
+            return relay.take()
+
+    sent = asyncio.run(main())
+    lines = [line for line in sent.split(b"\r\n") if line.startswith(b"get ")]
+    keys = sum(len(line.split()) - 1 for line in lines)
+    assert keys == 100
+    assert len(lines) <= 20, len(lines)
