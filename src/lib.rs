@@ -13,6 +13,7 @@ pub mod connection;
 pub mod dispatch;
 pub mod error;
 pub mod fork;
+pub mod metrics;
 pub mod protocol;
 pub mod py;
 pub mod ring;

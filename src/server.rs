@@ -5,12 +5,14 @@
 //! record, never across I/O, so threads sharing a client run their I/O in parallel.
 
 use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
 
 use crate::connection::{Address, Connection, SocketOptions};
 use crate::error::{Error, Result};
+use crate::metrics::ServerMetrics;
 
 /// How many idle connections a server keeps; more are closed when returned.
 const MAX_IDLE: usize = 64;
@@ -67,6 +69,7 @@ pub struct Server {
     health: Mutex<Health>,
     /// Whether the server speaks the meta protocol: `META_UNKNOWN` until a probe answered.
     meta: AtomicU8,
+    pub metrics: Arc<ServerMetrics>,
 }
 
 const META_UNKNOWN: u8 = 0;
@@ -82,6 +85,7 @@ impl Server {
             idle: Mutex::new(Vec::new()),
             health: Mutex::new(Health::default()),
             meta: AtomicU8::new(META_UNKNOWN),
+            metrics: Arc::new(ServerMetrics::default()),
         }
     }
 
@@ -180,7 +184,26 @@ impl Server {
                 None => break,
             }
         }
-        Connection::connect(&self.address, opts).map(|c| (c, false))
+        self.connect(opts).map(|c| (c, false))
+    }
+
+    /// A new connection, counted in the metrics.
+    pub fn connect(&self, opts: &SocketOptions) -> Result<Connection> {
+        let mut c = Connection::connect(&self.address, opts)?;
+        self.metrics.connects.fetch_add(1, Ordering::Relaxed);
+        c.track_close(self.closes_counter());
+        Ok(c)
+    }
+
+    fn closes_counter(&self) -> Arc<std::sync::atomic::AtomicU64> {
+        self.metrics.closes_handle()
+    }
+
+    /// The metrics, with the pool's idle connections counted now.
+    pub fn metrics_snapshot(&self) -> crate::metrics::MetricsSnapshot {
+        let mut s = self.metrics.snapshot();
+        s.idle = self.idle.lock().len();
+        s
     }
 
     /// Return a connection that owes no reply. (No process check here: a connection is checked

@@ -8,6 +8,7 @@
 //! The only file that waits on sockets (`rustix::event::poll`). Uses `server::Server` (checkout,
 //! checkin, health), `connection`, the in-flight batches and the sinks.
 
+use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use rustix::event::{PollFd, PollFlags};
@@ -17,7 +18,6 @@ use super::plan::ServerBatch;
 use super::sink::Sink;
 use super::snapshot::Snapshot;
 use super::Client;
-use crate::connection::Connection;
 use crate::error::{Error, Result};
 use crate::server::Probe;
 
@@ -85,6 +85,8 @@ impl Client {
     ) -> Option<InFlight> {
         let server = &self.servers[batch.server];
         if let Err(e) = server.check_health(*now) {
+            server.metrics.down_skips.fetch_add(1, Ordering::Relaxed);
+            server.metrics.error(&e);
             sink.fail(&batch.keys, &e);
             return None;
         }
@@ -116,6 +118,7 @@ impl Client {
                 ))
             }
             Err(e) => {
+                server.metrics.error(&e);
                 self.server_failed(snap, batch.server, &e);
                 sink.fail(&batch.keys, &e);
                 None
@@ -135,7 +138,7 @@ impl Client {
         {
             return false;
         }
-        match Connection::connect(&self.servers[a.batch.server].address, &snap.opts) {
+        match self.servers[a.batch.server].connect(&snap.opts) {
             Ok(c) => {
                 a.restart_on(c);
                 true
@@ -289,6 +292,19 @@ impl Client {
     /// the server's failure.
     fn finish(&self, snap: &Snapshot, mut a: InFlight, sink: &mut dyn Sink) {
         let server = &self.servers[a.batch.server];
+        let m = &server.metrics;
+        let read = a.conn.read_total().saturating_sub(a.read_before);
+        let b = &a.batch;
+        m.batch(
+            b.family,
+            b.keys.len(),
+            a.started.elapsed(),
+            b.wbuf.len(),
+            read,
+        );
+        if let Some(e) = &a.failed {
+            m.error(e);
+        }
         match a.failed.take() {
             None if a.conn.is_idle_clean() => {
                 if a.batch.forget {
@@ -324,5 +340,6 @@ impl Client {
                 }
             }
         }
+        sink.tally(&a.batch.keys, m);
     }
 }

@@ -28,6 +28,9 @@ pub(super) struct InFlight {
     pub replies: Replies,
     pub last_progress: Instant,
     pub failed: Option<Error>,
+    /// When the batch started, and how many bytes its connection had read by then (metrics).
+    pub started: Instant,
+    pub read_before: u64,
 }
 
 impl InFlight {
@@ -40,6 +43,7 @@ impl InFlight {
         replay_safe: bool,
         now: Instant,
     ) -> Self {
+        let read_before = conn.read_total();
         InFlight {
             batch,
             conn,
@@ -51,11 +55,14 @@ impl InFlight {
             replies: Replies::default(),
             last_progress: now,
             failed: None,
+            started: now,
+            read_before,
         }
     }
 
     /// Start over on a new connection: nothing of the batch was answered.
     pub fn restart_on(&mut self, conn: Connection) {
+        self.read_before = conn.read_total();
         self.conn = conn;
         self.reused = false;
         self.wpos = 0;

@@ -273,6 +273,11 @@ impl Client {
         if live == snap.live {
             return snap;
         }
+        for ((s, &now_live), &was_live) in self.servers.iter().zip(&live).zip(&snap.live) {
+            if now_live && !was_live {
+                s.metrics.rejoins.fetch_add(1, Ordering::Relaxed);
+            }
+        }
         let mut guard = self.snapshot.write();
         let cur = &**guard;
         let new = Arc::new(Snapshot::new(
@@ -324,6 +329,14 @@ impl Client {
         }
     }
 
+    /// Every server's metrics, in server order (`metrics::MetricsSnapshot`).
+    pub fn metrics(&self) -> Vec<(Address, crate::metrics::MetricsSnapshot)> {
+        self.servers
+            .iter()
+            .map(|s| (s.address.clone(), s.metrics_snapshot()))
+            .collect()
+    }
+
     pub fn server_count(&self) -> usize {
         self.servers.len()
     }
@@ -341,6 +354,7 @@ impl Client {
         if e.is_server_failure() {
             if let Some(s) = self.servers.get(server) {
                 if s.record_failure(Instant::now(), &snap.policy) {
+                    s.metrics.ejections.fetch_add(1, Ordering::Relaxed);
                     self.maybe_ejected.store(true, Ordering::Relaxed);
                 }
             }

@@ -9,6 +9,7 @@ use super::sink::{unexpected, GetSink, LineSink, Sink, StatsSink};
 use super::snapshot::Snapshot;
 use super::{Client, Fetched, Stats, StoreStatus};
 use crate::error::{Error, Result};
+use crate::metrics::Family;
 use crate::protocol::{binary, meta, text, Reply, ReplyKind, StoreCmd, StoreItem};
 
 /// About how many bytes a delete, incr/decr or touch request takes besides its key (the binary
@@ -83,14 +84,19 @@ impl StoreEncoder<'_> {
 impl Client {
     /// Send the planned batches and collect the outcomes in `sink`, keys failed up front
     /// (`rejected`) included.
+    #[allow(clippy::too_many_arguments)]
     fn execute<S: Sink>(
         &self,
         snap: &Snapshot,
-        batches: Vec<ServerBatch>,
+        family: Family,
+        mut batches: Vec<ServerBatch>,
         rejected: Vec<(u32, Error)>,
         mut sink: S,
         replay_safe: bool,
     ) -> S {
+        for b in &mut batches {
+            b.family = family;
+        }
         for (i, e) in rejected {
             sink.reject(i, e);
         }
@@ -130,7 +136,7 @@ impl Client {
         }
         // Room for small values of every key: the arena rarely has to grow.
         let sink = GetSink::new(&p.wire_keys, (keys.len() * 64).min(ARENA_START));
-        let sink = self.execute(&snap, p.batches, p.rejected, sink, true);
+        let sink = self.execute(&snap, Family::Get, p.batches, p.rejected, sink, true);
         Fetched {
             items: sink.out.finish(),
             data: sink.data,
@@ -174,7 +180,7 @@ impl Client {
             write_closing(bin, &modes, noreply, ReplyKind::Storage),
         );
         let sink = LineSink::new(items.len(), store_status, Some(StoreStatus::Stored));
-        let mut sink = self.execute(&snap, p.batches, p.rejected, sink, false);
+        let mut sink = self.execute(&snap, Family::Store, p.batches, p.rejected, sink, false);
         // A key stored in an ambiguous range reads back as exactly what was sent.
         let found = self.read_back(std::mem::take(&mut sink.ambiguous), |i| {
             items[i as usize].key
@@ -215,7 +221,7 @@ impl Client {
         let closing = write_closing(bin, &modes, noreply, ReplyKind::Delete);
         close_batches(&mut p.batches, closing);
         let sink = LineSink::new(keys.len(), deleted, Some(true));
-        let mut sink = self.execute(&snap, p.batches, p.rejected, sink, false);
+        let mut sink = self.execute(&snap, Family::Delete, p.batches, p.rejected, sink, false);
         // A key deleted in an ambiguous range is gone: read the range back.
         let found = self.read_back(std::mem::take(&mut sink.ambiguous), |i| keys[i as usize]);
         for (i, found) in found {
@@ -241,7 +247,7 @@ impl Client {
             b.push_req(ReplyKind::Arith, i);
         });
         let sink = LineSink::new(keys.len(), arith_value, None);
-        let sink = self.execute(&snap, p.batches, p.rejected, sink, false);
+        let sink = self.execute(&snap, Family::Arith, p.batches, p.rejected, sink, false);
         sink.out.finish()
     }
 
@@ -271,7 +277,7 @@ impl Client {
             }
         }
         let sink = LineSink::new(keys.len(), touched, Some(true));
-        let sink = self.execute(&snap, p.batches, p.rejected, sink, false);
+        let sink = self.execute(&snap, Family::Touch, p.batches, p.rejected, sink, false);
         sink.out.finish()
     }
 
@@ -286,7 +292,7 @@ impl Client {
             }
         });
         let sink = LineSink::new(self.servers.len(), flushed, None);
-        let sink = self.execute(&snap, batches, Vec::new(), sink, false);
+        let sink = self.execute(&snap, Family::Admin, batches, Vec::new(), sink, false);
         sink.out.finish()
     }
 
@@ -306,7 +312,14 @@ impl Client {
                 text::encode_stats(buf, args);
             }
         });
-        let sink = self.execute(&snap, batches, Vec::new(), StatsSink::new(n), true);
+        let sink = self.execute(
+            &snap,
+            Family::Admin,
+            batches,
+            Vec::new(),
+            StatsSink::new(n),
+            true,
+        );
         sink.finish()
     }
 

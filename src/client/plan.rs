@@ -11,6 +11,7 @@ use std::borrow::Cow;
 
 use super::snapshot::Snapshot;
 use crate::error::Error;
+use crate::metrics::Family;
 use crate::protocol::{binary, meta, text, ReplyKind};
 use crate::server::{MetaSupport, Server};
 
@@ -58,6 +59,8 @@ pub(super) struct ServerBatch {
     /// the next request: it reads the value exactly and leaves the rest inside OpenSSL, where
     /// its event loop never looks.
     pub record_ends: Vec<usize>,
+    /// What the metrics count this batch's requests as.
+    pub family: Family,
 }
 
 impl ServerBatch {
@@ -72,6 +75,7 @@ impl ServerBatch {
             probe_after: false,
             noreply: false,
             record_ends: Vec::new(),
+            family: Family::Admin,
         }
     }
 

@@ -8,9 +8,11 @@
 //! here is unit-tested without sockets.
 
 use std::borrow::Cow;
+use std::sync::atomic::Ordering::Relaxed;
 
-use super::{Item, Stats};
+use super::{Item, Stats, StoreStatus};
 use crate::error::{Error, Result};
+use crate::metrics::ServerMetrics;
 use crate::protocol::{Reply, ReplyKind};
 
 /// Receives the replies of a batch. `keys` are the operation-wide indices a request answers for;
@@ -40,7 +42,28 @@ pub(super) trait Sink {
     fn assume_ok(&mut self, keys: &[u32]);
     /// A key failed before anything was sent (it never reaches a server).
     fn reject(&mut self, key: u32, e: Error);
+    /// Count the outcomes of these keys (one server's batch, settled) in its metrics.
+    fn tally(&self, _keys: &[u32], _m: &ServerMetrics) {}
 }
+
+/// How an outcome counts in the metrics (hits and misses, stored and not stored).
+pub(super) trait Tally {
+    fn tally(&self, _m: &ServerMetrics) {}
+}
+
+impl Tally for StoreStatus {
+    fn tally(&self, m: &ServerMetrics) {
+        let c = if *self == StoreStatus::Stored {
+            &m.stored
+        } else {
+            &m.not_stored
+        };
+        c.fetch_add(1, Relaxed);
+    }
+}
+impl Tally for bool {}
+impl Tally for Option<u64> {}
+impl Tally for () {}
 
 /// A per-key outcome table.
 pub(super) struct Outcomes<T> {
@@ -256,6 +279,18 @@ impl Sink for GetSink<'_> {
     fn reject(&mut self, key: u32, e: Error) {
         self.out.set(key, Err(e));
     }
+    fn tally(&self, keys: &[u32], m: &ServerMetrics) {
+        let (mut hits, mut misses) = (0, 0);
+        for &k in keys {
+            match self.out.slots.get(k as usize) {
+                Some(Some(Ok(Some(_)))) => hits += 1,
+                Some(Some(Ok(None))) => misses += 1,
+                _ => {}
+            }
+        }
+        m.hits.fetch_add(hits, Relaxed);
+        m.misses.fetch_add(misses, Relaxed);
+    }
 }
 
 /// Commands with one reply line each; `map` turns a line into the outcome.
@@ -279,7 +314,7 @@ impl<T, F: FnMut(Reply<'_>) -> Result<T>> LineSink<T, F> {
     }
 }
 
-impl<T: Clone, F: FnMut(Reply<'_>) -> Result<T>> Sink for LineSink<T, F> {
+impl<T: Clone + Tally, F: FnMut(Reply<'_>) -> Result<T>> Sink for LineSink<T, F> {
     fn reply(&mut self, _: ReplyKind, keys: &[u32], _: &mut usize, r: Reply<'_>) -> Result<bool> {
         let v = match r {
             Reply::Failed(e) => Err(e),
@@ -316,6 +351,13 @@ impl<T: Clone, F: FnMut(Reply<'_>) -> Result<T>> Sink for LineSink<T, F> {
     }
     fn reject(&mut self, key: u32, e: Error) {
         self.out.set(key, Err(e));
+    }
+    fn tally(&self, keys: &[u32], m: &ServerMetrics) {
+        for &k in keys {
+            if let Some(Some(Ok(v))) = self.out.slots.get(k as usize) {
+                v.tally(m);
+            }
+        }
     }
 }
 

@@ -104,9 +104,21 @@ pub struct Connection {
     noreply_sent_at: Option<Instant>,
     /// Whether any reply byte arrived since `begin_request` (decides if a retry is safe).
     received_since_begin: bool,
+    /// Bytes read on this connection so far (for the metrics).
+    read_total: u64,
+    /// Counted up when the connection is dropped (its server's `closes` metric), once tracked.
+    closes: Option<std::sync::Arc<std::sync::atomic::AtomicU64>>,
     /// `noreply` commands sent since the server last confirmed it had processed everything:
     /// whatever it may have answered to them (error lines) is still to be read and discarded.
     unsynced: u32,
+}
+
+impl Drop for Connection {
+    fn drop(&mut self) {
+        if let Some(c) = &self.closes {
+            c.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        }
+    }
 }
 
 pub(super) fn io_kind_is_timeout(e: &io::Error) -> bool {
@@ -132,6 +144,8 @@ impl Connection {
             generation: crate::fork::generation(),
             answered_at: None,
             noreply_sent_at: None,
+            read_total: 0,
+            closes: None,
             received_since_begin: false,
             unsynced: 0,
         };
@@ -181,6 +195,16 @@ impl Connection {
         self.answered_at = at;
     }
 
+    /// Bytes read on this connection so far.
+    pub fn read_total(&self) -> u64 {
+        self.read_total
+    }
+
+    /// Count this connection in `closes` when it is dropped.
+    pub fn track_close(&mut self, closes: std::sync::Arc<std::sync::atomic::AtomicU64>) {
+        self.closes = Some(closes);
+    }
+
     /// A `noreply` write went out at `at`.
     pub fn sent_noreply(&mut self, at: Instant) {
         self.noreply_sent_at = Some(at);
@@ -195,9 +219,7 @@ impl Connection {
     /// connection. A connection idle for longer is always peeked at, so a restart between
     /// bursts loses nothing.
     pub fn needs_probe_before_noreply(&self, now: Instant) -> bool {
-        let recent = |t: Option<Instant>| {
-            matches!(t, Some(at) if at <= now && now.duration_since(at) < PROBE_AFTER)
-        };
+        let recent = |t: Option<Instant>| matches!(t, Some(at) if at <= now && now.duration_since(at) < PROBE_AFTER);
         self.needs_probe(now) && !recent(self.noreply_sent_at)
     }
 
@@ -307,6 +329,7 @@ impl Connection {
             Ok(0) => Err(Error::Read(IoFailure::closed())),
             Ok(n) => {
                 self.rend += n;
+                self.read_total += n as u64;
                 self.received_since_begin = true;
                 Ok(n)
             }
@@ -340,6 +363,7 @@ impl Connection {
                 }
                 Ok(n) => {
                     self.rend += n;
+                    self.read_total += n as u64;
                     self.received_since_begin = true;
                     total += n;
                 }

@@ -163,6 +163,28 @@ impl Op {
     }
 }
 
+/// The pylibmc exception class raised for libmemcached return code `rc` (as `of_class` maps the
+/// core's errors).
+pub fn class_name_of_retcode(rc: u32) -> &'static str {
+    match rc {
+        2 => "HostLookupError",
+        3 => "ConnectionError",
+        5 => "WriteError",
+        6 => "ReadError",
+        7 => "UnknownReadFailure",
+        8 => "ProtocolError",
+        9 => "ClientError",
+        10 | 48 => "ServerError",
+        20 => "NoServers",
+        28 => "NotSupportedError",
+        33 => "BadKeyProvided",
+        35 => "ServerDead",
+        37 => "TooBig",
+        47 => "ServerDown",
+        _ => "Error", // timeouts (31) and authentication failures (41) among them
+    }
+}
+
 /// An exception of the pylibmc class for a core error (the libmemcached code is
 /// `CoreError::retcode`), built lazily with `args`.
 fn of_class<A>(e: &CoreError, args: A) -> PyErr

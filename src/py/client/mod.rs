@@ -8,6 +8,7 @@
 pub(crate) mod admin;
 mod codec;
 mod init;
+mod metrics;
 pub(crate) mod multi;
 pub(crate) mod single;
 
@@ -440,6 +441,11 @@ impl PyClient {
         stat_args: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Py<PyList>> {
         admin::get_stats(slf, stat_args)
+    }
+
+    /// fastmc extension: every server's counters and latency percentiles (no I/O).
+    fn metrics(slf: &Bound<'_, Self>) -> PyResult<Py<PyDict>> {
+        metrics::metrics(slf)
     }
 
     /// Disconnect from all servers and reset their failure state.

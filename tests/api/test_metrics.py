@@ -1,0 +1,108 @@
+"""Client.metrics(): per-server counters (requests and keys by family, hits, misses, stored,
+errors by pylibmc class, connections, server-down skips, ejections, bytes) and latency
+percentiles, on the blocking and the asyncio client; and the Prometheus collector, scraped."""
+
+import asyncio
+
+import fastmc
+import fastmc.aio
+import pytest
+from memcached import free_port
+
+
+def one(mc):
+    (m,) = mc.metrics().values()
+    return m
+
+
+def test_counts_follow_the_operations(server):
+    mc = fastmc.Client([server.address])
+    mc.flush_all()
+    assert mc.set("a", 1) and mc.set("b", "x")
+    assert mc.add("a", 2) is False  # NOT_STORED
+    assert mc.get("a") == 1 and mc.get("missing") is None
+    assert mc.get_multi(["a", "b", "c", "d"]) == {"a": 1, "b": "x"}
+    mc.delete("a")
+    m = one(mc)
+    assert m["requests"]["store"] == 3 and m["keys"]["store"] == 3
+    assert m["requests"]["get"] == 3 and m["keys"]["get"] == 6
+    assert m["requests"]["delete"] == 1
+    assert m["requests"]["admin"] == 1  # flush_all
+    assert (m["hits"], m["misses"]) == (3, 3)
+    assert (m["stored"], m["not_stored"]) == (2, 1)
+    assert m["errors"] == {} and m["timeouts"] == 0
+    assert m["bytes_sent"] > 60 and m["bytes_received"] > 40
+    assert m["connections_opened"] == 1 and m["connections_idle"] == 1
+    for family in ("get", "store", "delete"):
+        lat = m["latency"][family]
+        assert lat["count"] == m["requests"][family]
+        assert 0 < lat["p50"] <= lat["p90"] <= lat["p99"] <= lat["max"] <= lat["total"]
+
+
+def test_errors_by_class_skips_and_ejection():
+    dead = "127.0.0.1:%d" % free_port()
+    mc = fastmc.Client([dead], behaviors={"connect_timeout": 200, "retry_timeout": 30})
+    for _ in range(3):
+        with pytest.raises(fastmc.Error):
+            mc.get("k")
+    m = one(mc)
+    assert m["errors"] == {"ConnectionError": 1, "ServerDown": 2}
+    assert m["server_down_skips"] == 2 and m["connections_opened"] == 0
+    ejecting = fastmc.Client(
+        [dead, dead.replace("127.0.0.1", "localhost")],
+        behaviors={"remove_failed": 1, "retry_timeout": 30, "connect_timeout": 200},
+    )
+    with pytest.raises(fastmc.Error):
+        ejecting.set("k", 1)
+    assert sum(s["ejections"] for s in ejecting.metrics().values()) == 1
+
+
+def test_connections_closed_and_open(server):
+    mc = fastmc.Client([server.address])
+    mc.set("k", 1)
+    mc.disconnect_all()
+    m = one(mc)
+    assert (m["connections_opened"], m["connections_closed"], m["connections_open"]) == (1, 1, 0)
+    assert m["connections_idle"] == 0
+
+
+def test_asyncio_client_counts_the_same(server):
+    async def main():
+        async with fastmc.aio.Client([server.address]) as mc:
+            await mc.set("a", 1)
+            await asyncio.gather(*(mc.get("a") for _ in range(50)))
+            return one(mc)
+
+    m = asyncio.run(main())
+    assert m["keys"]["get"] <= 50 and m["hits"] == m["keys"]["get"] >= 1
+    assert m["requests"]["store"] == 1
+
+
+def test_prometheus_collector_scrape(server):
+    import fastmc.prometheus
+    from prometheus_client import CollectorRegistry, generate_latest
+
+    mc = fastmc.Client([server.address])
+    registry = CollectorRegistry()
+    fastmc.prometheus.register(mc, client="sessions", registry=registry)
+    mc.set("p", 1)
+    mc.get("p")
+    mc.get("nope")
+    from prometheus_client.parser import text_string_to_metric_families
+
+    samples = {
+        (smp.name, tuple(sorted(smp.labels.items()))): smp.value
+        for fam in text_string_to_metric_families(generate_latest(registry).decode())
+        for smp in fam.samples
+    }
+
+    def value(name, **extra):
+        labels = {"client": "sessions", "server": server.address, **extra}
+        return samples[(name, tuple(sorted(labels.items())))]
+
+    assert value("fastmc_requests_total", family="get") == 2
+    assert value("fastmc_hits_total") == 1 and value("fastmc_misses_total") == 1
+    assert value("fastmc_request_duration_seconds_count", family="store") == 1
+    assert value("fastmc_request_duration_quantile_seconds", family="get", quantile="0.99") > 0
+    assert value("fastmc_connections_idle") == 1
+    assert value("fastmc_sent_bytes_total") > 0
