@@ -70,6 +70,8 @@ pub struct Server {
     /// Whether the server speaks the meta protocol: `META_UNKNOWN` until a probe answered.
     meta: AtomicU8,
     pub metrics: Arc<ServerMetrics>,
+    /// Set when the server is ejected, cleared by `rejoined` once the ejection has run out.
+    out_of_ring: std::sync::atomic::AtomicBool,
 }
 
 const META_UNKNOWN: u8 = 0;
@@ -86,6 +88,7 @@ impl Server {
             health: Mutex::new(Health::default()),
             meta: AtomicU8::new(META_UNKNOWN),
             metrics: Arc::new(ServerMetrics::default()),
+            out_of_ring: std::sync::atomic::AtomicBool::new(false),
         }
     }
 
@@ -120,16 +123,25 @@ impl Server {
         Ok(())
     }
 
+    /// True once when an ejection has run out (or was cleared): the server is back in the ring.
+    pub fn rejoined(&self, now: Instant) -> bool {
+        self.out_of_ring.load(Ordering::Relaxed)
+            && !self.is_ejected(now)
+            && self.out_of_ring.swap(false, Ordering::Relaxed)
+    }
+
     /// Whether the server is currently out of the ring.
     pub fn is_ejected(&self, now: Instant) -> bool {
         self.health.lock().ejected_until.is_some_and(|t| now < t)
     }
 
-    /// Record a failed connect or I/O. Returns true when this failure ejected the server.
-    pub fn record_failure(&self, now: Instant, policy: &FailurePolicy) -> bool {
+    /// Record a failed connect or I/O: whether this failure marked a healthy server down, and
+    /// whether it ejected the server.
+    pub fn record_failure(&self, now: Instant, policy: &FailurePolicy) -> (bool, bool) {
         // The server may come back as another program: probe its protocols again.
         self.meta.store(META_UNKNOWN, Ordering::Relaxed);
         let mut h = self.health.lock();
+        let was_healthy = h.failures == 0 && h.retry_at.is_none() && h.ejected_until.is_none();
         h.failures = h.failures.saturating_add(1);
         h.retry_at = Some(now + policy.retry_timeout);
         if policy.auto_eject && h.failures >= policy.failure_limit.max(1) {
@@ -142,17 +154,20 @@ impl Server {
             h.failures = policy.failure_limit.saturating_sub(1);
             drop(h);
             self.idle.lock().clear();
-            return true;
+            self.out_of_ring.store(true, Ordering::Relaxed);
+            return (was_healthy, true);
         }
-        false
+        (was_healthy, false)
     }
 
-    /// A successful exchange clears the failure record.
-    pub fn record_success(&self) {
+    /// A successful exchange clears the failure record; true if the server had failed.
+    pub fn record_success(&self) -> bool {
         let mut h = self.health.lock();
         if h.failures != 0 || h.retry_at.is_some() || h.ejected_until.is_some() {
             *h = Health::default();
+            return true;
         }
+        false
     }
 
     /// Forget failures (pylibmc's `disconnect_all` resets libmemcached's failure state).

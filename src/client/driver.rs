@@ -17,7 +17,7 @@ use super::inflight::InFlight;
 use super::plan::ServerBatch;
 use super::sink::Sink;
 use super::snapshot::Snapshot;
-use super::Client;
+use super::{Client, EventKind};
 use crate::error::{Error, Result};
 use crate::server::Probe;
 
@@ -316,7 +316,9 @@ impl Client {
                     a.conn
                         .answered((!a.replies.error_reply).then_some(a.last_progress));
                 }
-                server.record_success();
+                if server.record_success() {
+                    self.note_event(EventKind::Up, a.batch.server, None);
+                }
                 let conn = if a.batch.probe_after {
                     self.probe_meta(a.batch.server, a.conn)
                 } else {

@@ -29,7 +29,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 
-use parking_lot::RwLock;
+use parking_lot::{Mutex, RwLock};
 
 use crate::behaviors::{Behaviors, Rejected};
 use crate::connection::Address;
@@ -39,6 +39,7 @@ use crate::server::{Probe, Server};
 use snapshot::{ring_server, Snapshot};
 
 pub use crate::protocol::StoreItem;
+
 
 /// A server as given by the user.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -155,7 +156,34 @@ pub struct Client {
     snapshot: RwLock<Arc<Snapshot>>,
     /// A server may have been ejected or come back: the next snapshot checks the ring.
     maybe_ejected: AtomicBool,
+    /// Server state changes not yet handed to the caller (`take_events`).
+    events: Mutex<Vec<ServerEvent>>,
+    has_events: AtomicBool,
 }
+
+/// A change of a server's state.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum EventKind {
+    /// A healthy server failed: it is in its retry window.
+    Down,
+    /// A server that had failed answered again.
+    Up,
+    /// Taken out of the ring (`auto_eject`/`remove_failed`).
+    Ejected,
+    /// Back in the ring after an ejection.
+    Rejoined,
+}
+
+#[derive(Clone, Debug)]
+pub struct ServerEvent {
+    pub kind: EventKind,
+    pub address: Address,
+    /// The error that caused it, for `Down` and `Ejected`.
+    pub detail: Option<String>,
+}
+
+/// At most this many events wait to be taken; older ones are dropped first.
+const MAX_EVENTS: usize = 1024;
 
 impl Client {
     /// Build a client. Behaviors are applied before the servers are added, as pylibmc does
@@ -191,6 +219,8 @@ impl Client {
             ring_servers,
             snapshot: RwLock::new(Arc::new(snap)),
             maybe_ejected: AtomicBool::new(false),
+            events: Mutex::new(Vec::new()),
+            has_events: AtomicBool::new(false),
         }
     }
 
@@ -266,17 +296,18 @@ impl Client {
             return snap;
         }
         let now = Instant::now();
+        for (i, s) in self.servers.iter().enumerate() {
+            if s.rejoined(now) {
+                s.metrics.rejoins.fetch_add(1, Ordering::Relaxed);
+                self.note_event(EventKind::Rejoined, i, None);
+            }
+        }
         let live: Vec<bool> = self.servers.iter().map(|s| !s.is_ejected(now)).collect();
         if live.iter().all(|&l| l) {
             self.maybe_ejected.store(false, Ordering::Relaxed);
         }
         if live == snap.live {
             return snap;
-        }
-        for ((s, &now_live), &was_live) in self.servers.iter().zip(&live).zip(&snap.live) {
-            if now_live && !was_live {
-                s.metrics.rejoins.fetch_add(1, Ordering::Relaxed);
-            }
         }
         let mut guard = self.snapshot.write();
         let cur = &**guard;
@@ -329,6 +360,31 @@ impl Client {
         }
     }
 
+    /// Queue a server state change for `take_events` (plain Rust: no callback runs here).
+    pub(crate) fn note_event(&self, kind: EventKind, server: usize, detail: Option<String>) {
+        let Some(s) = self.servers.get(server) else {
+            return;
+        };
+        let mut q = self.events.lock();
+        if q.len() >= MAX_EVENTS {
+            q.remove(0);
+        }
+        q.push(ServerEvent {
+            kind,
+            address: s.address.clone(),
+            detail,
+        });
+        self.has_events.store(true, Ordering::Release);
+    }
+
+    /// The state changes since the last call (one atomic load when there are none).
+    pub fn take_events(&self) -> Vec<ServerEvent> {
+        if !self.has_events.swap(false, Ordering::Acquire) {
+            return Vec::new();
+        }
+        std::mem::take(&mut *self.events.lock())
+    }
+
     /// Every server's metrics, in server order (`metrics::MetricsSnapshot`).
     pub fn metrics(&self) -> Vec<(Address, crate::metrics::MetricsSnapshot)> {
         self.servers
@@ -353,9 +409,14 @@ impl Client {
     fn server_failed(&self, snap: &Snapshot, server: usize, e: &Error) {
         if e.is_server_failure() {
             if let Some(s) = self.servers.get(server) {
-                if s.record_failure(Instant::now(), &snap.policy) {
+                let (down, ejected) = s.record_failure(Instant::now(), &snap.policy);
+                if down {
+                    self.note_event(EventKind::Down, server, Some(e.to_string()));
+                }
+                if ejected {
                     s.metrics.ejections.fetch_add(1, Ordering::Relaxed);
                     self.maybe_ejected.store(true, Ordering::Relaxed);
+                    self.note_event(EventKind::Ejected, server, Some(e.to_string()));
                 }
             }
         }

@@ -30,7 +30,10 @@ where
     T: Send,
 {
     let core = client.core()?;
-    released(py, move || f(&core))
+    let r = released(py, || f(&core));
+    // Server state changes this call (or another thread's) noted: log them, call listeners.
+    super::events::deliver(py, &client.listeners, &core);
+    r
 }
 
 /// Run `f` with the interpreter released: the only place in the binding that detaches.

@@ -6,6 +6,7 @@ pub mod aio;
 pub mod args;
 pub mod client;
 pub mod errors;
+pub mod events;
 mod io;
 pub mod serde;
 pub mod servers;

@@ -420,6 +420,12 @@ impl PyAioClient {
                 first_err.get_or_insert(e);
             }
         }
+        // Server state changes the workers' calls noted: logged and called back here, on the
+        // loop's thread.
+        let base = slf.as_super().get();
+        if let Ok(core) = base.core() {
+            super::events::deliver(slf.py(), &base.listeners, &core);
+        }
         first_err.map_or(Ok(()), Err)
     }
 

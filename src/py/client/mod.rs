@@ -37,6 +37,8 @@ pub struct PyClient {
     pub(super) user_deserialize: AtomicBool,
     /// `BehaviorFlags` bits, mirrored from the core's behaviors by `init` whenever they change.
     flags: AtomicU8,
+    /// Callbacks for server state changes (`on`).
+    pub(crate) listeners: crate::py::events::Listeners,
 }
 
 impl PyClient {
@@ -65,8 +67,22 @@ impl PyClient {
             user_serialize: AtomicBool::new(false),
             user_deserialize: AtomicBool::new(false),
             flags: AtomicU8::new(0),
+            listeners: Default::default(),
         }
     }
+}
+
+fn event_kind(event: &str) -> PyResult<crate::client::EventKind> {
+    crate::py::events::NAMES
+        .iter()
+        .find(|(n, _)| *n == event)
+        .map(|(_, k)| *k)
+        .ok_or_else(|| {
+            pyo3::exceptions::PyValueError::new_err(format!(
+                "unknown event {event:?}: use server_down, server_up, server_ejected or \
+                 server_rejoined"
+            ))
+        })
 }
 
 fn not_initialized() -> PyErr {
@@ -441,6 +457,20 @@ impl PyClient {
         stat_args: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Py<PyList>> {
         admin::get_stats(slf, stat_args)
+    }
+
+    /// fastmc extension: call `callback(server, event, detail)` on a server state change:
+    /// "server_down", "server_up", "server_ejected", "server_rejoined".
+    fn on(slf: &Bound<'_, Self>, event: &str, callback: Py<PyAny>) -> PyResult<()> {
+        let kind = event_kind(event)?;
+        slf.get().listeners.add(kind, callback);
+        Ok(())
+    }
+
+    /// fastmc extension: stop calling `callback` for `event`; whether it was registered.
+    fn off(slf: &Bound<'_, Self>, event: &str, callback: &Bound<'_, PyAny>) -> PyResult<bool> {
+        let kind = event_kind(event)?;
+        Ok(slf.get().listeners.remove(slf.py(), kind, callback))
     }
 
     /// fastmc extension: every server's counters and latency percentiles (no I/O).
