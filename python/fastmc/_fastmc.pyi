@@ -157,9 +157,9 @@ class client:
         self,
         key: _Key,
         val: Any,
-        time: int | None = None,
-        min_compress_len: int | None = None,
-        compress_level: int = ...,
+        time: int = 0,
+        min_compress_len: int = 0,
+        compress_level: int = -1,
         *,
         noreply: bool = False,
     ) -> bool: ...
@@ -167,9 +167,9 @@ class client:
         self,
         key: _Key,
         val: Any,
-        time: int | None = None,
-        min_compress_len: int | None = None,
-        compress_level: int = ...,
+        time: int = 0,
+        min_compress_len: int = 0,
+        compress_level: int = -1,
         *,
         noreply: bool = False,
     ) -> bool: ...
@@ -177,9 +177,9 @@ class client:
         self,
         key: _Key,
         val: Any,
-        time: int | None = None,
-        min_compress_len: int | None = None,
-        compress_level: int = ...,
+        time: int = 0,
+        min_compress_len: int = 0,
+        compress_level: int = -1,
         *,
         noreply: bool = False,
     ) -> bool: ...
@@ -187,9 +187,9 @@ class client:
         self,
         key: _Key,
         val: Any,
-        time: int | None = None,
-        min_compress_len: int | None = None,
-        compress_level: int = ...,
+        time: int = 0,
+        min_compress_len: int = 0,
+        compress_level: int = -1,
         *,
         noreply: bool = False,
     ) -> bool: ...
@@ -197,69 +197,67 @@ class client:
         self,
         key: _Key,
         val: Any,
-        time: int | None = None,
-        min_compress_len: int | None = None,
-        compress_level: int = ...,
+        time: int = 0,
+        min_compress_len: int = 0,
+        compress_level: int = -1,
         *,
         noreply: bool = False,
     ) -> bool: ...
-    def cas(self, key: _Key, val: Any, cas: int, time: int | None = None) -> bool: ...
+    def cas(self, key: _Key, val: Any, cas: int, time: int = 0) -> bool: ...
     def delete(self, key: _Key, /, *, noreply: bool = False) -> bool: ...
     def touch(self, key: _Key, time: int, /, *, noreply: bool = False) -> bool: ...
-    def incr(self, key: _Key, delta: int | None = None, /) -> int: ...
-    def decr(self, key: _Key, delta: int | None = None, /) -> int: ...
-    def get_multi(self, keys: Collection[_K], key_prefix: _Key | None = None) -> dict[_K, Any]: ...
+    def incr(self, key: _Key, delta: int = 1, /) -> int: ...
+    def decr(self, key: _Key, delta: int = 1, /) -> int: ...
+    def get_multi(self, keys: Collection[_K], key_prefix: _Key = b"") -> dict[_K, Any]: ...
     def gets_multi(
-        self, keys: Collection[_K], key_prefix: _Key | None = None
+        self, keys: Collection[_K], key_prefix: _Key = b""
     ) -> dict[_K, tuple[Any, int]]: ...
     def set_multi(
         self,
         keys: Mapping[_K, Any],
-        time: int | None = None,
-        key_prefix: _Key | None = None,
-        min_compress_len: int | None = None,
-        compress_level: int = ...,
+        time: int = 0,
+        key_prefix: _Key = b"",
+        min_compress_len: int = 0,
+        compress_level: int = -1,
         *,
         noreply: bool = False,
     ) -> list[_K]: ...
     def add_multi(
         self,
         keys: Mapping[_K, Any],
-        time: int | None = None,
-        key_prefix: _Key | None = None,
-        min_compress_len: int | None = None,
-        compress_level: int = ...,
+        time: int = 0,
+        key_prefix: _Key = b"",
+        min_compress_len: int = 0,
+        compress_level: int = -1,
         *,
         noreply: bool = False,
     ) -> list[_K]: ...
     def replace_multi(
         self,
         keys: Mapping[_K, Any],
-        time: int | None = None,
-        key_prefix: _Key | None = None,
-        min_compress_len: int | None = None,
-        compress_level: int = ...,
+        time: int = 0,
+        key_prefix: _Key = b"",
+        min_compress_len: int = 0,
+        compress_level: int = -1,
         *,
         noreply: bool = False,
     ) -> list[_K]: ...
     def delete_multi(
-        self, keys: Collection[_Key], key_prefix: _Key | None = None, *, noreply: bool = False
+        self, keys: Collection[_Key], key_prefix: _Key = b"", *, noreply: bool = False
     ) -> bool: ...
     def incr_multi(
-        self, keys: Collection[_Key], key_prefix: _Key | None = None, delta: int | None = None
+        self, keys: Collection[_Key], key_prefix: _Key = b"", delta: int = 1
     ) -> None: ...
     def touch_multi(
         self,
         keys: Collection[_K],
-        time: int | None = None,
-        key_prefix: _Key | None = None,
+        time: int = 0,
+        key_prefix: _Key = b"",
         *,
         noreply: bool = False,
     ) -> list[_K]: ...
-    def flush_all(self, time: int | None = None) -> bool: ...
-    def get_stats(
-        self, stat_args: str | None = None, /
-    ) -> list[tuple[bytes, dict[str, bytes]]]: ...
+    def flush_all(self, time: int = 0) -> bool: ...
+    def get_stats(self, stat_args: str = ..., /) -> list[tuple[bytes, dict[str, bytes]]]: ...
     def disconnect_all(self) -> None: ...
     def clone(self) -> Self: ...
     def hash(self, key: _Key, /) -> int: ...

@@ -7,7 +7,7 @@ use std::sync::atomic::Ordering;
 
 use pyo3::exceptions::PyTypeError;
 use pyo3::prelude::*;
-use pyo3::types::{PyBytes, PyDict, PyList, PyString};
+use pyo3::types::{PyBytes, PyDict, PyList};
 
 use super::PyClient;
 use crate::error::Error as CoreError;
@@ -43,18 +43,9 @@ const STAT_KEYS: [&str; 22] = [
 ];
 
 /// Flush all data on all servers.
-pub(super) fn flush_all(
-    slf: &Bound<'_, PyClient>,
-    time: Option<&Bound<'_, PyAny>>,
-) -> PyResult<bool> {
+pub(super) fn flush_all(slf: &Bound<'_, PyClient>, time: MaybeArg<'_, '_>) -> PyResult<bool> {
     let py = slf.py();
-    let delay: i64 = match time {
-        None => 0,
-        Some(t) => {
-            require_int(t)?;
-            t.extract::<i64>().unwrap_or(i64::MAX)
-        }
-    };
+    let delay = time.map_or(0, |t| exact_long(t, ArgPos::of("flush_all", 1)))?;
     let delay = delay.clamp(0, u32::MAX as i64) as u32;
     let results = detached(py, slf.get(), |core| Ok(core.flush_all(delay)))?;
     if let Some(e) = results.into_iter().find_map(|r| r.err()) {
@@ -66,21 +57,12 @@ pub(super) fn flush_all(
 /// Retrieve statistics from all memcached servers.
 pub(super) fn get_stats(
     slf: &Bound<'_, PyClient>,
-    stat_args: Option<&Bound<'_, PyAny>>,
+    stat_args: MaybeArg<'_, '_>,
 ) -> PyResult<Py<PyList>> {
     let py = slf.py();
-    let args: Vec<u8> = match stat_args {
-        None => Vec::new(),
-        Some(a) => match a.cast::<PyString>() {
-            Ok(s) => s.to_str()?.as_bytes().to_vec(),
-            Err(_) => {
-                return Err(PyTypeError::new_err(format!(
-                    "argument 1 must be str, not {}",
-                    type_name(a)
-                )))
-            }
-        },
-    };
+    let args = stat_args.map_or(Vec::new(), |a| {
+        Ok(c_str(a, ArgPos::of("get_stats", 1))?.as_bytes().to_vec())
+    })?;
     let (results, addrs) = detached(py, slf.get(), |core| {
         Ok((core.stats(&args), core.addresses()))
     })?;
@@ -117,7 +99,7 @@ pub(super) fn disconnect_all(slf: &Bound<'_, PyClient>) -> PyResult<()> {
 
 /// The index of the server a key maps to.
 pub(super) fn hash(slf: &Bound<'_, PyClient>, key: &Bound<'_, PyAny>) -> PyResult<usize> {
-    let k = key_bytes(key, KeyErrorWording::BytesLike)?;
+    let k = str_or_bytes(key, ArgPos::of("hash", 1))?;
     detached(slf.py(), slf.get(), |core| Ok(core.hash_index(k)))
 }
 
@@ -139,7 +121,7 @@ pub(super) fn deserialize(
     flags: &Bound<'_, PyAny>,
 ) -> PyResult<Py<PyAny>> {
     let py = slf.py();
-    let flags = wrap_u32(Some(flags))?;
+    let flags = uint_mask(flags)?;
     if flags & serde::TYPE_MASK == 0 {
         return Ok(data.clone().unbind());
     }

@@ -15,7 +15,7 @@ use super::PyClient;
 use crate::client::{StoreItem, StoreStatus};
 use crate::error::Error as CoreError;
 use crate::protocol::{StoreCmd, MAX_KEY_LEN};
-use crate::py::args::*;
+use crate::py::args::{self, *};
 use crate::py::errors::{self, Op};
 use crate::py::io::detached;
 
@@ -23,17 +23,18 @@ use crate::py::io::detached;
 pub(super) fn delete_multi(
     slf: &Bound<'_, PyClient>,
     keys: &Bound<'_, PyAny>,
-    key_prefix: Option<&Bound<'_, PyAny>>,
+    key_prefix: MaybeArg<'_, '_>,
     noreply: bool,
 ) -> PyResult<bool> {
     let py = slf.py();
     let this = slf.get();
+    // `O|s#:delete_multi`, then no mappings.
+    let prefix = prefix_bytes(key_prefix, ArgPos::of("delete_multi", 2))?;
     if keys.is_instance_of::<PyDict>() {
         return Err(PyTypeError::new_err(
             "keys must be a sequence, not a mapping",
         ));
     }
-    let prefix = prefix_bytes(key_prefix)?;
     let mut items = Vec::new();
     for k in keys.try_iter()? {
         items.push(k?);
@@ -41,7 +42,9 @@ pub(super) fn delete_multi(
     let mut all = true;
     let mut full: Vec<Cow<'_, [u8]>> = Vec::with_capacity(items.len());
     for obj in &items {
-        let k = key_bytes(obj, KeyErrorWording::BytesLike)?;
+        // Each key as pylibmc's loop checks it: its type, its length, its length with the prefix.
+        let k = key_obj(obj)?;
+        check_key_len(k)?;
         let fk = join_key(&prefix, k);
         check_key_len(&fk)?;
         if fk.is_empty() {
@@ -75,20 +78,22 @@ pub(super) fn delete_multi(
     Ok(all)
 }
 
-/// Increment multiple keys by a delta (converted first, as pylibmc does); returns None.
+/// Increment multiple keys by a delta; returns None.
 pub(super) fn incr_multi(
     slf: &Bound<'_, PyClient>,
     keys: &Bound<'_, PyAny>,
-    key_prefix: Option<&Bound<'_, PyAny>>,
-    delta: u32,
+    key_prefix: MaybeArg<'_, '_>,
+    delta: MaybeArg<'_, '_>,
 ) -> PyResult<()> {
     let py = slf.py();
     let this = slf.get();
-    let items = sized_items(keys, "keys must be a sequence, not a mapping")?;
-    let prefix = prefix_bytes(key_prefix)?;
+    // `O|s#I`: the prefix and the delta, then the keys' length (a sequence) and each key.
+    let prefix = prefix_bytes(key_prefix, ArgPos::nth(2))?;
+    let delta = delta.map_or(1, uint_mask)?;
+    let items = sized_items(keys)?;
     let mut full = Vec::with_capacity(items.len());
     for obj in &items {
-        let k = key_bytes(obj, KeyErrorWording::MustBeBytes)?;
+        let k = key_obj(obj)?;
         // pylibmc's ValueError for a key over 250 bytes (the prefix not counted), for the whole
         // batch before anything is sent: increments cannot be taken back.
         check_key_len(k)?;
@@ -101,19 +106,20 @@ pub(super) fn incr_multi(
     report_arith(results)
 }
 
-/// fastmc extension: touch multiple keys (the time converted first); returns the keys that were
-/// not found.
+/// fastmc extension: touch multiple keys; returns the keys that were not found.
 pub(super) fn touch_multi(
     slf: &Bound<'_, PyClient>,
     keys: &Bound<'_, PyAny>,
-    exptime: u32,
-    key_prefix: Option<&Bound<'_, PyAny>>,
+    time: MaybeArg<'_, '_>,
+    key_prefix: MaybeArg<'_, '_>,
     noreply: bool,
 ) -> PyResult<Py<PyList>> {
     let py = slf.py();
     let this = slf.get();
-    let prefix = prefix_bytes(key_prefix)?;
-    let items = sized_items(keys, "keys must be a sequence, not a mapping")?;
+    // As set_multi converts its arguments: the time (`I`), the prefix (`s#`), then the keys.
+    let exptime = time.map_or(0, uint_mask)?;
+    let prefix = prefix_bytes(key_prefix, ArgPos::nth(3))?;
+    let items = sized_items(keys)?;
     let keys = multi_keys(&items, &prefix, true)?;
     let refs = keys.refs();
     let results = detached(py, this, |core| {
@@ -183,13 +189,15 @@ fn report_arith(results: Vec<crate::error::Result<Option<u64>>>) -> PyResult<()>
 pub(super) fn fetch(
     slf: &Bound<'_, PyClient>,
     keys: &Bound<'_, PyAny>,
-    key_prefix: Option<&Bound<'_, PyAny>>,
+    key_prefix: MaybeArg<'_, '_>,
     with_cas: bool,
 ) -> PyResult<Py<PyDict>> {
     let py = slf.py();
     let this = slf.get();
-    let items = sized_items(keys, "dict is not a sequence")?;
-    let prefix = prefix_bytes(key_prefix)?;
+    // `O|s#:get_multi`, then the keys' length (a sequence), then the keys.
+    let func = if with_cas { "gets_multi" } else { "get_multi" };
+    let prefix = prefix_bytes(key_prefix, ArgPos::of(func, 2))?;
+    let items = sized_items(keys)?;
     let MultiKeys { objs, full, .. } = multi_keys(&items, &prefix, false)?;
     if full.iter().any(|k| k.len() > MAX_KEY_LEN) {
         return Err(errors::bad_key(
@@ -268,8 +276,8 @@ fn merge_twins<'a, 'py>(
     (o2, f2)
 }
 
-/// A multi store's arguments, converted once in pylibmc's order: the mapping, time, key_prefix,
-/// min_compress_len, compress_level.
+/// A multi store's arguments, converted once in pylibmc's order (`O!|Is#Ii`: the mapping, time,
+/// key_prefix, min_compress_len, compress_level; then compress_level's range).
 pub(super) struct StoreMultiArgs<'a, 'py> {
     mapping: &'a Bound<'py, PyDict>,
     exptime: u32,
@@ -282,21 +290,21 @@ pub(super) struct StoreMultiArgs<'a, 'py> {
 impl<'a, 'py> StoreMultiArgs<'a, 'py> {
     pub(super) fn parse(
         keys: &'a Bound<'py, PyAny>,
-        time: Option<&Bound<'_, PyAny>>,
-        key_prefix: Option<&Bound<'_, PyAny>>,
-        min_compress_len: Option<&Bound<'_, PyAny>>,
-        compress_level: i64,
+        time: MaybeArg<'_, '_>,
+        key_prefix: MaybeArg<'_, '_>,
+        min_compress_len: MaybeArg<'_, '_>,
+        compress_level: MaybeArg<'_, '_>,
         noreply: bool,
     ) -> PyResult<Self> {
-        let mapping = keys.cast::<PyDict>().map_err(|_| {
-            PyTypeError::new_err(format!("argument 1 must be dict, not {}", type_name(keys)))
-        })?;
+        let mapping = keys
+            .cast::<PyDict>()
+            .map_err(|_| ArgPos::nth(1).must_be("dict", keys))?;
         Ok(StoreMultiArgs {
             mapping,
-            exptime: wrap_u32(time)?,
-            prefix: prefix_bytes(key_prefix)?,
-            min_compress_len: wrap_u32(min_compress_len)?,
-            level: check_compress_level(compress_level)?,
+            exptime: time.map_or(0, uint_mask)?,
+            prefix: prefix_bytes(key_prefix, ArgPos::nth(3))?,
+            min_compress_len: min_compress_len.map_or(0, uint_mask)?,
+            level: args::compress_level(compress_level)?,
             noreply,
         })
     }
@@ -317,8 +325,12 @@ pub(super) fn store(
     let mut objs = Vec::with_capacity(pairs.len());
     let mut full: Vec<Cow<'_, [u8]>> = Vec::with_capacity(pairs.len());
     let mut values: Vec<(Cow<'_, [u8]>, u32)> = Vec::with_capacity(pairs.len());
+    encode_str_keys(pairs.iter().map(|(k, _)| k))?;
     for (k, v) in &pairs {
-        let kb = key_bytes(k, KeyErrorWording::MustBeBytes)?;
+        // pylibmc checks the key, the prefix, then both, for each key.
+        let kb = key_obj(k)?;
+        check_key_len(kb)?;
+        check_key_len(&args.prefix)?;
         let fk = join_key(&args.prefix, kb);
         check_key_len(&fk)?;
         let enc = this.encode_value(slf, v, args.min_compress_len, args.level)?;
@@ -379,12 +391,12 @@ fn prefer_str_forms(
     let mut str_form = HashMap::new();
     for (k, _) in pairs {
         if k.is_instance_of::<PyString>() {
-            str_form.insert(key_bytes(k, KeyErrorWording::MustBeBytes)?.to_vec(), k);
+            str_form.insert(key_obj(k)?.to_vec(), k);
         }
     }
     for i in 0..failed.len() {
         let k = failed.get_item(i)?;
-        if let Some(&s) = str_form.get(key_bytes(&k, KeyErrorWording::MustBeBytes)?) {
+        if let Some(&s) = str_form.get(key_obj(&k)?) {
             failed.set_item(i, s)?;
         }
     }

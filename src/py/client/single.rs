@@ -3,7 +3,7 @@
 //! `py::args`, values with `codec`, the core is called through `io::detached` and errors are built
 //! by `py::errors`. Uses `client::{StoreItem, StoreStatus}` and the core's `Error`.
 
-use pyo3::exceptions::{PyOverflowError, PyValueError};
+use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::IntoPyObjectExt;
 
@@ -11,12 +11,13 @@ use super::PyClient;
 use crate::client::{StoreItem, StoreStatus};
 use crate::error::Error as CoreError;
 use crate::protocol::StoreCmd;
-use crate::py::args::*;
+use crate::py::args::{self, *};
 use crate::py::errors::{self, Op};
 use crate::py::io::detached;
 
-/// A single store's arguments, converted once in pylibmc's order: key, time, min_compress_len,
-/// compress_level (the value is encoded later, by `store`).
+/// A single store's arguments, converted once in pylibmc's order (`s#O|IIi`: key, time,
+/// min_compress_len, compress_level; then compress_level's range, then the key's length). The
+/// value is encoded later, by `store`.
 pub(super) struct StoreArgs<'k> {
     key: &'k [u8],
     exptime: u32,
@@ -29,18 +30,21 @@ pub(super) struct StoreArgs<'k> {
 impl<'k> StoreArgs<'k> {
     pub(super) fn parse(
         key: &'k Bound<'_, PyAny>,
-        time: Option<&Bound<'_, PyAny>>,
-        min_compress_len: Option<&Bound<'_, PyAny>>,
-        compress_level: i64,
+        time: MaybeArg<'_, '_>,
+        min_compress_len: MaybeArg<'_, '_>,
+        compress_level: MaybeArg<'_, '_>,
         noreply: bool,
     ) -> PyResult<Self> {
-        let key = key_bytes(key, KeyErrorWording::BytesLike)?;
+        let key = str_or_bytes(key, ArgPos::nth(1))?;
+        let exptime = time.map_or(0, uint_mask)?;
+        let min_compress_len = min_compress_len.map_or(0, uint_mask)?;
+        let level = args::compress_level(compress_level)?;
         check_key_len(key)?;
         Ok(StoreArgs {
             key,
-            exptime: wrap_u32(time)?,
-            min_compress_len: wrap_u32(min_compress_len)?,
-            level: check_compress_level(compress_level)?,
+            exptime,
+            min_compress_len,
+            level,
             cas: 0,
             noreply,
         })
@@ -108,7 +112,7 @@ pub(super) fn get(
     let py = slf.py();
     let this = slf.get();
     let default = default.unwrap_or_else(|| py.None());
-    let k = key_bytes(key, KeyErrorWording::MustBeBytes)?;
+    let k = key_obj(key)?;
     check_key_len(k)?;
     if k.is_empty() {
         return Ok(default);
@@ -131,7 +135,7 @@ pub(super) fn gets(
 ) -> PyResult<(Py<PyAny>, Py<PyAny>)> {
     let py = slf.py();
     let this = slf.get();
-    let k = key_bytes(key, KeyErrorWording::MustBeBytes)?;
+    let k = key_obj(key)?;
     check_key_len(k)?;
     if k.is_empty() {
         return Ok((py.None(), py.None()));
@@ -150,28 +154,32 @@ pub(super) fn gets(
     }
 }
 
-/// cas's token, converted first (pylibmc parses it with the `L` format).
-pub(super) fn cas_token(cas: &Bound<'_, PyAny>) -> PyResult<u64> {
-    require_int(cas)?;
-    Ok(cas.extract::<i64>()? as u64)
-}
-
-/// Attempt to compare-and-store a key by CAS ID.
+/// Attempt to compare-and-store a key by CAS ID. pylibmc's order (`s#OL|I`): the key's type,
+/// the token, the time, then the cas behavior, before the key's length is looked at.
 pub(super) fn cas(
     slf: &Bound<'_, PyClient>,
     key: &Bound<'_, PyAny>,
     val: &Bound<'_, PyAny>,
-    token: u64,
-    time: Option<&Bound<'_, PyAny>>,
+    token: &Bound<'_, PyAny>,
+    time: MaybeArg<'_, '_>,
 ) -> PyResult<bool> {
-    // pylibmc's order: the key's type, then the cas behavior, before the key is looked at.
-    key_bytes(key, KeyErrorWording::BytesLike)?;
+    let k = str_or_bytes(key, ArgPos::nth(1))?;
+    let token = long_long(token)? as u64;
+    let exptime = time.map_or(0, uint_mask)?;
     if !slf.get().flags()?.cas {
         return Err(PyValueError::new_err("cas without cas behavior"));
     }
+    check_key_len(k)?;
     // No min_compress_len: cas never compresses.
-    let args = StoreArgs::parse(key, time, None, -1, false)?;
-    store(slf, StoreCmd::Cas, val, StoreArgs { cas: token, ..args })
+    let args = StoreArgs {
+        key: k,
+        exptime,
+        min_compress_len: 0,
+        level: -1,
+        cas: token,
+        noreply: false,
+    };
+    store(slf, StoreCmd::Cas, val, args)
 }
 
 /// Delete a key.
@@ -182,7 +190,7 @@ pub(super) fn delete(
 ) -> PyResult<bool> {
     let py = slf.py();
     let this = slf.get();
-    let k = key_bytes(&key, KeyErrorWording::BytesLike)?;
+    let k = str_or_bytes(&key, ArgPos::of("delete", 1))?;
     check_key_len(k)?;
     if k.is_empty() {
         return Ok(false);
@@ -205,9 +213,10 @@ pub(super) fn touch(
 ) -> PyResult<bool> {
     let py = slf.py();
     let this = slf.get();
-    let k = key_bytes(key, KeyErrorWording::BytesLike)?;
+    // `s#k`: the key, the time (an int proper, 64 bits: wrapped to memcached's 32), the length.
+    let k = str_or_bytes(key, ArgPos::nth(1))?;
+    let exptime = ulong_mask(time, ArgPos::nth(2))? as u32;
     check_key_len(k)?;
-    let exptime = wrap_u32(Some(time))?;
     if k.is_empty() {
         return Ok(false);
     }
@@ -226,15 +235,17 @@ pub(super) fn arith(
     slf: &Bound<'_, PyClient>,
     incr: bool,
     key: &Bound<'_, PyAny>,
-    delta: Option<&Bound<'_, PyAny>>,
+    delta: MaybeArg<'_, '_>,
 ) -> PyResult<u64> {
     let py = slf.py();
-    let d = match delta {
-        None => 1,
-        Some(delta) => c_int_delta(delta)?,
-    };
-    let k = key_bytes(key, KeyErrorWording::BytesLike)?;
+    // `s#|i`: the key, the delta; then the key's length and the delta's sign.
+    let k = str_or_bytes(key, ArgPos::nth(1))?;
+    let d = delta.map_or(1, c_int)?;
     check_key_len(k)?;
+    if d < 0 {
+        return Err(PyValueError::new_err("delta must be positive"));
+    }
+    let d = d as u64;
     if k.is_empty() {
         // As libmemcached counts it: one key failed, refused as a bad key.
         let bad = CoreError::BadKey(String::new());
@@ -249,29 +260,4 @@ pub(super) fn arith(
         Some(Err(e)) => Err(errors::keys_failed(1, false, errors::ArithRc::Failed(&e))),
         None => Err(errors::no_result()),
     }
-}
-
-/// A delta as pylibmc parses it: a C int (OverflowError outside its range, either side) that
-/// must not be negative.
-fn c_int_delta(delta: &Bound<'_, PyAny>) -> PyResult<u64> {
-    require_int(delta)?;
-    let d: i64 = match delta.extract() {
-        Ok(d) => d,
-        Err(_) if delta.lt(0).unwrap_or(false) => i64::MIN,
-        Err(_) => i64::MAX,
-    };
-    if d < i32::MIN as i64 {
-        return Err(PyOverflowError::new_err(
-            "signed integer is less than minimum",
-        ));
-    }
-    if d < 0 {
-        return Err(PyValueError::new_err("delta must be positive"));
-    }
-    if d > i32::MAX as i64 {
-        return Err(PyOverflowError::new_err(
-            "signed integer is greater than maximum",
-        ));
-    }
-    Ok(d as u64)
 }
