@@ -78,10 +78,10 @@ def calls():
             add(f"{m} key={k!r}", lambda c, m=m, k=k: getattr(c, m)(k))
         add(f"gets key={k!r}", lambda c, k=k: gets_shape(c, k))
         add(f"__setitem__ key={k!r}", lambda c, k=k: c.__setitem__(k, 1))
-        for m in ("get_multi", "incr_multi"):
-            add(f"{m} [k, {k!r}]", lambda c, m=m, k=k: getattr(c, m)(["k", k]))
         for m in ("get_multi", "delete_multi", "incr_multi"):
+            add(f"{m} [k, {k!r}]", lambda c, m=m, k=k: getattr(c, m)(["k", k]))
             add(f"{m} prefix={k!r}", lambda c, m=m, k=k: getattr(c, m)(["k"], k))
+        add(f"delete_multi [x, {k!r}, k]", lambda c, k=k: c.delete_multi(["x", k, "k"]))
         for m in ("set_multi", "add_multi"):
             if k != "":
                 add(f"{m} key={k!r}", lambda c, m=m, k=k: getattr(c, m)({"k": 1, k: 2}))

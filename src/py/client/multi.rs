@@ -35,23 +35,30 @@ pub(super) fn delete_multi(
             "keys must be a sequence, not a mapping",
         ));
     }
+    // pylibmc deletes key by key: a key it cannot take (or an error of the iterator) ends the
+    // loop after the keys before it were deleted. Those go in one batch, then the error.
+    let mut stopped = None;
     let mut items = Vec::new();
     for k in keys.try_iter()? {
-        items.push(k?);
+        match k {
+            Ok(k) => items.push(k),
+            Err(e) => {
+                stopped = Some(e);
+                break;
+            }
+        }
     }
     let mut all = true;
     let mut full: Vec<Cow<'_, [u8]>> = Vec::with_capacity(items.len());
     for obj in &items {
-        // Each key as pylibmc's loop checks it: its type, its length, its length with the prefix.
-        let k = key_obj(obj)?;
-        check_key_len(k)?;
-        let fk = join_key(&prefix, k);
-        check_key_len(&fk)?;
-        if fk.is_empty() {
-            all = false;
-            continue;
+        match delete_key(obj, &prefix) {
+            Ok(Some(fk)) => full.push(fk),
+            Ok(None) => all = false,
+            Err(e) => {
+                stopped = Some(e);
+                break;
+            }
         }
-        full.push(fk);
     }
     let refs: Vec<&[u8]> = full.iter().map(|k| &**k).collect();
     let results = detached(py, this, |core| Ok(core.delete_multi(&refs, noreply)))?;
@@ -75,7 +82,20 @@ pub(super) fn delete_multi(
             &e,
         ));
     }
-    Ok(all)
+    match stopped {
+        Some(e) => Err(e),
+        None => Ok(all),
+    }
+}
+
+/// One key of delete_multi as pylibmc's loop checks it: its type, its length, its length with
+/// the prefix. None for an empty key (not sent; it counts as not deleted).
+fn delete_key<'a>(obj: &'a Bound<'_, PyAny>, prefix: &[u8]) -> PyResult<Option<Cow<'a, [u8]>>> {
+    let k = key_obj(obj)?;
+    check_key_len(k)?;
+    let fk = join_key(prefix, k);
+    check_key_len(&fk)?;
+    Ok(Some(fk).filter(|k| !k.is_empty()))
 }
 
 /// Increment multiple keys by a delta; returns None.
