@@ -338,15 +338,16 @@ pub(super) fn store(
 ) -> PyResult<Py<PyList>> {
     let py = slf.py();
     let this = slf.get();
-    let failed = PyList::empty(py);
     // Serialize everything first: a failure here stores nothing.
     // Keep the pairs alive so that keys and bytes/str values are borrowed, not copied.
     let pairs: Vec<(Bound<'_, PyAny>, Bound<'_, PyAny>)> = args.mapping.iter().collect();
-    let mut objs = Vec::with_capacity(pairs.len());
+    // Which pairs failed (reported in the mapping's order, as pylibmc does), and which were sent.
+    let mut failed_at = vec![false; pairs.len()];
+    let mut sent = Vec::with_capacity(pairs.len());
     let mut full: Vec<Cow<'_, [u8]>> = Vec::with_capacity(pairs.len());
     let mut values: Vec<(Cow<'_, [u8]>, u32)> = Vec::with_capacity(pairs.len());
     encode_str_keys(pairs.iter().map(|(k, _)| k))?;
-    for (k, v) in &pairs {
+    for (i, (k, v)) in pairs.iter().enumerate() {
         // pylibmc checks the key, the prefix, then both, for each key.
         let kb = key_obj(k)?;
         check_key_len(kb)?;
@@ -355,12 +356,12 @@ pub(super) fn store(
         check_key_len(&fk)?;
         let enc = this.encode_value(slf, v, args.min_compress_len, args.level)?;
         if fk.is_empty() {
-            failed.append(k)?;
+            failed_at[i] = true;
             continue;
         }
         full.push(fk);
         values.push(enc);
-        objs.push(k);
+        sent.push(i);
     }
     let items: Vec<StoreItem<'_>> = full
         .iter()
@@ -378,17 +379,25 @@ pub(super) fn store(
     })?;
     let verify = this.flags()?.verify_keys;
     let mut first_err = None;
-    for (obj, r) in objs.iter().zip(results) {
+    for (&i, r) in sent.iter().zip(results) {
         match r {
             Ok(StoreStatus::Stored) => {}
-            Ok(_) => failed.append(obj)?,
-            Err(CoreError::BadKey(_)) if verify => failed.append(obj)?,
+            Ok(_) => failed_at[i] = true,
+            Err(CoreError::BadKey(_)) if verify => failed_at[i] = true,
             Err(e) => {
-                failed.append(obj)?;
+                failed_at[i] = true;
                 first_err.get_or_insert(e);
             }
         }
     }
+    let failed = PyList::new(
+        py,
+        pairs
+            .iter()
+            .zip(&failed_at)
+            .filter(|(_, &f)| f)
+            .map(|((k, _), _)| k),
+    )?;
     prefer_str_forms(&pairs, &failed)?;
     if let Some(e) = first_err {
         let err = errors::op_error(Op::store_multi(cmd), None, &e);
