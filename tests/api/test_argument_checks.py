@@ -48,9 +48,9 @@ def calls():
             add(f"{m} key={k!r} time=None", lambda c, m=m, k=k: getattr(c, m)(k, "v", None))
             add(f"{m} key={k!r} level=10", lambda c, m=m, k=k: getattr(c, m)(k, "v", 0, 0, 10))
     for v in NOT_INTS + BIG:
-        if not (isinstance(v, int) and -(2**63) <= v < 0):
-            add(f"cas token={v!r}", lambda c, v=v: c.cas("k", "v", v))
+        add(f"cas token={v!r}", lambda c, v=v: c.cas("k", "v", v))
         add(f"cas time={v!r}", lambda c, v=v: c.cas("k", "v", 1, v))
+        add(f"cas '' time={v!r}", lambda c, v=v: c.cas("", "v", 1, v))
         for m in ("incr", "decr"):
             add(f"{m} delta={v!r}", lambda c, m=m, v=v: getattr(c, m)("k", v))
             add(f"{m} '' delta={v!r}", lambda c, m=m, v=v: getattr(c, m)("", v))
@@ -70,8 +70,7 @@ def calls():
         add(f"flush_all time={v!r}", lambda c, v=v: c.flush_all(v))
         add(f"get_stats {v!r}", lambda c, v=v: c.get_stats(v))
     for k in [*BAD_KEYS, "k", b"k"]:
-        if k != "":
-            add(f"cas key={k!r}", lambda c, k=k: c.cas(k, "v", 1))
+        add(f"cas key={k!r}", lambda c, k=k: c.cas(k, "v", 1))
         add(f"cas key={k!r} token=None", lambda c, k=k: c.cas(k, "v", None))
         add(f"touch key={k!r} time=None", lambda c, k=k: c.touch(k, None))
         for m in ("delete", "get", "hash", "__getitem__", "__delitem__", "__contains__"):
@@ -93,6 +92,8 @@ def calls():
             lambda c, m=m: getattr(c, m)({"k": 1} if "set" in m else ["k"], None),
         )
     add("incr_multi delta=None prefix=None", lambda c: c.incr_multi(["k"], None, None))
+    add("cas of a missing key", lambda c: c.cas("zz", "v", 1))
+    add("get_stats ''", lambda c: c.get_stats(""))
     add("get_stats 'a\\0'", lambda c: c.get_stats("a\0"))
     add("get_stats surrogate", lambda c: c.get_stats(SUR))
     return out
@@ -147,3 +148,29 @@ def test_kept_differences_of_argument_ranges(server):
     assert mc.get("k") == 1
     assert mc.touch("k", -1)
     assert mc.get("k") is None
+
+
+def test_cas_token_of_twenty_digits(server):
+    """libmemcached formats a text command's numbers into 20 characters: a cas token of 20
+    digits (negative, as pylibmc's signed argument) fails with AllocationError before anything is
+    sent; in binary mode the token is a field and the server answers."""
+    for binary in (False, True):
+        results = []
+        for mod in (pylibmc, fastmc):
+            c = mod.Client([server.address], behaviors={"cas": True}, binary=binary)
+            c.set("k", 1)
+            results.append(
+                [outcome(lambda t=t: c.cas("k", 2, t)) for t in (-1, 10**19 - 2**64, -(2**63))]
+                + [c.get("k")]
+            )
+        assert results[0] == results[1], binary
+
+
+def test_gets_messages_name_no_key(server):
+    """pylibmc's gets names no key in its messages (its other methods do)."""
+    results = []
+    for mod in (pylibmc, fastmc):
+        c = mod.Client([server.address], behaviors={"verify_keys": True, "cas": True})
+        e = outcome(lambda: c.gets("é"))
+        results.append((e[1], e[2].startswith("error 33 from memcached_gets: ")))
+    assert results[0] == results[1] == ("BadKeyProvided", True)

@@ -60,9 +60,16 @@ pub(super) fn get_stats(
     stat_args: MaybeArg<'_, '_>,
 ) -> PyResult<Py<PyList>> {
     let py = slf.py();
-    let args = stat_args.map_or(Vec::new(), |a| {
-        Ok(c_str(a, ArgPos::of("get_stats", 1))?.as_bytes().to_vec())
+    let args = stat_args.map_or(None, |a| {
+        Ok(Some(
+            c_str(a, ArgPos::of("get_stats", 1))?.as_bytes().to_vec(),
+        ))
     })?;
+    // libmemcached refuses an empty group given (no group at all is plain "stats").
+    if args.as_ref().is_some_and(Vec::is_empty) {
+        return Err(errors::bad_key(Op::GetStats, errors::BAD_KEY_DETAIL));
+    }
+    let args = args.unwrap_or_default();
     let (results, addrs) = detached(py, slf.get(), |core| {
         Ok((core.stats(&args), core.addresses()))
     })?;

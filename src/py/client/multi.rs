@@ -220,10 +220,7 @@ pub(super) fn fetch(
     let items = sized_items(keys)?;
     let MultiKeys { objs, full, .. } = multi_keys(&items, &prefix, false)?;
     if full.iter().any(|k| k.len() > MAX_KEY_LEN) {
-        return Err(errors::bad_key(
-            Op::Mget,
-            "A BAD KEY WAS PROVIDED/CHARACTERS OUT OF RANGE",
-        ));
+        return Err(errors::bad_key(Op::Mget, errors::BAD_KEY_DETAIL));
     }
     let (objs, full) = merge_twins(objs, full);
     let refs: Vec<&[u8]> = full.iter().map(|k| &**k).collect();

@@ -4,6 +4,8 @@
 //! by `py::errors`. Uses `client::{StoreItem, StoreStatus}` and the core's `Error`.
 
 use pyo3::exceptions::PyValueError;
+use std::sync::atomic::Ordering;
+
 use pyo3::prelude::*;
 use pyo3::IntoPyObjectExt;
 
@@ -51,6 +53,9 @@ impl<'k> StoreArgs<'k> {
     }
 }
 
+/// The smallest number with 20 decimal digits.
+const MIN_20_DIGITS: u64 = 10_000_000_000_000_000_000;
+
 /// set, add, replace, append, prepend and cas: one key, one value.
 pub(super) fn store(
     slf: &Bound<'_, PyClient>,
@@ -64,9 +69,14 @@ pub(super) fn store(
     let (data, flags) = this.encode_value(slf, val, args.min_compress_len, args.level)?;
     if key.is_empty() {
         if cmd == StoreCmd::Cas {
-            return Err(errors::bad_key(Op::Store(StoreCmd::Cas), "key is empty"));
+            return Err(errors::bad_key(Op::Store(cmd), errors::BAD_KEY_DETAIL));
         }
         return Ok(false);
+    }
+    // libmemcached formats a text command's numbers into 20 characters: a token of 20 digits
+    // (one that is negative as pylibmc's signed `L`) fails before anything is sent.
+    if cmd == StoreCmd::Cas && args.cas >= MIN_20_DIGITS && !this.binary.load(Ordering::Relaxed) {
+        return Err(errors::allocation_failure(Op::Store(cmd), key));
     }
     let item = StoreItem {
         key,
@@ -150,7 +160,8 @@ pub(super) fn gets(
             None => Ok((py.None(), py.None())),
         },
         Some(Ok(None)) | None => Ok((py.None(), py.None())),
-        Some(Err(e)) => Err(errors::op_error(Op::Gets, Some(k), &e)),
+        // pylibmc names no key in gets' messages.
+        Some(Err(e)) => Err(errors::op_error(Op::Gets, None, &e)),
     }
 }
 
