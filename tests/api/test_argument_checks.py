@@ -174,3 +174,19 @@ def test_gets_messages_name_no_key(server):
         e = outcome(lambda: c.gets("é"))
         results.append((e[1], e[2].startswith("error 33 from memcached_gets: ")))
     assert results[0] == results[1] == ("BadKeyProvided", True)
+
+
+def test_touch_with_verify_keys(server):
+    """libmemcached's touch does not apply verify_keys: a non-ASCII key is sent, and touches
+    the item if there is one; a key with a space is refused in either mode."""
+    results = []
+    for mod in (pylibmc, fastmc):
+        c = mod.Client([server.address])
+        c.flush_all()
+        c.set("é", 1)
+        c.behaviors = {"verify_keys": True}
+        out = [outcome(lambda k=k: c.touch(k, 10)) for k in ("é", b"\xc3\xa9", b"\xff", "zz")]
+        out.append(outcome(lambda: c.set("é", 2)))
+        results.append(out)
+    assert results[0] == results[1]
+    assert results[0][0] == ("ok", True)
