@@ -273,7 +273,7 @@ pub enum ArithRc<'a> {
     /// The last key was incremented: libmemcached's SUCCESS, pylibmc's base `Error`.
     Succeeded,
     NotFound,
-    /// A state libmemcached reports as a generic error (pylibmc's base `Error`).
+    /// More than one key failed: pylibmc's base `Error`, whatever the last key did.
     Generic,
     Failed(&'a CoreError),
 }

@@ -151,6 +151,18 @@ def _incr_multi_failure_classes(c):
     return [(keys, outcome(lambda k=keys: c.incr_multi(k))) for keys in mixes]
 
 
+def _incr_multi_refused_keys(c):
+    """incr_multi where keys are refused before they are sent (too long with the prefix): with
+    more than one failure pylibmc's class is the base Error, whatever the last key did."""
+    prefix = "p" * 249
+    c.set_multi({"n": 1}, key_prefix=prefix)
+    mixes = (["aa", "bb", "n"], ["aa", "n"], ["n", "aa"], ["aa", "zz"], ["aa", "bb"])
+    return [
+        (keys, outcome(lambda k=keys: c.incr_multi(k, key_prefix=prefix)), c.get(prefix + "n"))
+        for keys in mixes
+    ]
+
+
 # Text protocol only: with binary=True pylibmc marks the server down on a value that is not a
 # number, which docs/binary-sasl-tls.md lists among the binary differences.
 TEXT_CASES = {
@@ -160,6 +172,7 @@ TEXT_CASES = {
 CASES = {
     "bad_keys_caught_as_pylibmcs": _bad_keys_caught_as_pylibmcs,
     "incr_multi_long_keys_send_nothing": lambda m, c: _incr_multi_long_keys(c),
+    "incr_multi_refused_keys": lambda m, c: _incr_multi_refused_keys(c),
     "too_large_writes_leave_what_pylibmc_leaves": lambda m, c: _too_large_writes(c),
     "get_missing": lambda m, c: c.get("nope"),
     "get_default": lambda m, c: c.get("nope", "D"),

@@ -167,40 +167,31 @@ pub(super) fn touch_multi(
     Ok(failed.unbind())
 }
 
-/// incr_multi's report, after every key was tried: misses and hard errors counted together,
-/// of the class pylibmc gives. pylibmc increments key by key and picks the class from the last
-/// key's outcome: its own class when it failed, the base `Error` when it was incremented
-/// (unless every failure was a miss: `NotFound`). From the second `CLIENT_ERROR` on (a value
-/// that is not a number), libmemcached reports a generic error for every failure after it.
+/// incr_multi's report, after every key was tried: misses and failures counted together, of
+/// the class pylibmc gives (`_PylibMC_IncrDecr`): `NotFound` when every failure was a miss; with
+/// one failure the class of the last key's outcome (the base `Error` when it was incremented);
+/// with more, the base `Error`.
 fn report_arith(results: Vec<crate::error::Result<Option<u64>>>) -> PyResult<()> {
-    let (mut misses, mut failed, mut client_errors) = (0usize, 0usize, 0usize);
+    let (mut misses, mut failed) = (0usize, 0usize);
     let mut last = errors::ArithRc::Succeeded;
     for r in &results {
         last = match r {
             Ok(Some(_)) => errors::ArithRc::Succeeded,
             Ok(None) => {
                 misses += 1;
-                if client_errors >= 2 {
-                    errors::ArithRc::Generic
-                } else {
-                    errors::ArithRc::NotFound
-                }
+                errors::ArithRc::NotFound
             }
             Err(e) => {
                 failed += 1;
-                if matches!(e, CoreError::ClientError(_)) {
-                    client_errors += 1;
-                }
-                if client_errors >= 2 {
-                    errors::ArithRc::Generic
-                } else {
-                    errors::ArithRc::Failed(e)
-                }
+                errors::ArithRc::Failed(e)
             }
         };
     }
     if misses == 0 && failed == 0 {
         return Ok(());
+    }
+    if failed > 1 {
+        last = errors::ArithRc::Generic;
     }
     Err(errors::keys_failed(misses + failed, failed == 0, last))
 }
