@@ -163,11 +163,23 @@ def _incr_multi_refused_keys(c):
     ]
 
 
+def _get_multi_verify_keys_refuses_first(c):
+    """With verify_keys, one refused key fails the whole get_multi before any value is decoded
+    (so before a value that cannot be decoded raises)."""
+    c.set("s", "text")
+    c.append("s", b"\xff")
+    c.behaviors = {"verify_keys": True}
+    return [outcome(lambda k=k: c.get_multi(k)) for k in (["s", "\u00e9"], ["\u00e9", "s"], ["s"])]
+
+
 # Text protocol only: with binary=True pylibmc marks the server down on a value that is not a
-# number, which docs/binary-sasl-tls.md lists among the binary differences.
+# number, which docs/binary-sasl-tls.md lists among the binary differences; verify_keys is
+# refused in binary mode.
 TEXT_CASES = {
     "incr_multi_failure_classes": lambda m, c: _incr_multi_failure_classes(c),
+    "get_multi_verify_keys_refuses_first": lambda m, c: _get_multi_verify_keys_refuses_first(c),
 }
+
 
 CASES = {
     "bad_keys_caught_as_pylibmcs": _bad_keys_caught_as_pylibmcs,

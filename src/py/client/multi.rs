@@ -218,7 +218,17 @@ pub(super) fn fetch(
     let mut fetched = detached(py, this, |core| Ok(core.get_multi(&refs, with_cas)))?;
     let results = std::mem::take(&mut fetched.items);
     let flags = this.flags()?;
-    let (raise_on_error, verify_keys) = (flags.get_multi_raise_on_error, flags.verify_keys);
+    let raise_on_error = flags.get_multi_raise_on_error;
+    // With verify_keys libmemcached refuses the whole batch for one bad key, before any value
+    // is decoded (so before a value that cannot be decoded raises).
+    if flags.verify_keys {
+        if let Some(Err(CoreError::BadKey(m))) = results
+            .iter()
+            .find(|r| matches!(r, Err(CoreError::BadKey(_))))
+        {
+            return Err(errors::bad_key(Op::Mget, m));
+        }
+    }
     let out = PyDict::new(py);
     let mut first_err: Option<CoreError> = None;
     let mut any_ok = false;
@@ -236,8 +246,7 @@ pub(super) fn fetch(
             }
             Ok(None) => any_ok = true,
             // A key that cannot exist (never sent) is a miss, as pylibmc treats "" and as
-            // the key it would have sent finds nothing; with verify_keys pylibmc raises.
-            Err(CoreError::BadKey(m)) if verify_keys => return Err(errors::bad_key(Op::Mget, &m)),
+            // the key it would have sent finds nothing (with verify_keys: raised above).
             Err(CoreError::BadKey(_)) => {}
             Err(e) => {
                 first_err.get_or_insert(e);
