@@ -70,6 +70,12 @@ VALUES = [
 ]
 
 
+# int-flagged values that are not ints (an append made them so): PyLong_FromString's errors
+# name the first 200 bytes, or are the UnicodeDecodeError of decoding them
+NOT_INTS = [b" 1_2 ", b"a-5", b"\xffa-5", "\u0663".encode(), b"12\x00z", b"x" * 300]
+NOT_INTS += ["\u00e9".encode() * 150, b"\xc3", b"+5", b""]
+
+
 def _too_large_writes(c):
     """Each write command with a value over the item size limit, after `set`: its outcome and
     what the key holds afterwards (memcached drops the old item for a refused `set`, and for a
@@ -180,7 +186,6 @@ TEXT_CASES = {
     "get_multi_verify_keys_refuses_first": lambda m, c: _get_multi_verify_keys_refuses_first(c),
 }
 
-
 CASES = {
     "bad_keys_caught_as_pylibmcs": _bad_keys_caught_as_pylibmcs,
     "incr_multi_long_keys_send_nothing": lambda m, c: _incr_multi_long_keys(c),
@@ -277,6 +282,9 @@ CASES = {
         c.deserialize(pickle.dumps([1]), 1),
     ),
     "deserialize_unknown_flags": lambda m, c: c.deserialize(b"x", 3),
+    "int_values_that_are_not_ints": lambda m, c: [
+        _message(lambda v=v: c.deserialize(v, 4)) or c.deserialize(v, 4) for v in NOT_INTS
+    ],
     "mapping": lambda m, c: (
         c.__setitem__("m", 1),
         c["m"],
