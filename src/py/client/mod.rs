@@ -130,7 +130,6 @@ impl PyClient {
                      compress_level=MaybeArg::Missing, *, noreply=false),
         text_signature = "($self, key, val, time=0, min_compress_len=0, compress_level=-1, *, noreply=False)"
     )]
-    #[allow(clippy::too_many_arguments)]
     fn set(
         slf: &Bound<'_, Self>,
         key: &Bound<'_, PyAny>,
@@ -140,12 +139,8 @@ impl PyClient {
         compress_level: MaybeArg<'_, '_>,
         noreply: bool,
     ) -> PyResult<bool> {
-        single::store(
-            slf,
-            StoreCmd::Set,
-            val,
-            StoreArgs::parse(key, time, min_compress_len, compress_level, noreply)?,
-        )
+        let args = StoreArgs::parse(key, time, min_compress_len, compress_level, noreply)?;
+        single::store(slf, StoreCmd::Set, val, args)
     }
 
     /// Add a key if it does not exist.
@@ -154,7 +149,6 @@ impl PyClient {
                      compress_level=MaybeArg::Missing, *, noreply=false),
         text_signature = "($self, key, val, time=0, min_compress_len=0, compress_level=-1, *, noreply=False)"
     )]
-    #[allow(clippy::too_many_arguments)]
     fn add(
         slf: &Bound<'_, Self>,
         key: &Bound<'_, PyAny>,
@@ -164,12 +158,8 @@ impl PyClient {
         compress_level: MaybeArg<'_, '_>,
         noreply: bool,
     ) -> PyResult<bool> {
-        single::store(
-            slf,
-            StoreCmd::Add,
-            val,
-            StoreArgs::parse(key, time, min_compress_len, compress_level, noreply)?,
-        )
+        let args = StoreArgs::parse(key, time, min_compress_len, compress_level, noreply)?;
+        single::store(slf, StoreCmd::Add, val, args)
     }
 
     /// Replace a key if it exists.
@@ -178,7 +168,6 @@ impl PyClient {
                      compress_level=MaybeArg::Missing, *, noreply=false),
         text_signature = "($self, key, val, time=0, min_compress_len=0, compress_level=-1, *, noreply=False)"
     )]
-    #[allow(clippy::too_many_arguments)]
     fn replace(
         slf: &Bound<'_, Self>,
         key: &Bound<'_, PyAny>,
@@ -188,12 +177,8 @@ impl PyClient {
         compress_level: MaybeArg<'_, '_>,
         noreply: bool,
     ) -> PyResult<bool> {
-        single::store(
-            slf,
-            StoreCmd::Replace,
-            val,
-            StoreArgs::parse(key, time, min_compress_len, compress_level, noreply)?,
-        )
+        let args = StoreArgs::parse(key, time, min_compress_len, compress_level, noreply)?;
+        single::store(slf, StoreCmd::Replace, val, args)
     }
 
     /// Append data to a key.
@@ -202,7 +187,6 @@ impl PyClient {
                      compress_level=MaybeArg::Missing, *, noreply=false),
         text_signature = "($self, key, val, time=0, min_compress_len=0, compress_level=-1, *, noreply=False)"
     )]
-    #[allow(clippy::too_many_arguments)]
     fn append(
         slf: &Bound<'_, Self>,
         key: &Bound<'_, PyAny>,
@@ -212,12 +196,8 @@ impl PyClient {
         compress_level: MaybeArg<'_, '_>,
         noreply: bool,
     ) -> PyResult<bool> {
-        single::store(
-            slf,
-            StoreCmd::Append,
-            val,
-            StoreArgs::parse(key, time, min_compress_len, compress_level, noreply)?,
-        )
+        let args = StoreArgs::parse(key, time, min_compress_len, compress_level, noreply)?;
+        single::store(slf, StoreCmd::Append, val, args)
     }
 
     /// Prepend data to a key.
@@ -226,7 +206,6 @@ impl PyClient {
                      compress_level=MaybeArg::Missing, *, noreply=false),
         text_signature = "($self, key, val, time=0, min_compress_len=0, compress_level=-1, *, noreply=False)"
     )]
-    #[allow(clippy::too_many_arguments)]
     fn prepend(
         slf: &Bound<'_, Self>,
         key: &Bound<'_, PyAny>,
@@ -236,12 +215,8 @@ impl PyClient {
         compress_level: MaybeArg<'_, '_>,
         noreply: bool,
     ) -> PyResult<bool> {
-        single::store(
-            slf,
-            StoreCmd::Prepend,
-            val,
-            StoreArgs::parse(key, time, min_compress_len, compress_level, noreply)?,
-        )
+        let args = StoreArgs::parse(key, time, min_compress_len, compress_level, noreply)?;
+        single::store(slf, StoreCmd::Prepend, val, args)
     }
 
     /// Attempt to compare-and-store a key by CAS ID.
@@ -345,7 +320,6 @@ impl PyClient {
                      noreply=false),
         text_signature = "($self, keys, time=0, key_prefix=b'', min_compress_len=0, compress_level=-1, *, noreply=False)"
     )]
-    #[allow(clippy::too_many_arguments)]
     fn set_multi(
         slf: &Bound<'_, Self>,
         keys: &Bound<'_, PyAny>,
@@ -376,7 +350,6 @@ impl PyClient {
                      noreply=false),
         text_signature = "($self, keys, time=0, key_prefix=b'', min_compress_len=0, compress_level=-1, *, noreply=False)"
     )]
-    #[allow(clippy::too_many_arguments)]
     fn add_multi(
         slf: &Bound<'_, Self>,
         keys: &Bound<'_, PyAny>,
@@ -407,7 +380,6 @@ impl PyClient {
                      noreply=false),
         text_signature = "($self, keys, time=0, key_prefix=b'', min_compress_len=0, compress_level=-1, *, noreply=False)"
     )]
-    #[allow(clippy::too_many_arguments)]
     fn replace_multi(
         slf: &Bound<'_, Self>,
         keys: &Bound<'_, PyAny>,
