@@ -64,7 +64,8 @@ soak: memcached venv develop-release ## SOAK_SECONDS of mixed load while servers
 	SOAK_SECONDS=$(SOAK_SECONDS) $(BIN)/python -m pytest -q -s -m soak tests/faults/test_soak.py
 
 # The seeded differential run against pylibmc, long: RANDOM_DIFF_OPS random operations from a
-# fresh seed (printed on a failure; set RANDOM_DIFF_SEED to replay one). make test runs 1,500.
+# fresh seed (printed on a failure; set RANDOM_DIFF_SEED to replay one), on one text server; half
+# as many on three and a tenth in binary mode. make test runs 10,000.
 RANDOM_DIFF_OPS ?= 100000
 RANDOM_DIFF_SEED ?= $(shell date +%s)
 random-diff: memcached venv develop ## a long seeded random differential run against pylibmc

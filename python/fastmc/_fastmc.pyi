@@ -158,9 +158,9 @@ class client:
         self,
         key: _Key,
         val: Any,
-        time: int | None = None,
-        min_compress_len: int | None = None,
-        compress_level: int = ...,
+        time: int = 0,
+        min_compress_len: int = 0,
+        compress_level: int = -1,
         *,
         noreply: bool = False,
     ) -> bool: ...
@@ -168,9 +168,9 @@ class client:
         self,
         key: _Key,
         val: Any,
-        time: int | None = None,
-        min_compress_len: int | None = None,
-        compress_level: int = ...,
+        time: int = 0,
+        min_compress_len: int = 0,
+        compress_level: int = -1,
         *,
         noreply: bool = False,
     ) -> bool: ...
@@ -178,9 +178,9 @@ class client:
         self,
         key: _Key,
         val: Any,
-        time: int | None = None,
-        min_compress_len: int | None = None,
-        compress_level: int = ...,
+        time: int = 0,
+        min_compress_len: int = 0,
+        compress_level: int = -1,
         *,
         noreply: bool = False,
     ) -> bool: ...
@@ -188,9 +188,9 @@ class client:
         self,
         key: _Key,
         val: Any,
-        time: int | None = None,
-        min_compress_len: int | None = None,
-        compress_level: int = ...,
+        time: int = 0,
+        min_compress_len: int = 0,
+        compress_level: int = -1,
         *,
         noreply: bool = False,
     ) -> bool: ...
@@ -198,69 +198,67 @@ class client:
         self,
         key: _Key,
         val: Any,
-        time: int | None = None,
-        min_compress_len: int | None = None,
-        compress_level: int = ...,
+        time: int = 0,
+        min_compress_len: int = 0,
+        compress_level: int = -1,
         *,
         noreply: bool = False,
     ) -> bool: ...
-    def cas(self, key: _Key, val: Any, cas: int, time: int | None = None) -> bool: ...
+    def cas(self, key: _Key, val: Any, cas: int, time: int = 0) -> bool: ...
     def delete(self, key: _Key, /, *, noreply: bool = False) -> bool: ...
     def touch(self, key: _Key, time: int, /, *, noreply: bool = False) -> bool: ...
-    def incr(self, key: _Key, delta: int | None = None, /) -> int: ...
-    def decr(self, key: _Key, delta: int | None = None, /) -> int: ...
-    def get_multi(self, keys: Collection[_K], key_prefix: _Key | None = None) -> dict[_K, Any]: ...
+    def incr(self, key: _Key, delta: int = 1, /) -> int: ...
+    def decr(self, key: _Key, delta: int = 1, /) -> int: ...
+    def get_multi(self, keys: Collection[_K], key_prefix: _Key = b"") -> dict[_K, Any]: ...
     def gets_multi(
-        self, keys: Collection[_K], key_prefix: _Key | None = None
+        self, keys: Collection[_K], key_prefix: _Key = b""
     ) -> dict[_K, tuple[Any, int]]: ...
     def set_multi(
         self,
         keys: Mapping[_K, Any],
-        time: int | None = None,
-        key_prefix: _Key | None = None,
-        min_compress_len: int | None = None,
-        compress_level: int = ...,
+        time: int = 0,
+        key_prefix: _Key = b"",
+        min_compress_len: int = 0,
+        compress_level: int = -1,
         *,
         noreply: bool = False,
     ) -> list[_K]: ...
     def add_multi(
         self,
         keys: Mapping[_K, Any],
-        time: int | None = None,
-        key_prefix: _Key | None = None,
-        min_compress_len: int | None = None,
-        compress_level: int = ...,
+        time: int = 0,
+        key_prefix: _Key = b"",
+        min_compress_len: int = 0,
+        compress_level: int = -1,
         *,
         noreply: bool = False,
     ) -> list[_K]: ...
     def replace_multi(
         self,
         keys: Mapping[_K, Any],
-        time: int | None = None,
-        key_prefix: _Key | None = None,
-        min_compress_len: int | None = None,
-        compress_level: int = ...,
+        time: int = 0,
+        key_prefix: _Key = b"",
+        min_compress_len: int = 0,
+        compress_level: int = -1,
         *,
         noreply: bool = False,
     ) -> list[_K]: ...
     def delete_multi(
-        self, keys: Collection[_Key], key_prefix: _Key | None = None, *, noreply: bool = False
+        self, keys: Collection[_Key], key_prefix: _Key = b"", *, noreply: bool = False
     ) -> bool: ...
     def incr_multi(
-        self, keys: Collection[_Key], key_prefix: _Key | None = None, delta: int | None = None
+        self, keys: Collection[_Key], key_prefix: _Key = b"", delta: int = 1
     ) -> None: ...
     def touch_multi(
         self,
         keys: Collection[_K],
-        time: int | None = None,
-        key_prefix: _Key | None = None,
+        time: int = 0,
+        key_prefix: _Key = b"",
         *,
         noreply: bool = False,
     ) -> list[_K]: ...
-    def flush_all(self, time: int | None = None) -> bool: ...
-    def get_stats(
-        self, stat_args: str | None = None, /
-    ) -> list[tuple[bytes, dict[str, bytes]]]: ...
+    def flush_all(self, time: int = 0) -> bool: ...
+    def get_stats(self, stat_args: str = ..., /) -> list[tuple[bytes, dict[str, bytes]]]: ...
     def on(self, event: str, callback: Callable[[str, str, str | None], object]) -> None: ...
     def off(self, event: str, callback: Callable[[str, str, str | None], object]) -> bool: ...
     def metrics(self) -> dict[str, dict[str, Any]]: ...
@@ -316,40 +314,38 @@ class aio_client:
         cmd: str,
         key: _Key,
         val: Any,
-        time: int | None,
-        min_compress_len: int | None,
-        compress_level: int,
-        noreply: bool,
+        time: int = ...,
+        min_compress_len: int = ...,
+        compress_level: int = ...,
+        noreply: bool = ...,
     ) -> asyncio.Future[Any]: ...
-    def _cas(
-        self, key: _Key, val: Any, cas: int, time: int | None = None
-    ) -> asyncio.Future[Any]: ...
+    def _cas(self, key: _Key, val: Any, cas: int, time: int = ...) -> asyncio.Future[Any]: ...
     def _delete(self, key: _Key, noreply: bool) -> asyncio.Future[Any]: ...
     def _touch(self, key: _Key, time: int, noreply: bool) -> asyncio.Future[Any]: ...
-    def _arith(self, incr: bool, key: _Key, delta: int | None = None) -> asyncio.Future[Any]: ...
+    def _arith(self, incr: bool, key: _Key, delta: int = ...) -> asyncio.Future[Any]: ...
     def _get_multi(
-        self, keys: Collection[_Key], key_prefix: _Key | None, with_cas: bool
+        self, keys: Collection[_Key], key_prefix: _Key = ..., with_cas: bool = ...
     ) -> asyncio.Future[Any]: ...
     def _store_multi(
         self,
         cmd: str,
         keys: Mapping[Any, Any],
-        time: int | None,
-        key_prefix: _Key | None,
-        min_compress_len: int | None,
-        compress_level: int,
-        noreply: bool,
+        time: int = ...,
+        key_prefix: _Key = ...,
+        min_compress_len: int = ...,
+        compress_level: int = ...,
+        noreply: bool = ...,
     ) -> asyncio.Future[Any]: ...
     def _delete_multi(
-        self, keys: Collection[_Key], key_prefix: _Key | None, noreply: bool
+        self, keys: Collection[_Key], key_prefix: _Key = ..., noreply: bool = ...
     ) -> asyncio.Future[Any]: ...
     def _incr_multi(
-        self, keys: Collection[_Key], key_prefix: _Key | None, delta: int | None
+        self, keys: Collection[_Key], key_prefix: _Key = ..., delta: int = ...
     ) -> asyncio.Future[Any]: ...
     def _touch_multi(
-        self, keys: Collection[_Key], time: int | None, key_prefix: _Key | None, noreply: bool
+        self, keys: Collection[_Key], time: int = ..., key_prefix: _Key = ..., noreply: bool = ...
     ) -> asyncio.Future[Any]: ...
-    def _flush_all(self, time: int | None = None) -> asyncio.Future[Any]: ...
-    def _get_stats(self, stat_args: str | None = None) -> asyncio.Future[Any]: ...
+    def _flush_all(self, time: int = ...) -> asyncio.Future[Any]: ...
+    def _get_stats(self, stat_args: str = ...) -> asyncio.Future[Any]: ...
     def _drain(self) -> None: ...
     def _shutdown(self) -> None: ...

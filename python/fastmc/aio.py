@@ -145,8 +145,8 @@ class Client(_fastmc.aio_client):
         self,
         key: _Key,
         val: Any,
-        time: int | None = None,
-        min_compress_len: int | None = None,
+        time: int = 0,
+        min_compress_len: int = 0,
         compress_level: int = -1,
         *,
         noreply: bool = False,
@@ -159,8 +159,8 @@ class Client(_fastmc.aio_client):
         self,
         key: _Key,
         val: Any,
-        time: int | None = None,
-        min_compress_len: int | None = None,
+        time: int = 0,
+        min_compress_len: int = 0,
         compress_level: int = -1,
         *,
         noreply: bool = False,
@@ -173,8 +173,8 @@ class Client(_fastmc.aio_client):
         self,
         key: _Key,
         val: Any,
-        time: int | None = None,
-        min_compress_len: int | None = None,
+        time: int = 0,
+        min_compress_len: int = 0,
         compress_level: int = -1,
         *,
         noreply: bool = False,
@@ -187,8 +187,8 @@ class Client(_fastmc.aio_client):
         self,
         key: _Key,
         val: Any,
-        time: int | None = None,
-        min_compress_len: int | None = None,
+        time: int = 0,
+        min_compress_len: int = 0,
         compress_level: int = -1,
         *,
         noreply: bool = False,
@@ -201,8 +201,8 @@ class Client(_fastmc.aio_client):
         self,
         key: _Key,
         val: Any,
-        time: int | None = None,
-        min_compress_len: int | None = None,
+        time: int = 0,
+        min_compress_len: int = 0,
         compress_level: int = -1,
         *,
         noreply: bool = False,
@@ -211,7 +211,7 @@ class Client(_fastmc.aio_client):
             "prepend", key, val, time, min_compress_len, compress_level, noreply
         )
 
-    async def cas(self, key: _Key, val: Any, cas: int, time: int | None = None) -> bool:
+    async def cas(self, key: _Key, val: Any, cas: int, time: int = 0) -> bool:
         return await self._cas(key, val, cas, time)  # type: ignore[no-any-return]
 
     async def delete(self, key: _Key, *, noreply: bool = False) -> bool:
@@ -220,30 +220,28 @@ class Client(_fastmc.aio_client):
     async def touch(self, key: _Key, time: int, *, noreply: bool = False) -> bool:
         return await self._touch(key, time, noreply)  # type: ignore[no-any-return]
 
-    async def incr(self, key: _Key, delta: int | None = None) -> int:
+    async def incr(self, key: _Key, delta: int = 1) -> int:
         return await self._arith(True, key, delta)  # type: ignore[no-any-return]
 
-    async def decr(self, key: _Key, delta: int | None = None) -> int:
+    async def decr(self, key: _Key, delta: int = 1) -> int:
         return await self._arith(False, key, delta)  # type: ignore[no-any-return]
 
     # -- many keys -----------------------------------------------------------------------------
 
-    async def get_multi(
-        self, keys: Collection[_K], key_prefix: _Key | None = None
-    ) -> dict[_K, Any]:
+    async def get_multi(self, keys: Collection[_K], key_prefix: _Key = b"") -> dict[_K, Any]:
         return await self._get_multi(keys, key_prefix, False)  # type: ignore[no-any-return]
 
     async def gets_multi(
-        self, keys: Collection[_K], key_prefix: _Key | None = None
+        self, keys: Collection[_K], key_prefix: _Key = b""
     ) -> dict[_K, tuple[Any, int]]:
         return await self._get_multi(keys, key_prefix, True)  # type: ignore[no-any-return]
 
     async def set_multi(
         self,
         keys: Mapping[_K, Any],
-        time: int | None = None,
-        key_prefix: _Key | None = None,
-        min_compress_len: int | None = None,
+        time: int = 0,
+        key_prefix: _Key = b"",
+        min_compress_len: int = 0,
         compress_level: int = -1,
         *,
         noreply: bool = False,
@@ -255,9 +253,9 @@ class Client(_fastmc.aio_client):
     async def add_multi(
         self,
         keys: Mapping[_K, Any],
-        time: int | None = None,
-        key_prefix: _Key | None = None,
-        min_compress_len: int | None = None,
+        time: int = 0,
+        key_prefix: _Key = b"",
+        min_compress_len: int = 0,
         compress_level: int = -1,
         *,
         noreply: bool = False,
@@ -269,9 +267,9 @@ class Client(_fastmc.aio_client):
     async def replace_multi(
         self,
         keys: Mapping[_K, Any],
-        time: int | None = None,
-        key_prefix: _Key | None = None,
-        min_compress_len: int | None = None,
+        time: int = 0,
+        key_prefix: _Key = b"",
+        min_compress_len: int = 0,
         compress_level: int = -1,
         *,
         noreply: bool = False,
@@ -281,20 +279,20 @@ class Client(_fastmc.aio_client):
         )
 
     async def delete_multi(
-        self, keys: Collection[_Key], key_prefix: _Key | None = None, *, noreply: bool = False
+        self, keys: Collection[_Key], key_prefix: _Key = b"", *, noreply: bool = False
     ) -> bool:
         return await self._delete_multi(keys, key_prefix, noreply)  # type: ignore[no-any-return]
 
     async def incr_multi(
-        self, keys: Collection[_Key], key_prefix: _Key | None = None, delta: int | None = None
+        self, keys: Collection[_Key], key_prefix: _Key = b"", delta: int = 1
     ) -> None:
         await self._incr_multi(keys, key_prefix, delta)
 
     async def touch_multi(
         self,
         keys: Collection[_K],
-        time: int | None = None,
-        key_prefix: _Key | None = None,
+        time: int = 0,
+        key_prefix: _Key = b"",
         *,
         noreply: bool = False,
     ) -> list[_K]:
@@ -302,8 +300,9 @@ class Client(_fastmc.aio_client):
 
     # -- whole client --------------------------------------------------------------------------
 
-    async def flush_all(self, time: int | None = None) -> bool:
+    async def flush_all(self, time: int = 0) -> bool:
         return await self._flush_all(time)  # type: ignore[no-any-return]
 
-    async def get_stats(self, stat_args: str | None = None) -> list[tuple[bytes, dict[str, bytes]]]:
-        return await self._get_stats(stat_args)  # type: ignore[no-any-return]
+    async def get_stats(self, *stat_args: str) -> list[tuple[bytes, dict[str, bytes]]]:
+        """``get_stats()`` or ``get_stats(group)``, as the blocking client's."""
+        return await self._get_stats(*stat_args)  # type: ignore[no-any-return]

@@ -40,7 +40,6 @@ use snapshot::{ring_server, Snapshot};
 
 pub use crate::protocol::StoreItem;
 
-
 /// A server as given by the user.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ServerSpec {
@@ -256,7 +255,10 @@ impl Client {
     }
 
     /// Change behaviors. `f` must be plain Rust (it runs under the write lock: no Python, no
-    /// I/O). Idle connections are closed so that new socket options apply.
+    /// I/O). Idle connections are closed when new socket options must apply, and only then: a
+    /// connection may carry `noreply` writes the server has not run yet, and once it is closed
+    /// the server may run them after what the next connection sends (memcached serves
+    /// connections on several threads), so that writes would be reordered.
     pub fn update_behaviors<F>(&self, f: F) -> std::result::Result<(), Rejected>
     where
         F: FnOnce(&mut Behaviors) -> std::result::Result<(), Rejected>,
@@ -267,10 +269,14 @@ impl Client {
         // Behaviors before a rejected one stay applied, as in libmemcached.
         let live = guard.live.clone();
         let namespace = guard.namespace.clone();
-        *guard = Arc::new(Snapshot::new(b, namespace, &self.ring_servers, live));
+        let new = Snapshot::new(b, namespace, &self.ring_servers, live);
+        let reconnect = !guard.opts.opens_as(&new.opts);
+        *guard = Arc::new(new);
         drop(guard);
-        for s in &self.servers {
-            s.drop_idle();
+        if reconnect {
+            for s in &self.servers {
+                s.drop_idle();
+            }
         }
         r
     }
@@ -335,7 +341,7 @@ impl Client {
     pub fn route_keys(&self, keys: &[&[u8]]) -> Vec<usize> {
         let snap = self.snapshot();
         keys.iter()
-            .map(|k| match snap.wire_key(k) {
+            .map(|k| match snap.wire_key(k, snap.behaviors.verify_keys) {
                 Ok(w) => snap.route(k, &w),
                 Err(_) => 0,
             })

@@ -4,7 +4,9 @@
 //!
 //! Uses the plan, the sinks and the driver (`execute`); `protocol` encoders. No I/O of its own.
 
-use super::plan::{close_batches, plan, Closing, ServerBatch, WriteMode, WriteModes};
+use super::plan::{
+    close_batches, plan, plan_checked, Closing, KeyCheck, ServerBatch, WriteMode, WriteModes,
+};
 use super::sink::{unexpected, GetSink, LineSink, Sink, StatsSink};
 use super::snapshot::Snapshot;
 use super::{Client, Fetched, Stats, StoreStatus};
@@ -258,7 +260,9 @@ impl Client {
         // The binary protocol has no quiet touch: every touch answers.
         let noreply = (noreply || snap.behaviors.noreply) && !bin;
         let n = self.servers.len();
-        let mut p = plan(&snap, n, keys, false, REQUEST_BYTES, |b, i, w| {
+        // libmemcached's touch does not apply verify_keys (pylibmc sends such a key).
+        let check = KeyCheck::Protocol;
+        let mut p = plan_checked(&snap, n, keys, check, false, REQUEST_BYTES, |b, i, w| {
             if bin {
                 let opaque = b.next_opaque();
                 binary::encode_touch(&mut b.wbuf, w, exptime, opaque);

@@ -4,7 +4,7 @@
 //! `Request` per reply unit to expect. Also how a write batch is closed (quiet meta segment,
 //! `noreply` marker, meta probe, binary NOOP).
 //!
-//! Owns `ServerBatch`, `Request`, `Plan`, `WriteMode`. Uses `protocol` (encoders) and the
+//! Owns `ServerBatch`, `Request`, `Plan`, `KeyCheck`, `WriteMode`. Uses `protocol` (encoders) and the
 //! snapshot; never does I/O.
 
 use std::borrow::Cow;
@@ -212,6 +212,15 @@ pub(super) struct Plan<'k> {
     pub rejected: Vec<(u32, Error)>,
 }
 
+/// Which rules a key is validated by.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum KeyCheck {
+    /// The protocol's, and `verify_keys` when it is on.
+    Behaviors,
+    /// The protocol's only: libmemcached's touch does not apply `verify_keys`.
+    Protocol,
+}
+
 /// Validate keys and group them by server (`servers`: how many there are). `per_key`: about
 /// how many bytes a key's request takes besides the key; each batch's request buffer is sized
 /// for its share of the keys up front, so that encoding (above all of a single key) does not
@@ -220,6 +229,30 @@ pub(super) fn plan<'k, F>(
     snap: &Snapshot,
     servers: usize,
     keys: &[&'k [u8]],
+    keep_wire: bool,
+    per_key: usize,
+    encode: F,
+) -> Plan<'k>
+where
+    F: FnMut(&mut ServerBatch, u32, &[u8]),
+{
+    plan_checked(
+        snap,
+        servers,
+        keys,
+        KeyCheck::Behaviors,
+        keep_wire,
+        per_key,
+        encode,
+    )
+}
+
+/// `plan`, with the keys validated by the rules `check` names.
+pub(super) fn plan_checked<'k, F>(
+    snap: &Snapshot,
+    servers: usize,
+    keys: &[&'k [u8]],
+    check: KeyCheck,
     keep_wire: bool,
     per_key: usize,
     mut encode: F,
@@ -233,6 +266,7 @@ where
         batches: Vec::new(),
         rejected: Vec::new(),
     };
+    let verify = check == KeyCheck::Behaviors && snap.behaviors.verify_keys;
     // Which batch serves each server (`usize::MAX`: none yet); on the stack for a few servers.
     let mut on_stack = [usize::MAX; 16];
     let mut on_heap = Vec::new();
@@ -243,7 +277,7 @@ where
         &mut on_heap
     };
     for (i, key) in keys.iter().enumerate() {
-        let wire = match snap.wire_key(key) {
+        let wire = match snap.wire_key(key, verify) {
             Ok(w) => w,
             Err(e) => {
                 plan.rejected.push((i as u32, e));

@@ -79,8 +79,9 @@ impl Snapshot {
         }
     }
 
-    /// The key as it goes on the wire, validated.
-    pub fn wire_key<'k>(&self, key: &'k [u8]) -> Result<Cow<'k, [u8]>> {
+    /// The key as it goes on the wire, validated (`verify_keys`: pylibmc's behavior applies,
+    /// which libmemcached's touch ignores).
+    pub fn wire_key<'k>(&self, key: &'k [u8], verify_keys: bool) -> Result<Cow<'k, [u8]>> {
         let k = if self.namespace.is_empty() {
             Cow::Borrowed(key)
         } else {
@@ -92,7 +93,7 @@ impl Snapshot {
         if self.behaviors.binary {
             validate_binary_key(&k)?;
         } else {
-            validate_text_key(&k, self.behaviors.verify_keys)?;
+            validate_text_key(&k, verify_keys)?;
         }
         Ok(k)
     }

@@ -43,6 +43,22 @@ pub struct SocketOptions {
     pub recv_buffer: Option<usize>,
 }
 
+impl SocketOptions {
+    /// Whether a connection opened with these options is one `other` would open as well: the
+    /// same protocol, security (one shared value, which behavior changes keep), timeouts and
+    /// socket options.
+    pub fn opens_as(&self, other: &SocketOptions) -> bool {
+        self.binary == other.binary
+            && std::sync::Arc::ptr_eq(&self.security, &other.security)
+            && self.connect_timeout == other.connect_timeout
+            && self.read_timeout == other.read_timeout
+            && self.write_timeout == other.write_timeout
+            && self.tcp_keepalive == other.tcp_keepalive
+            && self.send_buffer == other.send_buffer
+            && self.recv_buffer == other.recv_buffer
+    }
+}
+
 /// A connected socket.
 pub(super) enum Stream {
     Tcp(TcpStream),

@@ -1,26 +1,43 @@
-//! Argument conversion shared by the client's methods, done while attached: keys (with
-//! pylibmc's two wordings for a key of the wrong type) and their length check, CPython's integer
-//! rules (`require_int`, C-style wrapping in `wrap_u32`/`wrap_i64`), key prefixes, the key lists
-//! of the multi methods (`MultiKeys`), `compress_level`, and `MaybeArg` for a positional argument
-//! that may be missing. Owns the TypeError/ValueError wordings of argument parsing; no I/O, no
-//! core client. Uses pyo3 and `protocol::MAX_KEY_LEN` only.
+//! Argument conversion shared by the client's methods, done while attached, as pylibmc's C code
+//! converts them: one function per CPython format unit pylibmc uses (`s#` `str_or_bytes`, `s`
+//! `c_str`, `I` `uint_mask`, `k` `ulong_mask`, `i` `c_int`, `L` `long_long`, `O!` int
+//! `exact_long`) with CPython's exception classes and wordings ("[f() ]argument N must be ...",
+//! `ArgPos`), pylibmc's key checks (`key_obj`, `check_key_len`, `encode_str_keys`), key prefixes,
+//! the key lists of the multi methods (`MultiKeys`), `compress_level`, and `MaybeArg` for an
+//! argument that may be left out (an explicit None is refused like any other wrong type). Owns
+//! the TypeError/ValueError/OverflowError wordings of argument parsing; no I/O, no core client.
+//! Uses pyo3 and `protocol::MAX_KEY_LEN` only.
 
 use std::borrow::Cow;
 
-use pyo3::exceptions::{PyTypeError, PyValueError};
+use pyo3::exceptions::{PyOverflowError, PyTypeError, PyValueError};
 use pyo3::intern;
 use pyo3::prelude::*;
-use pyo3::types::{PyBytes, PyDict, PyInt, PyString, PyTuple};
+use pyo3::types::{PyBytes, PyDict, PyInt, PyMemoryView, PyString, PyTuple};
 
 use crate::protocol::MAX_KEY_LEN;
 
-/// A positional argument that may be left out. Unlike `Option`, a `None` passed counts as given.
+/// An argument that may be left out. Unlike `Option`, a `None` passed counts as given (and is
+/// refused by a conversion that wants an int or a str, as pylibmc's format units refuse it).
+#[derive(Clone, Copy)]
 pub enum MaybeArg<'a, 'py> {
     Given(Borrowed<'a, 'py, PyAny>),
     Missing,
 }
 
 impl<'a, 'py> MaybeArg<'a, 'py> {
+    /// The argument converted by `convert`, or `default` when it was left out.
+    pub fn map_or<T>(
+        self,
+        default: T,
+        convert: impl FnOnce(&Bound<'py, PyAny>) -> PyResult<T>,
+    ) -> PyResult<T> {
+        match self {
+            MaybeArg::Given(arg) => convert(&arg),
+            MaybeArg::Missing => Ok(default),
+        }
+    }
+
     /// The one positional argument of `method`, or CPython's "takes exactly 1 argument (N
     /// given)" counting the `rest` gathered after it.
     pub fn exactly_one(
@@ -46,30 +63,84 @@ impl<'a, 'py> FromPyObject<'a, 'py> for MaybeArg<'a, 'py> {
     }
 }
 
-/// How a method reports a key of the wrong type (pylibmc has two wordings).
+/// Where an argument sits in pylibmc's C signature, for CPython's "[f() ]argument N must be X,
+/// not Y" (the function name is given only where pylibmc's format string names it, `s#:delete`).
 #[derive(Clone, Copy)]
-pub enum KeyErrorWording {
-    /// get, gets and the multi methods.
-    MustBeBytes,
-    /// methods that parse the key with the `s#` format.
-    BytesLike,
+pub struct ArgPos {
+    func: Option<&'static str>,
+    n: usize,
 }
 
-/// A key's bytes (str as UTF-8, bytes as they are), borrowed from the object.
-pub fn key_bytes<'a>(obj: &'a Bound<'_, PyAny>, wording: KeyErrorWording) -> PyResult<&'a [u8]> {
+impl ArgPos {
+    /// Argument `n` (from 1) of a method whose format string has no name.
+    pub const fn nth(n: usize) -> Self {
+        ArgPos { func: None, n }
+    }
+
+    /// Argument `n` (from 1) of the method `func` whose format string names it.
+    pub const fn of(func: &'static str, n: usize) -> Self {
+        ArgPos {
+            func: Some(func),
+            n,
+        }
+    }
+
+    /// CPython's `converterr`: "[f() ]argument N must be <what>, not <type>" (None as "None").
+    pub fn must_be(self, what: &str, obj: &Bound<'_, PyAny>) -> PyErr {
+        let found = if obj.is_none() {
+            "None".to_string()
+        } else {
+            type_name(obj)
+        };
+        let func = self.func.map(|f| format!("{f}() ")).unwrap_or_default();
+        PyTypeError::new_err(format!(
+            "{func}argument {} must be {what}, not {found}",
+            self.n
+        ))
+    }
+}
+
+/// A key as pylibmc's `_key_normalized_obj` takes it (get, gets, the keys of the multi methods):
+/// str as UTF-8 (a lone surrogate raises UnicodeEncodeError), bytes as they are.
+pub fn key_obj<'a>(obj: &'a Bound<'_, PyAny>) -> PyResult<&'a [u8]> {
     if let Ok(s) = obj.cast::<PyString>() {
         return Ok(s.to_str()?.as_bytes());
     }
     if let Ok(b) = obj.cast::<PyBytes>() {
         return Ok(b.as_bytes());
     }
-    Err(match wording {
-        KeyErrorWording::MustBeBytes => PyTypeError::new_err("key must be bytes"),
-        KeyErrorWording::BytesLike => PyTypeError::new_err(format!(
-            "a bytes-like object is required, not '{}'",
-            type_name(obj)
-        )),
-    })
+    Err(PyTypeError::new_err("key must be bytes"))
+}
+
+/// The `s#` format unit (keys of the single-key methods, key prefixes): str as UTF-8 (a lone
+/// surrogate raises UnicodeEncodeError) or bytes. Other buffers (bytearray, memoryview) are
+/// not read-only and get CPython's `converterr`; the rest `PyObject_GetBuffer`'s message.
+pub fn str_or_bytes<'a>(obj: &'a Bound<'_, PyAny>, pos: ArgPos) -> PyResult<&'a [u8]> {
+    if let Ok(s) = obj.cast::<PyString>() {
+        return Ok(s.to_str()?.as_bytes());
+    }
+    if let Ok(b) = obj.cast::<PyBytes>() {
+        return Ok(b.as_bytes());
+    }
+    if PyMemoryView::from(obj).is_ok() {
+        return Err(pos.must_be("read-only bytes-like object", obj));
+    }
+    Err(PyTypeError::new_err(format!(
+        "a bytes-like object is required, not '{}'",
+        type_name(obj)
+    )))
+}
+
+/// The `s` format unit (get_stats' argument): a str without NUL, as UTF-8.
+pub fn c_str<'a>(obj: &'a Bound<'_, PyAny>, pos: ArgPos) -> PyResult<&'a str> {
+    let s = obj
+        .cast::<PyString>()
+        .map_err(|_| pos.must_be("str", obj))?
+        .to_str()?;
+    if s.contains('\0') {
+        return Err(PyValueError::new_err("embedded null character"));
+    }
+    Ok(s)
 }
 
 /// pylibmc's own length check (ValueError), before libmemcached sees the key.
@@ -101,18 +172,83 @@ pub fn require_int(obj: &Bound<'_, PyAny>) -> PyResult<()> {
     )))
 }
 
-/// An int argument that C parses as `unsigned int` without overflow checking: wraps mod 2**32.
-pub fn wrap_u32(obj: Option<&Bound<'_, PyAny>>) -> PyResult<u32> {
-    let Some(obj) = obj else { return Ok(0) };
-    if obj.is_none() {
-        return Ok(0);
+/// `operator.index(obj)`: an int as it is, else its `__index__` (CPython's TypeError "'X' object
+/// cannot be interpreted as an integer" without one; whatever `__index__` raises).
+fn index<'py>(obj: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
+    if obj.is_instance_of::<PyInt>() {
+        return Ok(obj.clone());
     }
-    require_int(obj)?;
-    if let Ok(v) = obj.extract::<i64>() {
+    let py = obj.py();
+    py.import(intern!(py, "operator"))?
+        .getattr(intern!(py, "index"))?
+        .call1((obj,))
+}
+
+/// The low bits of an int under `mask`, by `int.__and__` itself (no subclass's override runs).
+fn masked<'py>(int: &Bound<'py, PyAny>, mask: u64) -> PyResult<u64> {
+    let py = int.py();
+    py.get_type::<PyInt>()
+        .call_method1(intern!(py, "__and__"), (int, mask))?
+        .extract::<u64>()
+}
+
+/// The `I` format unit (times, min_compress_len, incr_multi's delta): any integer (or object
+/// with `__index__`), wrapped mod 2**32 without an overflow check, as C's `unsigned int`.
+pub fn uint_mask(obj: &Bound<'_, PyAny>) -> PyResult<u32> {
+    let int = index(obj)?;
+    if let Ok(v) = int.extract::<i64>() {
         return Ok(v as u32);
     }
-    let masked = obj.call_method1(intern!(obj.py(), "__and__"), (0xFFFF_FFFFu64,))?;
-    masked.extract::<u32>()
+    Ok(masked(&int, u64::from(u32::MAX))? as u32)
+}
+
+/// The `k` format unit (touch's time): an int proper (no `__index__`), wrapped mod 2**64.
+pub fn ulong_mask(obj: &Bound<'_, PyAny>, pos: ArgPos) -> PyResult<u64> {
+    if !obj.is_instance_of::<PyInt>() {
+        return Err(pos.must_be("int", obj));
+    }
+    if let Ok(v) = obj.extract::<i64>() {
+        return Ok(v as u64);
+    }
+    masked(obj, u64::MAX)
+}
+
+/// The `i` format unit (deltas, compress_level): a C int; OverflowError outside its range with
+/// CPython's wordings (`PyLong_AsLong`'s beyond 64 bits).
+pub fn c_int(obj: &Bound<'_, PyAny>) -> PyResult<i32> {
+    let v: i64 = obj.extract()?;
+    if v > i64::from(i32::MAX) {
+        return Err(PyOverflowError::new_err(
+            "signed integer is greater than maximum",
+        ));
+    }
+    if v < i64::from(i32::MIN) {
+        return Err(PyOverflowError::new_err(
+            "signed integer is less than minimum",
+        ));
+    }
+    Ok(v as i32)
+}
+
+/// The `L` format unit (cas's token): a C long long, `PyLong_AsLongLong`'s OverflowError.
+pub fn long_long(obj: &Bound<'_, PyAny>) -> PyResult<i64> {
+    obj.extract::<i64>().map_err(|e| {
+        if e.is_instance_of::<PyOverflowError>(obj.py()) {
+            PyOverflowError::new_err("int too big to convert")
+        } else {
+            e
+        }
+    })
+}
+
+/// The `O!` unit with `int` then `PyLong_AsLong` (flush_all's time). Beyond 64 bits pylibmc
+/// flushes at once and then fails with SystemError (an error left set); this raises the
+/// OverflowError that SystemError hides, before anything is sent.
+pub fn exact_long(obj: &Bound<'_, PyAny>, pos: ArgPos) -> PyResult<i64> {
+    if !obj.is_instance_of::<PyInt>() {
+        return Err(pos.must_be("int", obj));
+    }
+    obj.extract()
 }
 
 /// An int behavior value, wrapped to 64 bits like `PyLong_AsUnsignedLongMask`.
@@ -124,12 +260,9 @@ pub fn wrap_i64(obj: &Bound<'_, PyAny>) -> PyResult<i64> {
     Ok(masked.extract::<u64>()? as i64)
 }
 
-pub fn prefix_bytes(prefix: Option<&Bound<'_, PyAny>>) -> PyResult<Vec<u8>> {
-    match prefix {
-        None => Ok(Vec::new()),
-        Some(p) if p.is_none() => Ok(Vec::new()),
-        Some(p) => key_bytes(p, KeyErrorWording::BytesLike).map(<[u8]>::to_vec),
-    }
+/// A key prefix (`s#`), empty when left out.
+pub fn prefix_bytes(prefix: MaybeArg<'_, '_>, pos: ArgPos) -> PyResult<Vec<u8>> {
+    prefix.map_or(Vec::new(), |p| str_or_bytes(p, pos).map(<[u8]>::to_vec))
 }
 
 pub fn join_key<'a>(prefix: &[u8], key: &'a [u8]) -> Cow<'a, [u8]> {
@@ -167,11 +300,12 @@ pub fn multi_keys<'a, 'py>(
     prefix: &[u8],
     check_prefixed: bool,
 ) -> PyResult<MultiKeys<'a, 'py>> {
+    encode_str_keys(keys_iter)?;
     let mut objs = Vec::with_capacity(keys_iter.len());
     let mut full = Vec::with_capacity(keys_iter.len());
     let mut empty = Vec::new();
     for obj in keys_iter {
-        let k = key_bytes(obj, KeyErrorWording::MustBeBytes)?;
+        let k = key_obj(obj)?;
         let fk = join_key(prefix, k);
         if check_prefixed {
             check_key_len(&fk)?;
@@ -188,22 +322,38 @@ pub fn multi_keys<'a, 'py>(
     Ok(MultiKeys { objs, full, empty })
 }
 
-pub fn check_compress_level(level: i64) -> PyResult<i32> {
+/// pylibmc maps str keys to their UTF-8 form before it looks at any key: a str key that cannot
+/// be encoded (a lone surrogate) raises UnicodeEncodeError before another key's TypeError.
+pub fn encode_str_keys<'a, 'py: 'a>(
+    keys: impl IntoIterator<Item = &'a Bound<'py, PyAny>>,
+) -> PyResult<()> {
+    for obj in keys {
+        if let Ok(s) = obj.cast::<PyString>() {
+            s.to_str()?;
+        }
+    }
+    Ok(())
+}
+
+/// compress_level (`i`, then pylibmc's range check; -1 is zlib's default).
+pub fn compress_level(level: MaybeArg<'_, '_>) -> PyResult<i32> {
+    let level = level.map_or(-1, c_int)?;
     if !(-1..=9).contains(&level) {
         return Err(PyValueError::new_err(
             "compress_level must be between 0 and 9 inclusive",
         ));
     }
-    Ok(level as i32)
+    Ok(level)
 }
 
-/// The objects of a sized iterable (`len()` is required, as in pylibmc), rejecting dicts.
-pub fn sized_items<'py>(
-    keys: &Bound<'py, PyAny>,
-    dict_msg: &str,
-) -> PyResult<Vec<Bound<'py, PyAny>>> {
+/// The objects of a sequence as pylibmc takes them (`PySequence_Size` first: a generator has no
+/// `len()`, a dict "is not a sequence").
+pub fn sized_items<'py>(keys: &Bound<'py, PyAny>) -> PyResult<Vec<Bound<'py, PyAny>>> {
     if keys.is_instance_of::<PyDict>() {
-        return Err(PyTypeError::new_err(dict_msg.to_string()));
+        return Err(PyTypeError::new_err(format!(
+            "{} is not a sequence",
+            type_name(keys)
+        )));
     }
     let n = keys.len()?;
     let mut v = Vec::with_capacity(n);

@@ -98,6 +98,8 @@ pub fn init_retcodes(py: Python<'_>) -> PyResult<()> {
 
 /// libmemcached's NOTFOUND, for a store answered NOT FOUND (no core error carries it).
 const RC_NOTFOUND: u32 = 16;
+/// libmemcached's MEMORY_ALLOCATION_FAILURE (see `allocation_failure`).
+const RC_MEMORY_ALLOCATION_FAILURE: u32 = 17;
 /// libmemcached's SOME_ERRORS, for a whole-client command that failed on some server.
 const RC_SOME_ERRORS: u32 = 19;
 /// libmemcached's BAD_KEY_PROVIDED, for a key refused before the core saw it.
@@ -219,27 +221,36 @@ pub fn op_error(op: Op, key: Option<&[u8]>, e: &CoreError) -> PyErr {
     if matches!(e, CoreError::TooBig) {
         return of_class(e, ());
     }
-    let key_part = match key {
+    let (rc, name) = (e.retcode(), op.libmemcached_name());
+    of_class(e, format!("error {rc} from {name}{}: {e}", key_part(key)))
+}
+
+/// `(<key>)` as pylibmc prints it in a message (at most 32 bytes), or nothing.
+fn key_part(key: Option<&[u8]>) -> String {
+    match key {
         Some(k) if !k.is_empty() => {
             format!("({})", String::from_utf8_lossy(&k[..k.len().min(32)]))
         }
         _ => String::new(),
-    };
-    let (rc, name) = (e.retcode(), op.libmemcached_name());
-    of_class(e, format!("error {rc} from {name}{key_part}: {e}"))
+    }
 }
 
-/// A store answered NOT FOUND: `error 16 from <op>` or, with the key, `error 16 from
-/// <op>(<key>): NOT FOUND` (the whole key).
+/// A store answered NOT FOUND: `error 16 from <op>[(<key>)]` (pylibmc prints at most 32 bytes
+/// of the key; libmemcached records no error text for this answer).
 pub fn not_found(op: Op, key: Option<&[u8]>) -> PyErr {
     let name = op.libmemcached_name();
-    NotFound::new_err(match key {
-        None => format!("error {RC_NOTFOUND} from {name}"),
-        Some(k) => format!(
-            "error {RC_NOTFOUND} from {name}({}): NOT FOUND",
-            String::from_utf8_lossy(k)
-        ),
-    })
+    NotFound::new_err(format!("error {RC_NOTFOUND} from {name}{}", key_part(key)))
+}
+
+/// libmemcached's MEMORY_ALLOCATION_FAILURE, which it reports when a number does not fit the 20
+/// characters it formats a text command's numbers into: `error 17 from <op>(<key>): MEMORY
+/// ALLOCATION FAILURE`.
+pub fn allocation_failure(op: Op, key: &[u8]) -> PyErr {
+    let name = op.libmemcached_name();
+    AllocationError::new_err(format!(
+        "error {RC_MEMORY_ALLOCATION_FAILURE} from {name}{}: MEMORY ALLOCATION FAILURE",
+        key_part(Some(key))
+    ))
 }
 
 /// A whole-client command that failed on a server: `error 19 from <op>: SOME ERRORS WERE
@@ -269,6 +280,9 @@ pub fn behavior_rejected(rejected: &Rejected, behavior: &str, value: i64) -> PyE
     ))
 }
 
+/// libmemcached's text for BAD_KEY_PROVIDED, the detail of a key (or stats group) it refuses.
+pub const BAD_KEY_DETAIL: &str = "A BAD KEY WAS PROVIDED/CHARACTERS OUT OF RANGE";
+
 /// A key refused before any I/O: `error 33 from <op>: <detail>`.
 pub fn bad_key(op: Op, detail: &str) -> PyErr {
     let name = op.libmemcached_name();
@@ -281,7 +295,7 @@ pub enum ArithRc<'a> {
     /// The last key was incremented: libmemcached's SUCCESS, pylibmc's base `Error`.
     Succeeded,
     NotFound,
-    /// A state libmemcached reports as a generic error (pylibmc's base `Error`).
+    /// More than one key failed: pylibmc's base `Error`, whatever the last key did.
     Generic,
     Failed(&'a CoreError),
 }

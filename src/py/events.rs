@@ -82,7 +82,10 @@ fn deliver_all(py: Python<'_>, listeners: &Listeners, events: Vec<ServerEvent>) 
         };
         logger.call_method1(intern!(py, "log"), (level, text))?;
         for cb in listeners.for_kind(py, ev.kind) {
-            if let Err(e) = cb.bind(py).call1((server.as_str(), name, ev.detail.as_deref())) {
+            if let Err(e) = cb
+                .bind(py)
+                .call1((server.as_str(), name, ev.detail.as_deref()))
+            {
                 let kw = PyDict::new(py);
                 kw.set_item("exc_info", e.into_value(py))?;
                 logger.call_method(

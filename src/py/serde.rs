@@ -125,6 +125,20 @@ pub fn inflate(py: Python<'_>, data: &[u8]) -> PyResult<Vec<u8>> {
     }
 }
 
+/// PyLong_FromString's error for C bytes that are not ASCII (no digit is): ValueError with the
+/// first 200 bytes as a str, or the UnicodeDecodeError of decoding them (pylibmc's message for
+/// an int value with other bytes).
+fn not_an_int(py: Python<'_>, data: &[u8]) -> PyErr {
+    let head = PyBytes::new(py, &data[..data.len().min(200)]);
+    let repr = head
+        .call_method1("decode", ("utf-8",))
+        .and_then(|text| Ok(text.repr()?.to_str()?.chars().take(200).collect::<String>()));
+    match repr {
+        Ok(r) => PyValueError::new_err(format!("invalid literal for int() with base 10: {r}")),
+        Err(e) => e,
+    }
+}
+
 fn parse_small_int(data: &[u8]) -> Option<i64> {
     let (neg, digits) = match data.first() {
         Some(b'-') => (true, &data[1..]),
@@ -156,10 +170,12 @@ pub fn deserialize(py: Python<'_>, data: &[u8], flags: u32) -> PyResult<Py<PyAny
                 return n.into_py_any(py);
             }
             // PyLong_FromString stops at a NUL; int() accepts the same spaces and underscores.
-            let cut = memchr::memchr(0, data).unwrap_or(data.len());
-            let s = PyBytes::new(py, &data[..cut]);
-            let int = py.get_type::<PyInt>();
-            int.call1((s,)).map(Bound::unbind)
+            let cut = &data[..memchr::memchr(0, data).unwrap_or(data.len())];
+            if cut.is_ascii() {
+                let s = PyString::new(py, &String::from_utf8_lossy(cut));
+                return py.get_type::<PyInt>().call1((s,)).map(Bound::unbind);
+            }
+            Err(not_an_int(py, cut))
         }
         FLAG_PICKLE => {
             let loads = PICKLE_LOADS.import(py, "pickle", "loads")?;

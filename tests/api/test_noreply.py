@@ -5,6 +5,7 @@ in-process fake that answers failing noreply commands anyway."""
 
 import fastmc
 import pytest
+from checks import total_connections
 from fakes import MiniMemcached
 from memcached import Memcached
 
@@ -81,3 +82,22 @@ def test_noreply_writes_then_reads_stay_in_sync(mcd):
     assert mc.get_multi(["n1", "n4999"]) == {"n1": 1, "n4999": 4999}
     assert mc.delete("one", noreply=True)
     assert mc.get("one") is None
+
+
+def test_behavior_changes_keep_the_connection_and_the_order_of_writes(mcd):
+    """A connection that carries noreply writes the server has not run yet is not closed by a
+    behavior change: on a new connection (served by another memcached thread) later writes could
+    run before them. Only a change of socket options opens a new connection."""
+    mc = fastmc.Client([mcd.address], behaviors={"_noreply": True})
+    mc.set("warm", 1)
+    before = total_connections(mc)
+    for i in range(200):
+        mc.set("k", i)
+        mc.behaviors = {"verify_keys": i % 2, "cas": i % 3 == 0}
+        mc.delete("k")
+        mc.behaviors = {"_noreply": True, "hash": "crc" if i % 2 else "md5"}
+        assert mc.get("k") is None
+    assert total_connections(mc) == before
+    mc.behaviors = {"tcp_keepalive": True}
+    mc.set("k", 1)
+    assert total_connections(mc) == before + 1

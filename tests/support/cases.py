@@ -70,6 +70,12 @@ VALUES = [
 ]
 
 
+# int-flagged values that are not ints (an append made them so): PyLong_FromString's errors
+# name the first 200 bytes, or are the UnicodeDecodeError of decoding them
+NOT_INTS = [b" 1_2 ", b"a-5", b"\xffa-5", "\u0663".encode(), b"12\x00z", b"x" * 300]
+NOT_INTS += ["\u00e9".encode() * 150, b"\xc3", b"+5", b""]
+
+
 def _too_large_writes(c):
     """Each write command with a value over the item size limit, after `set`: its outcome and
     what the key holds afterwards (memcached drops the old item for a refused `set`, and for a
@@ -151,15 +157,39 @@ def _incr_multi_failure_classes(c):
     return [(keys, outcome(lambda k=keys: c.incr_multi(k))) for keys in mixes]
 
 
+def _incr_multi_refused_keys(c):
+    """incr_multi where keys are refused before they are sent (too long with the prefix): with
+    more than one failure pylibmc's class is the base Error, whatever the last key did."""
+    prefix = "p" * 249
+    c.set_multi({"n": 1}, key_prefix=prefix)
+    mixes = (["aa", "bb", "n"], ["aa", "n"], ["n", "aa"], ["aa", "zz"], ["aa", "bb"])
+    return [
+        (keys, outcome(lambda k=keys: c.incr_multi(k, key_prefix=prefix)), c.get(prefix + "n"))
+        for keys in mixes
+    ]
+
+
+def _get_multi_verify_keys_refuses_first(c):
+    """With verify_keys, one refused key fails the whole get_multi before any value is decoded
+    (so before a value that cannot be decoded raises)."""
+    c.set("s", "text")
+    c.append("s", b"\xff")
+    c.behaviors = {"verify_keys": True}
+    return [outcome(lambda k=k: c.get_multi(k)) for k in (["s", "\u00e9"], ["\u00e9", "s"], ["s"])]
+
+
 # Text protocol only: with binary=True pylibmc marks the server down on a value that is not a
-# number, which docs/binary-sasl-tls.md lists among the binary differences.
+# number, which docs/binary-sasl-tls.md lists among the binary differences; verify_keys is
+# refused in binary mode.
 TEXT_CASES = {
     "incr_multi_failure_classes": lambda m, c: _incr_multi_failure_classes(c),
+    "get_multi_verify_keys_refuses_first": lambda m, c: _get_multi_verify_keys_refuses_first(c),
 }
 
 CASES = {
     "bad_keys_caught_as_pylibmcs": _bad_keys_caught_as_pylibmcs,
     "incr_multi_long_keys_send_nothing": lambda m, c: _incr_multi_long_keys(c),
+    "incr_multi_refused_keys": lambda m, c: _incr_multi_refused_keys(c),
     "too_large_writes_leave_what_pylibmc_leaves": lambda m, c: _too_large_writes(c),
     "get_missing": lambda m, c: c.get("nope"),
     "get_default": lambda m, c: c.get("nope", "D"),
@@ -252,6 +282,9 @@ CASES = {
         c.deserialize(pickle.dumps([1]), 1),
     ),
     "deserialize_unknown_flags": lambda m, c: c.deserialize(b"x", 3),
+    "int_values_that_are_not_ints": lambda m, c: [
+        _message(lambda v=v: c.deserialize(v, 4)) or c.deserialize(v, 4) for v in NOT_INTS
+    ],
     "mapping": lambda m, c: (
         c.__setitem__("m", 1),
         c["m"],

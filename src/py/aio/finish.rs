@@ -4,7 +4,6 @@
 //! `py::client::{single, multi, admin}`. Attached only; no I/O.
 
 use pyo3::prelude::*;
-use pyo3::types::PyList;
 use pyo3::IntoPyObjectExt;
 
 use crate::connection::Address;
@@ -18,9 +17,7 @@ pub(super) enum Finish {
         key: Vec<u8>,
         default: Py<PyAny>,
     },
-    Gets {
-        key: Vec<u8>,
-    },
+    Gets,
     Store {
         cmd: StoreCmd,
         key: Vec<u8>,
@@ -38,17 +35,19 @@ pub(super) enum Finish {
     },
     StoreMulti {
         cmd: StoreCmd,
-        /// Every key of the mapping, for pylibmc's choice between str and bytes forms.
+        /// Every key of the mapping, in its order.
         keys: Vec<Py<PyAny>>,
-        /// The keys sent, in the order of the request.
-        objs: Vec<Py<PyAny>>,
-        /// Keys never sent (empty), already failed.
-        failed: Vec<Py<PyAny>>,
+        /// The positions of the keys sent, in the order of the request.
+        sent: Vec<usize>,
+        /// The positions that failed before anything was sent.
+        failed_at: Vec<bool>,
     },
     DeleteMulti {
         keys: Keys,
         prefix_len: usize,
         all: bool,
+        /// The error pylibmc raises after deleting the keys before it.
+        stopped: Option<PyErr>,
     },
     IncrMulti,
     TouchMulti {
@@ -74,9 +73,7 @@ impl Finish {
             (Finish::Get { key, default }, Outcome::Fetched(f)) => {
                 single::get_reply(slf, &key, default, f)
             }
-            (Finish::Gets { key }, Outcome::Fetched(f)) => {
-                single::gets_reply(slf, &key, f)?.into_py_any(py)
-            }
+            (Finish::Gets, Outcome::Fetched(f)) => single::gets_reply(slf, f)?.into_py_any(py),
             (Finish::Store { cmd, key }, Outcome::Stored(mut v)) => {
                 single::store_reply(this, cmd, &key, v.pop())?.into_py_any(py)
             }
@@ -98,26 +95,27 @@ impl Finish {
                 Finish::StoreMulti {
                     cmd,
                     keys,
-                    objs,
-                    failed,
+                    sent,
+                    failed_at,
                 },
                 Outcome::Stored(v),
             ) => {
                 let keys = bound(py, keys);
-                let objs = bound(py, objs);
                 let k: Vec<&Bound<'_, PyAny>> = keys.iter().collect();
-                let o: Vec<&Bound<'_, PyAny>> = objs.iter().collect();
-                let failed = PyList::new(py, failed)?;
-                Ok(multi::store_multi_reply(py, this, cmd, &k, &o, v, failed)?.into_any())
+                Ok(multi::store_multi_reply(py, this, cmd, &k, &sent, failed_at, v)?.into_any())
             }
             (
                 Finish::DeleteMulti {
                     keys,
                     prefix_len,
                     all,
+                    stopped,
                 },
                 Outcome::Found(v),
-            ) => multi::delete_multi_reply(this, &keys.refs(), prefix_len, v, all)?.into_py_any(py),
+            ) => {
+                let refs = keys.refs();
+                multi::delete_multi_reply(this, &refs, prefix_len, v, all, stopped)?.into_py_any(py)
+            }
             (Finish::IncrMulti, Outcome::Numbers(v)) => {
                 multi::report_arith(v)?;
                 Ok(py.None())

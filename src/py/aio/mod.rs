@@ -28,10 +28,10 @@ use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyDict, PyTuple};
 
-use super::args::wrap_u32;
+use super::args::MaybeArg;
 use super::client::admin::{flush_delay, stats_args};
 use super::client::multi::StoreMultiArgs;
-use super::client::single::{cas_args, cas_token, StoreArgs};
+use super::client::single::{cas_args, StoreArgs};
 use super::client::PyClient;
 use super::errors;
 use crate::dispatch::request::{Outcome, Request};
@@ -255,16 +255,18 @@ impl PyAioClient {
         Self::submit(slf, prepare::gets(slf.as_super(), key)?)
     }
 
-    #[pyo3(signature = (cmd, key, val, time, min_compress_len, compress_level, noreply))]
+    /// The arguments as the blocking method's; a left-out one is `MaybeArg::Missing`.
+    #[pyo3(signature = (cmd, key, val, time=MaybeArg::Missing, min_compress_len=MaybeArg::Missing,
+                        compress_level=MaybeArg::Missing, noreply=false))]
     #[allow(clippy::too_many_arguments)]
     fn _store(
         slf: &Bound<'_, Self>,
         cmd: &str,
         key: &Bound<'_, PyAny>,
         val: &Bound<'_, PyAny>,
-        time: Option<&Bound<'_, PyAny>>,
-        min_compress_len: Option<&Bound<'_, PyAny>>,
-        compress_level: i64,
+        time: MaybeArg<'_, '_>,
+        min_compress_len: MaybeArg<'_, '_>,
+        compress_level: MaybeArg<'_, '_>,
         noreply: bool,
     ) -> PyResult<Py<PyAny>> {
         let cmd = store_cmd(cmd)?;
@@ -272,16 +274,15 @@ impl PyAioClient {
         Self::submit(slf, prepare::store(slf.as_super(), cmd, val, args)?)
     }
 
-    #[pyo3(signature = (key, val, cas, time=None))]
+    #[pyo3(signature = (key, val, cas, time=MaybeArg::Missing))]
     fn _cas(
         slf: &Bound<'_, Self>,
         key: &Bound<'_, PyAny>,
         val: &Bound<'_, PyAny>,
         cas: &Bound<'_, PyAny>,
-        time: Option<&Bound<'_, PyAny>>,
+        time: MaybeArg<'_, '_>,
     ) -> PyResult<Py<PyAny>> {
-        let token = cas_token(cas)?;
-        let args = cas_args(slf.as_super(), key, token, time)?;
+        let args = cas_args(slf.as_super(), key, cas, time)?;
         Self::submit(
             slf,
             prepare::store(slf.as_super(), StoreCmd::Cas, val, args)?,
@@ -305,36 +306,38 @@ impl PyAioClient {
         Self::submit(slf, prepare::touch(key, time, noreply)?)
     }
 
-    #[pyo3(signature = (incr, key, delta=None))]
+    #[pyo3(signature = (incr, key, delta=MaybeArg::Missing))]
     fn _arith(
         slf: &Bound<'_, Self>,
         incr: bool,
         key: &Bound<'_, PyAny>,
-        delta: Option<&Bound<'_, PyAny>>,
+        delta: MaybeArg<'_, '_>,
     ) -> PyResult<Py<PyAny>> {
         Self::submit(slf, prepare::arith(incr, key, delta)?)
     }
 
-    #[pyo3(signature = (keys, key_prefix, with_cas))]
+    #[pyo3(signature = (keys, key_prefix=MaybeArg::Missing, with_cas=false))]
     fn _get_multi(
         slf: &Bound<'_, Self>,
         keys: &Bound<'_, PyAny>,
-        key_prefix: Option<&Bound<'_, PyAny>>,
+        key_prefix: MaybeArg<'_, '_>,
         with_cas: bool,
     ) -> PyResult<Py<PyAny>> {
         Self::submit(slf, prepare::fetch(keys, key_prefix, with_cas)?)
     }
 
-    #[pyo3(signature = (cmd, keys, time, key_prefix, min_compress_len, compress_level, noreply))]
+    #[pyo3(signature = (cmd, keys, time=MaybeArg::Missing, key_prefix=MaybeArg::Missing,
+                        min_compress_len=MaybeArg::Missing, compress_level=MaybeArg::Missing,
+                        noreply=false))]
     #[allow(clippy::too_many_arguments)]
     fn _store_multi(
         slf: &Bound<'_, Self>,
         cmd: &str,
         keys: &Bound<'_, PyAny>,
-        time: Option<&Bound<'_, PyAny>>,
-        key_prefix: Option<&Bound<'_, PyAny>>,
-        min_compress_len: Option<&Bound<'_, PyAny>>,
-        compress_level: i64,
+        time: MaybeArg<'_, '_>,
+        key_prefix: MaybeArg<'_, '_>,
+        min_compress_len: MaybeArg<'_, '_>,
+        compress_level: MaybeArg<'_, '_>,
         noreply: bool,
     ) -> PyResult<Py<PyAny>> {
         let cmd = store_cmd(cmd)?;
@@ -349,44 +352,39 @@ impl PyAioClient {
         Self::submit(slf, prepare::store_multi(slf.as_super(), cmd, args)?)
     }
 
-    #[pyo3(signature = (keys, key_prefix, noreply))]
+    #[pyo3(signature = (keys, key_prefix=MaybeArg::Missing, noreply=false))]
     fn _delete_multi(
         slf: &Bound<'_, Self>,
         keys: &Bound<'_, PyAny>,
-        key_prefix: Option<&Bound<'_, PyAny>>,
+        key_prefix: MaybeArg<'_, '_>,
         noreply: bool,
     ) -> PyResult<Py<PyAny>> {
         Self::submit(slf, prepare::delete_multi(keys, key_prefix, noreply)?)
     }
 
-    #[pyo3(signature = (keys, key_prefix, delta))]
+    #[pyo3(signature = (keys, key_prefix=MaybeArg::Missing, delta=MaybeArg::Missing))]
     fn _incr_multi(
         slf: &Bound<'_, Self>,
         keys: &Bound<'_, PyAny>,
-        key_prefix: Option<&Bound<'_, PyAny>>,
-        delta: Option<&Bound<'_, PyAny>>,
+        key_prefix: MaybeArg<'_, '_>,
+        delta: MaybeArg<'_, '_>,
     ) -> PyResult<Py<PyAny>> {
-        let delta = delta.map_or(Ok(1), |d| wrap_u32(Some(d)))?;
         Self::submit(slf, prepare::incr_multi(keys, key_prefix, delta)?)
     }
 
-    #[pyo3(signature = (keys, time, key_prefix, noreply))]
+    #[pyo3(signature = (keys, time=MaybeArg::Missing, key_prefix=MaybeArg::Missing, noreply=false))]
     fn _touch_multi(
         slf: &Bound<'_, Self>,
         keys: &Bound<'_, PyAny>,
-        time: Option<&Bound<'_, PyAny>>,
-        key_prefix: Option<&Bound<'_, PyAny>>,
+        time: MaybeArg<'_, '_>,
+        key_prefix: MaybeArg<'_, '_>,
         noreply: bool,
     ) -> PyResult<Py<PyAny>> {
-        let exptime = wrap_u32(time)?;
-        Self::submit(
-            slf,
-            prepare::touch_multi(keys, exptime, key_prefix, noreply)?,
-        )
+        Self::submit(slf, prepare::touch_multi(keys, time, key_prefix, noreply)?)
     }
 
-    #[pyo3(signature = (time=None))]
-    fn _flush_all(slf: &Bound<'_, Self>, time: Option<&Bound<'_, PyAny>>) -> PyResult<Py<PyAny>> {
+    #[pyo3(signature = (time=MaybeArg::Missing))]
+    fn _flush_all(slf: &Bound<'_, Self>, time: MaybeArg<'_, '_>) -> PyResult<Py<PyAny>> {
         let delay = flush_delay(time)?;
         Self::submit(
             slf,
@@ -394,11 +392,8 @@ impl PyAioClient {
         )
     }
 
-    #[pyo3(signature = (stat_args=None))]
-    fn _get_stats(
-        slf: &Bound<'_, Self>,
-        stat_args: Option<&Bound<'_, PyAny>>,
-    ) -> PyResult<Py<PyAny>> {
+    #[pyo3(signature = (stat_args=MaybeArg::Missing))]
+    fn _get_stats(slf: &Bound<'_, Self>, stat_args: MaybeArg<'_, '_>) -> PyResult<Py<PyAny>> {
         let args = stats_args(stat_args)?;
         let addrs = slf.as_super().get().core()?.addresses();
         Self::submit(

@@ -7,7 +7,7 @@ use std::sync::atomic::Ordering;
 
 use pyo3::exceptions::PyTypeError;
 use pyo3::prelude::*;
-use pyo3::types::{PyBytes, PyDict, PyList, PyString};
+use pyo3::types::{PyBytes, PyDict, PyList};
 
 use super::PyClient;
 use crate::error::Error as CoreError;
@@ -43,25 +43,16 @@ const STAT_KEYS: [&str; 22] = [
 ];
 
 /// Flush all data on all servers.
-pub(super) fn flush_all(
-    slf: &Bound<'_, PyClient>,
-    time: Option<&Bound<'_, PyAny>>,
-) -> PyResult<bool> {
+pub(super) fn flush_all(slf: &Bound<'_, PyClient>, time: MaybeArg<'_, '_>) -> PyResult<bool> {
     let py = slf.py();
     let delay = flush_delay(time)?;
     let results = detached(py, slf.get(), |core| Ok(core.flush_all(delay)))?;
     flush_reply(results)
 }
 
-/// flush_all's `time`, as pylibmc converts it.
-pub(crate) fn flush_delay(time: Option<&Bound<'_, PyAny>>) -> PyResult<u32> {
-    let delay: i64 = match time {
-        None => 0,
-        Some(t) => {
-            require_int(t)?;
-            t.extract::<i64>().unwrap_or(i64::MAX)
-        }
-    };
+/// flush_all's time, as pylibmc converts it.
+pub(crate) fn flush_delay(time: MaybeArg<'_, '_>) -> PyResult<u32> {
+    let delay = time.map_or(0, |t| exact_long(t, ArgPos::of("flush_all", 1)))?;
     Ok(delay.clamp(0, u32::MAX as i64) as u32)
 }
 
@@ -76,7 +67,7 @@ pub(crate) fn flush_reply(results: Vec<crate::error::Result<()>>) -> PyResult<bo
 /// Retrieve statistics from all memcached servers.
 pub(super) fn get_stats(
     slf: &Bound<'_, PyClient>,
-    stat_args: Option<&Bound<'_, PyAny>>,
+    stat_args: MaybeArg<'_, '_>,
 ) -> PyResult<Py<PyList>> {
     let py = slf.py();
     let args = stats_args(stat_args)?;
@@ -86,20 +77,18 @@ pub(super) fn get_stats(
     stats_reply(py, results, addrs)
 }
 
-/// get_stats's argument, as pylibmc converts it.
-pub(crate) fn stats_args(stat_args: Option<&Bound<'_, PyAny>>) -> PyResult<Vec<u8>> {
-    Ok(match stat_args {
-        None => Vec::new(),
-        Some(a) => match a.cast::<PyString>() {
-            Ok(s) => s.to_str()?.as_bytes().to_vec(),
-            Err(_) => {
-                return Err(PyTypeError::new_err(format!(
-                    "argument 1 must be str, not {}",
-                    type_name(a)
-                )))
-            }
-        },
-    })
+/// get_stats's group, as pylibmc converts and checks it.
+pub(crate) fn stats_args(stat_args: MaybeArg<'_, '_>) -> PyResult<Vec<u8>> {
+    let args = stat_args.map_or(None, |a| {
+        Ok(Some(
+            c_str(a, ArgPos::of("get_stats", 1))?.as_bytes().to_vec(),
+        ))
+    })?;
+    // libmemcached refuses an empty group given (no group at all is plain "stats").
+    if args.as_ref().is_some_and(Vec::is_empty) {
+        return Err(errors::bad_key(Op::GetStats, errors::BAD_KEY_DETAIL));
+    }
+    Ok(args.unwrap_or_default())
 }
 
 /// What get_stats returns for the core's outcomes, one per server address.
@@ -141,7 +130,7 @@ pub(super) fn disconnect_all(slf: &Bound<'_, PyClient>) -> PyResult<()> {
 
 /// The index of the server a key maps to.
 pub(super) fn hash(slf: &Bound<'_, PyClient>, key: &Bound<'_, PyAny>) -> PyResult<usize> {
-    let k = key_bytes(key, KeyErrorWording::BytesLike)?;
+    let k = str_or_bytes(key, ArgPos::of("hash", 1))?;
     detached(slf.py(), slf.get(), |core| Ok(core.hash_index(k)))
 }
 
@@ -163,7 +152,7 @@ pub(super) fn deserialize(
     flags: &Bound<'_, PyAny>,
 ) -> PyResult<Py<PyAny>> {
     let py = slf.py();
-    let flags = wrap_u32(Some(flags))?;
+    let flags = uint_mask(flags)?;
     if flags & serde::TYPE_MASK == 0 {
         return Ok(data.clone().unbind());
     }

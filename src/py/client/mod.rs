@@ -19,7 +19,7 @@ use parking_lot::RwLock;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList, PyTuple};
 
-use super::args::{wrap_u32, MaybeArg};
+use super::args::MaybeArg;
 use super::errors::plain_error;
 use crate::client::Client;
 use crate::protocol::StoreCmd;
@@ -149,115 +149,113 @@ impl PyClient {
     }
 
     /// Set a key unconditionally.
-    #[pyo3(signature = (key, val, time=None, min_compress_len=None, compress_level=-1, *, noreply=false))]
-    #[allow(clippy::too_many_arguments)]
+    #[pyo3(
+        signature = (key, val, time=MaybeArg::Missing, min_compress_len=MaybeArg::Missing,
+                     compress_level=MaybeArg::Missing, *, noreply=false),
+        text_signature = "($self, key, val, time=0, min_compress_len=0, compress_level=-1, *, noreply=False)"
+    )]
     fn set(
         slf: &Bound<'_, Self>,
         key: &Bound<'_, PyAny>,
         val: &Bound<'_, PyAny>,
-        time: Option<&Bound<'_, PyAny>>,
-        min_compress_len: Option<&Bound<'_, PyAny>>,
-        compress_level: i64,
+        time: MaybeArg<'_, '_>,
+        min_compress_len: MaybeArg<'_, '_>,
+        compress_level: MaybeArg<'_, '_>,
         noreply: bool,
     ) -> PyResult<bool> {
-        single::store(
-            slf,
-            StoreCmd::Set,
-            val,
-            StoreArgs::parse(key, time, min_compress_len, compress_level, noreply)?,
-        )
+        let args = StoreArgs::parse(key, time, min_compress_len, compress_level, noreply)?;
+        single::store(slf, StoreCmd::Set, val, args)
     }
 
     /// Add a key if it does not exist.
-    #[pyo3(signature = (key, val, time=None, min_compress_len=None, compress_level=-1, *, noreply=false))]
-    #[allow(clippy::too_many_arguments)]
+    #[pyo3(
+        signature = (key, val, time=MaybeArg::Missing, min_compress_len=MaybeArg::Missing,
+                     compress_level=MaybeArg::Missing, *, noreply=false),
+        text_signature = "($self, key, val, time=0, min_compress_len=0, compress_level=-1, *, noreply=False)"
+    )]
     fn add(
         slf: &Bound<'_, Self>,
         key: &Bound<'_, PyAny>,
         val: &Bound<'_, PyAny>,
-        time: Option<&Bound<'_, PyAny>>,
-        min_compress_len: Option<&Bound<'_, PyAny>>,
-        compress_level: i64,
+        time: MaybeArg<'_, '_>,
+        min_compress_len: MaybeArg<'_, '_>,
+        compress_level: MaybeArg<'_, '_>,
         noreply: bool,
     ) -> PyResult<bool> {
-        single::store(
-            slf,
-            StoreCmd::Add,
-            val,
-            StoreArgs::parse(key, time, min_compress_len, compress_level, noreply)?,
-        )
+        let args = StoreArgs::parse(key, time, min_compress_len, compress_level, noreply)?;
+        single::store(slf, StoreCmd::Add, val, args)
     }
 
     /// Replace a key if it exists.
-    #[pyo3(signature = (key, val, time=None, min_compress_len=None, compress_level=-1, *, noreply=false))]
-    #[allow(clippy::too_many_arguments)]
+    #[pyo3(
+        signature = (key, val, time=MaybeArg::Missing, min_compress_len=MaybeArg::Missing,
+                     compress_level=MaybeArg::Missing, *, noreply=false),
+        text_signature = "($self, key, val, time=0, min_compress_len=0, compress_level=-1, *, noreply=False)"
+    )]
     fn replace(
         slf: &Bound<'_, Self>,
         key: &Bound<'_, PyAny>,
         val: &Bound<'_, PyAny>,
-        time: Option<&Bound<'_, PyAny>>,
-        min_compress_len: Option<&Bound<'_, PyAny>>,
-        compress_level: i64,
+        time: MaybeArg<'_, '_>,
+        min_compress_len: MaybeArg<'_, '_>,
+        compress_level: MaybeArg<'_, '_>,
         noreply: bool,
     ) -> PyResult<bool> {
-        single::store(
-            slf,
-            StoreCmd::Replace,
-            val,
-            StoreArgs::parse(key, time, min_compress_len, compress_level, noreply)?,
-        )
+        let args = StoreArgs::parse(key, time, min_compress_len, compress_level, noreply)?;
+        single::store(slf, StoreCmd::Replace, val, args)
     }
 
     /// Append data to a key.
-    #[pyo3(signature = (key, val, time=None, min_compress_len=None, compress_level=-1, *, noreply=false))]
-    #[allow(clippy::too_many_arguments)]
+    #[pyo3(
+        signature = (key, val, time=MaybeArg::Missing, min_compress_len=MaybeArg::Missing,
+                     compress_level=MaybeArg::Missing, *, noreply=false),
+        text_signature = "($self, key, val, time=0, min_compress_len=0, compress_level=-1, *, noreply=False)"
+    )]
     fn append(
         slf: &Bound<'_, Self>,
         key: &Bound<'_, PyAny>,
         val: &Bound<'_, PyAny>,
-        time: Option<&Bound<'_, PyAny>>,
-        min_compress_len: Option<&Bound<'_, PyAny>>,
-        compress_level: i64,
+        time: MaybeArg<'_, '_>,
+        min_compress_len: MaybeArg<'_, '_>,
+        compress_level: MaybeArg<'_, '_>,
         noreply: bool,
     ) -> PyResult<bool> {
-        single::store(
-            slf,
-            StoreCmd::Append,
-            val,
-            StoreArgs::parse(key, time, min_compress_len, compress_level, noreply)?,
-        )
+        let args = StoreArgs::parse(key, time, min_compress_len, compress_level, noreply)?;
+        single::store(slf, StoreCmd::Append, val, args)
     }
 
     /// Prepend data to a key.
-    #[pyo3(signature = (key, val, time=None, min_compress_len=None, compress_level=-1, *, noreply=false))]
-    #[allow(clippy::too_many_arguments)]
+    #[pyo3(
+        signature = (key, val, time=MaybeArg::Missing, min_compress_len=MaybeArg::Missing,
+                     compress_level=MaybeArg::Missing, *, noreply=false),
+        text_signature = "($self, key, val, time=0, min_compress_len=0, compress_level=-1, *, noreply=False)"
+    )]
     fn prepend(
         slf: &Bound<'_, Self>,
         key: &Bound<'_, PyAny>,
         val: &Bound<'_, PyAny>,
-        time: Option<&Bound<'_, PyAny>>,
-        min_compress_len: Option<&Bound<'_, PyAny>>,
-        compress_level: i64,
+        time: MaybeArg<'_, '_>,
+        min_compress_len: MaybeArg<'_, '_>,
+        compress_level: MaybeArg<'_, '_>,
         noreply: bool,
     ) -> PyResult<bool> {
-        single::store(
-            slf,
-            StoreCmd::Prepend,
-            val,
-            StoreArgs::parse(key, time, min_compress_len, compress_level, noreply)?,
-        )
+        let args = StoreArgs::parse(key, time, min_compress_len, compress_level, noreply)?;
+        single::store(slf, StoreCmd::Prepend, val, args)
     }
 
     /// Attempt to compare-and-store a key by CAS ID.
-    #[pyo3(signature = (key, val, cas, time=None))]
+    #[pyo3(
+        signature = (key, val, cas, time=MaybeArg::Missing),
+        text_signature = "($self, key, val, cas, time=0)"
+    )]
     fn cas(
         slf: &Bound<'_, Self>,
         key: &Bound<'_, PyAny>,
         val: &Bound<'_, PyAny>,
         cas: &Bound<'_, PyAny>,
-        time: Option<&Bound<'_, PyAny>>,
+        time: MaybeArg<'_, '_>,
     ) -> PyResult<bool> {
-        single::cas(slf, key, val, single::cas_token(cas)?, time)
+        single::cas(slf, key, val, cas, time)
     }
 
     /// Delete a key.
@@ -288,55 +286,71 @@ impl PyClient {
     }
 
     /// Increment a key by a delta.
-    #[pyo3(signature = (key, delta=None, /))]
+    #[pyo3(
+        signature = (key, delta=MaybeArg::Missing, /),
+        text_signature = "($self, key, delta=1, /)"
+    )]
     fn incr(
         slf: &Bound<'_, Self>,
         key: &Bound<'_, PyAny>,
-        delta: Option<&Bound<'_, PyAny>>,
+        delta: MaybeArg<'_, '_>,
     ) -> PyResult<u64> {
         single::arith(slf, true, key, delta)
     }
 
     /// Decrement a key by a delta.
-    #[pyo3(signature = (key, delta=None, /))]
+    #[pyo3(
+        signature = (key, delta=MaybeArg::Missing, /),
+        text_signature = "($self, key, delta=1, /)"
+    )]
     fn decr(
         slf: &Bound<'_, Self>,
         key: &Bound<'_, PyAny>,
-        delta: Option<&Bound<'_, PyAny>>,
+        delta: MaybeArg<'_, '_>,
     ) -> PyResult<u64> {
         single::arith(slf, false, key, delta)
     }
 
     /// Get multiple keys at once; misses are absent from the result.
-    #[pyo3(signature = (keys, key_prefix=None))]
+    #[pyo3(
+        signature = (keys, key_prefix=MaybeArg::Missing),
+        text_signature = "($self, keys, key_prefix=b'')"
+    )]
     fn get_multi(
         slf: &Bound<'_, Self>,
         keys: &Bound<'_, PyAny>,
-        key_prefix: Option<&Bound<'_, PyAny>>,
+        key_prefix: MaybeArg<'_, '_>,
     ) -> PyResult<Py<PyDict>> {
         multi::fetch(slf, keys, key_prefix, false)
     }
 
     /// fastmc extension: `get_multi` with CAS tokens: `{key: (value, cas)}`.
-    #[pyo3(signature = (keys, key_prefix=None))]
+    #[pyo3(
+        signature = (keys, key_prefix=MaybeArg::Missing),
+        text_signature = "($self, keys, key_prefix=b'')"
+    )]
     fn gets_multi(
         slf: &Bound<'_, Self>,
         keys: &Bound<'_, PyAny>,
-        key_prefix: Option<&Bound<'_, PyAny>>,
+        key_prefix: MaybeArg<'_, '_>,
     ) -> PyResult<Py<PyDict>> {
         multi::fetch(slf, keys, key_prefix, true)
     }
 
     /// Set multiple keys at once; returns the keys that were not stored.
-    #[pyo3(signature = (keys, time=None, key_prefix=None, min_compress_len=None, compress_level=-1, *, noreply=false))]
-    #[allow(clippy::too_many_arguments)]
+    #[pyo3(
+        signature = (keys, time=MaybeArg::Missing, key_prefix=MaybeArg::Missing,
+                     min_compress_len=MaybeArg::Missing, compress_level=MaybeArg::Missing, *,
+                     noreply=false),
+        text_signature = "($self, keys, time=0, key_prefix=b'', min_compress_len=0, compress_level=-1, *, noreply=False)"
+    )]
     fn set_multi(
         slf: &Bound<'_, Self>,
         keys: &Bound<'_, PyAny>,
-        time: Option<&Bound<'_, PyAny>>,
-        key_prefix: Option<&Bound<'_, PyAny>>,
-        min_compress_len: Option<&Bound<'_, PyAny>>,
-        compress_level: i64,
+        time: MaybeArg<'_, '_>,
+        key_prefix: MaybeArg<'_, '_>,
+        min_compress_len: MaybeArg<'_, '_>,
+        compress_level: MaybeArg<'_, '_>,
         noreply: bool,
     ) -> PyResult<Py<PyList>> {
         multi::store(
@@ -354,15 +368,19 @@ impl PyClient {
     }
 
     /// Add multiple keys at once; returns the keys that were not stored.
-    #[pyo3(signature = (keys, time=None, key_prefix=None, min_compress_len=None, compress_level=-1, *, noreply=false))]
-    #[allow(clippy::too_many_arguments)]
+    #[pyo3(
+        signature = (keys, time=MaybeArg::Missing, key_prefix=MaybeArg::Missing,
+                     min_compress_len=MaybeArg::Missing, compress_level=MaybeArg::Missing, *,
+                     noreply=false),
+        text_signature = "($self, keys, time=0, key_prefix=b'', min_compress_len=0, compress_level=-1, *, noreply=False)"
+    )]
     fn add_multi(
         slf: &Bound<'_, Self>,
         keys: &Bound<'_, PyAny>,
-        time: Option<&Bound<'_, PyAny>>,
-        key_prefix: Option<&Bound<'_, PyAny>>,
-        min_compress_len: Option<&Bound<'_, PyAny>>,
-        compress_level: i64,
+        time: MaybeArg<'_, '_>,
+        key_prefix: MaybeArg<'_, '_>,
+        min_compress_len: MaybeArg<'_, '_>,
+        compress_level: MaybeArg<'_, '_>,
         noreply: bool,
     ) -> PyResult<Py<PyList>> {
         multi::store(
@@ -380,15 +398,19 @@ impl PyClient {
     }
 
     /// fastmc extension: replace multiple keys at once; returns the keys that were not stored.
-    #[pyo3(signature = (keys, time=None, key_prefix=None, min_compress_len=None, compress_level=-1, *, noreply=false))]
-    #[allow(clippy::too_many_arguments)]
+    #[pyo3(
+        signature = (keys, time=MaybeArg::Missing, key_prefix=MaybeArg::Missing,
+                     min_compress_len=MaybeArg::Missing, compress_level=MaybeArg::Missing, *,
+                     noreply=false),
+        text_signature = "($self, keys, time=0, key_prefix=b'', min_compress_len=0, compress_level=-1, *, noreply=False)"
+    )]
     fn replace_multi(
         slf: &Bound<'_, Self>,
         keys: &Bound<'_, PyAny>,
-        time: Option<&Bound<'_, PyAny>>,
-        key_prefix: Option<&Bound<'_, PyAny>>,
-        min_compress_len: Option<&Bound<'_, PyAny>>,
-        compress_level: i64,
+        time: MaybeArg<'_, '_>,
+        key_prefix: MaybeArg<'_, '_>,
+        min_compress_len: MaybeArg<'_, '_>,
+        compress_level: MaybeArg<'_, '_>,
         noreply: bool,
     ) -> PyResult<Py<PyList>> {
         multi::store(
@@ -406,56 +428,60 @@ impl PyClient {
     }
 
     /// Delete multiple keys at once; True only if every key was deleted.
-    #[pyo3(signature = (keys, key_prefix=None, *, noreply=false))]
+    #[pyo3(
+        signature = (keys, key_prefix=MaybeArg::Missing, *, noreply=false),
+        text_signature = "($self, keys, key_prefix=b'', *, noreply=False)"
+    )]
     fn delete_multi(
         slf: &Bound<'_, Self>,
         keys: &Bound<'_, PyAny>,
-        key_prefix: Option<&Bound<'_, PyAny>>,
+        key_prefix: MaybeArg<'_, '_>,
         noreply: bool,
     ) -> PyResult<bool> {
         multi::delete_multi(slf, keys, key_prefix, noreply)
     }
 
     /// Increment multiple keys by a delta; returns None.
-    #[pyo3(signature = (keys, key_prefix=None, delta=None))]
+    #[pyo3(
+        signature = (keys, key_prefix=MaybeArg::Missing, delta=MaybeArg::Missing),
+        text_signature = "($self, keys, key_prefix=b'', delta=1)"
+    )]
     fn incr_multi(
         slf: &Bound<'_, Self>,
         keys: &Bound<'_, PyAny>,
-        key_prefix: Option<&Bound<'_, PyAny>>,
-        delta: Option<&Bound<'_, PyAny>>,
+        key_prefix: MaybeArg<'_, '_>,
+        delta: MaybeArg<'_, '_>,
     ) -> PyResult<()> {
-        multi::incr_multi(
-            slf,
-            keys,
-            key_prefix,
-            delta.map_or(Ok(1), |d| wrap_u32(Some(d)))?,
-        )
+        multi::incr_multi(slf, keys, key_prefix, delta)
     }
 
     /// fastmc extension: touch multiple keys; returns the keys that were not found.
-    #[pyo3(signature = (keys, time=None, key_prefix=None, *, noreply=false))]
+    #[pyo3(
+        signature = (keys, time=MaybeArg::Missing, key_prefix=MaybeArg::Missing, *, noreply=false),
+        text_signature = "($self, keys, time=0, key_prefix=b'', *, noreply=False)"
+    )]
     fn touch_multi(
         slf: &Bound<'_, Self>,
         keys: &Bound<'_, PyAny>,
-        time: Option<&Bound<'_, PyAny>>,
-        key_prefix: Option<&Bound<'_, PyAny>>,
+        time: MaybeArg<'_, '_>,
+        key_prefix: MaybeArg<'_, '_>,
         noreply: bool,
     ) -> PyResult<Py<PyList>> {
-        multi::touch_multi(slf, keys, wrap_u32(time)?, key_prefix, noreply)
+        multi::touch_multi(slf, keys, time, key_prefix, noreply)
     }
 
     /// Flush all data on all servers.
-    #[pyo3(signature = (time=None))]
-    fn flush_all(slf: &Bound<'_, Self>, time: Option<&Bound<'_, PyAny>>) -> PyResult<bool> {
+    #[pyo3(signature = (time=MaybeArg::Missing), text_signature = "($self, time=0)")]
+    fn flush_all(slf: &Bound<'_, Self>, time: MaybeArg<'_, '_>) -> PyResult<bool> {
         admin::flush_all(slf, time)
     }
 
     /// Retrieve statistics from all memcached servers.
-    #[pyo3(signature = (stat_args=None, /))]
-    fn get_stats(
-        slf: &Bound<'_, Self>,
-        stat_args: Option<&Bound<'_, PyAny>>,
-    ) -> PyResult<Py<PyList>> {
+    #[pyo3(
+        signature = (stat_args=MaybeArg::Missing, /),
+        text_signature = "($self, stat_args=..., /)"
+    )]
+    fn get_stats(slf: &Bound<'_, Self>, stat_args: MaybeArg<'_, '_>) -> PyResult<Py<PyList>> {
         admin::get_stats(slf, stat_args)
     }
 

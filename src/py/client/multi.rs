@@ -15,7 +15,7 @@ use super::PyClient;
 use crate::client::{Fetched, StoreItem, StoreStatus};
 use crate::error::Error as CoreError;
 use crate::protocol::{StoreCmd, MAX_KEY_LEN};
-use crate::py::args::*;
+use crate::py::args::{self, *};
 use crate::py::errors::{self, Op};
 use crate::py::io::detached;
 
@@ -23,45 +23,78 @@ use crate::py::io::detached;
 pub(super) fn delete_multi(
     slf: &Bound<'_, PyClient>,
     keys: &Bound<'_, PyAny>,
-    key_prefix: Option<&Bound<'_, PyAny>>,
+    key_prefix: MaybeArg<'_, '_>,
     noreply: bool,
 ) -> PyResult<bool> {
     let py = slf.py();
     let this = slf.get();
+    let (prefix, items, stopped) = delete_multi_items(keys, key_prefix)?;
+    let (full, all, stopped) = delete_multi_keys(&items, &prefix, stopped);
+    let refs: Vec<&[u8]> = full.iter().map(|k| &**k).collect();
+    let results = detached(py, this, |core| Ok(core.delete_multi(&refs, noreply)))?;
+    delete_multi_reply(this, &refs, prefix.len(), results, all, stopped)
+}
+
+/// delete_multi's prefix, keys and the iterator's error.
+pub(crate) type DeleteItems<'py> = (Vec<u8>, Vec<Bound<'py, PyAny>>, Option<PyErr>);
+
+/// delete_multi's prefix and keys (`O|s#:delete_multi`, then no mappings), and the error of
+/// the keys' iterator if it raised (pylibmc deletes the keys before it, then raises it).
+pub(crate) fn delete_multi_items<'py>(
+    keys: &Bound<'py, PyAny>,
+    key_prefix: MaybeArg<'_, '_>,
+) -> PyResult<DeleteItems<'py>> {
+    let prefix = prefix_bytes(key_prefix, ArgPos::of("delete_multi", 2))?;
     if keys.is_instance_of::<PyDict>() {
         return Err(PyTypeError::new_err(
             "keys must be a sequence, not a mapping",
         ));
     }
-    let prefix = prefix_bytes(key_prefix)?;
+    let mut stopped = None;
     let mut items = Vec::new();
     for k in keys.try_iter()? {
-        items.push(k?);
-    }
-    let mut all = true;
-    let mut full: Vec<Cow<'_, [u8]>> = Vec::with_capacity(items.len());
-    for obj in &items {
-        let k = key_bytes(obj, KeyErrorWording::BytesLike)?;
-        let fk = join_key(&prefix, k);
-        check_key_len(&fk)?;
-        if fk.is_empty() {
-            all = false;
-            continue;
+        match k {
+            Ok(k) => items.push(k),
+            Err(e) => {
+                stopped = Some(e);
+                break;
+            }
         }
-        full.push(fk);
     }
-    let refs: Vec<&[u8]> = full.iter().map(|k| &**k).collect();
-    let results = detached(py, this, |core| Ok(core.delete_multi(&refs, noreply)))?;
-    delete_multi_reply(this, &refs, prefix.len(), results, all)
+    Ok((prefix, items, stopped))
 }
 
-/// What `delete_multi` returns for the core's outcomes; `all` is false when a key was skipped.
+/// pylibmc deletes key by key: a key it cannot take ends the loop after the keys before it
+/// were deleted. The keys to send (those before), whether every key counts (no empty one),
+/// and the error to raise after sending them.
+pub(crate) fn delete_multi_keys<'a>(
+    items: &'a [Bound<'_, PyAny>],
+    prefix: &[u8],
+    mut stopped: Option<PyErr>,
+) -> (Vec<Cow<'a, [u8]>>, bool, Option<PyErr>) {
+    let mut all = true;
+    let mut full: Vec<Cow<'_, [u8]>> = Vec::with_capacity(items.len());
+    for obj in items {
+        match delete_key(obj, prefix) {
+            Ok(Some(fk)) => full.push(fk),
+            Ok(None) => all = false,
+            Err(e) => {
+                stopped = Some(e);
+                break;
+            }
+        }
+    }
+    (full, all, stopped)
+}
+
+/// What delete_multi returns for the core's outcomes (`refs`: the keys sent, with the prefix).
 pub(crate) fn delete_multi_reply(
     this: &PyClient,
     refs: &[&[u8]],
     prefix_len: usize,
     results: Vec<crate::error::Result<bool>>,
     mut all: bool,
+    stopped: Option<PyErr>,
 ) -> PyResult<bool> {
     let verify = this.flags()?.verify_keys;
     let mut first_err = None;
@@ -83,28 +116,33 @@ pub(crate) fn delete_multi_reply(
             &e,
         ));
     }
-    Ok(all)
+    match stopped {
+        Some(e) => Err(e),
+        None => Ok(all),
+    }
 }
 
-/// Increment multiple keys by a delta (converted first, as pylibmc does); returns None.
+/// One key of delete_multi as pylibmc's loop checks it: its type, its length, its length with
+/// the prefix. None for an empty key (not sent; it counts as not deleted).
+fn delete_key<'a>(obj: &'a Bound<'_, PyAny>, prefix: &[u8]) -> PyResult<Option<Cow<'a, [u8]>>> {
+    let k = key_obj(obj)?;
+    check_key_len(k)?;
+    let fk = join_key(prefix, k);
+    check_key_len(&fk)?;
+    Ok(Some(fk).filter(|k| !k.is_empty()))
+}
+
+/// Increment multiple keys by a delta; returns None.
 pub(super) fn incr_multi(
     slf: &Bound<'_, PyClient>,
     keys: &Bound<'_, PyAny>,
-    key_prefix: Option<&Bound<'_, PyAny>>,
-    delta: u32,
+    key_prefix: MaybeArg<'_, '_>,
+    delta: MaybeArg<'_, '_>,
 ) -> PyResult<()> {
     let py = slf.py();
     let this = slf.get();
-    let items = sized_items(keys, "keys must be a sequence, not a mapping")?;
-    let prefix = prefix_bytes(key_prefix)?;
-    let mut full = Vec::with_capacity(items.len());
-    for obj in &items {
-        let k = key_bytes(obj, KeyErrorWording::MustBeBytes)?;
-        // pylibmc's ValueError for a key over 250 bytes (the prefix not counted), for the whole
-        // batch before anything is sent: increments cannot be taken back.
-        check_key_len(k)?;
-        full.push(join_key(&prefix, k));
-    }
+    let (prefix, delta, items) = incr_multi_items(keys, key_prefix, delta)?;
+    let full = incr_multi_keys(&items, &prefix)?;
     let refs: Vec<&[u8]> = full.iter().map(|k| &**k).collect();
     let results = detached(py, this, |core| {
         Ok(core.arith_multi(true, &refs, delta as u64))
@@ -112,19 +150,45 @@ pub(super) fn incr_multi(
     report_arith(results)
 }
 
-/// fastmc extension: touch multiple keys (the time converted first); returns the keys that were
-/// not found.
+/// incr_multi's prefix, delta and keys (`O|s#I`: the prefix and the delta, then the keys'
+/// length: a sequence).
+pub(crate) fn incr_multi_items<'py>(
+    keys: &Bound<'py, PyAny>,
+    key_prefix: MaybeArg<'_, '_>,
+    delta: MaybeArg<'_, '_>,
+) -> PyResult<(Vec<u8>, u32, Vec<Bound<'py, PyAny>>)> {
+    let prefix = prefix_bytes(key_prefix, ArgPos::nth(2))?;
+    let delta = delta.map_or(1, uint_mask)?;
+    Ok((prefix, delta, sized_items(keys)?))
+}
+
+/// incr_multi's keys with the prefix, every one checked before anything is sent.
+pub(crate) fn incr_multi_keys<'a>(
+    items: &'a [Bound<'_, PyAny>],
+    prefix: &[u8],
+) -> PyResult<Vec<Cow<'a, [u8]>>> {
+    let mut full = Vec::with_capacity(items.len());
+    for obj in items {
+        let k = key_obj(obj)?;
+        // pylibmc's ValueError for a key over 250 bytes (the prefix not counted), for the whole
+        // batch before anything is sent: increments cannot be taken back.
+        check_key_len(k)?;
+        full.push(join_key(prefix, k));
+    }
+    Ok(full)
+}
+
+/// fastmc extension: touch multiple keys; returns the keys that were not found.
 pub(super) fn touch_multi(
     slf: &Bound<'_, PyClient>,
     keys: &Bound<'_, PyAny>,
-    exptime: u32,
-    key_prefix: Option<&Bound<'_, PyAny>>,
+    time: MaybeArg<'_, '_>,
+    key_prefix: MaybeArg<'_, '_>,
     noreply: bool,
 ) -> PyResult<Py<PyList>> {
     let py = slf.py();
     let this = slf.get();
-    let prefix = prefix_bytes(key_prefix)?;
-    let items = sized_items(keys, "keys must be a sequence, not a mapping")?;
+    let (exptime, prefix, items) = touch_multi_items(keys, time, key_prefix)?;
     let keys = multi_keys(&items, &prefix, true)?;
     let refs = keys.refs();
     let results = detached(py, this, |core| {
@@ -133,7 +197,19 @@ pub(super) fn touch_multi(
     touch_multi_reply(py, &keys.empty, &keys.objs, results)
 }
 
-/// What `touch_multi` returns for the core's outcomes (`empty`: keys never sent).
+/// touch_multi's time, prefix and keys, converted as set_multi converts its arguments: the time
+/// (`I`), the prefix (`s#`), then the keys.
+pub(crate) fn touch_multi_items<'py>(
+    keys: &Bound<'py, PyAny>,
+    time: MaybeArg<'_, '_>,
+    key_prefix: MaybeArg<'_, '_>,
+) -> PyResult<(u32, Vec<u8>, Vec<Bound<'py, PyAny>>)> {
+    let exptime = time.map_or(0, uint_mask)?;
+    let prefix = prefix_bytes(key_prefix, ArgPos::nth(3))?;
+    Ok((exptime, prefix, sized_items(keys)?))
+}
+
+/// What touch_multi returns for the core's outcomes (`empty`: keys never sent).
 pub(crate) fn touch_multi_reply(
     py: Python<'_>,
     empty: &[&Bound<'_, PyAny>],
@@ -162,40 +238,31 @@ pub(crate) fn touch_multi_reply(
     Ok(failed.unbind())
 }
 
-/// incr_multi's report, after every key was tried: misses and hard errors counted together,
-/// of the class pylibmc gives. pylibmc increments key by key and picks the class from the last
-/// key's outcome: its own class when it failed, the base `Error` when it was incremented
-/// (unless every failure was a miss: `NotFound`). From the second `CLIENT_ERROR` on (a value
-/// that is not a number), libmemcached reports a generic error for every failure after it.
+/// incr_multi's report, after every key was tried: misses and failures counted together, of
+/// the class pylibmc gives (`_PylibMC_IncrDecr`): `NotFound` when every failure was a miss; with
+/// one failure the class of the last key's outcome (the base `Error` when it was incremented);
+/// with more, the base `Error`.
 pub(crate) fn report_arith(results: Vec<crate::error::Result<Option<u64>>>) -> PyResult<()> {
-    let (mut misses, mut failed, mut client_errors) = (0usize, 0usize, 0usize);
+    let (mut misses, mut failed) = (0usize, 0usize);
     let mut last = errors::ArithRc::Succeeded;
     for r in &results {
         last = match r {
             Ok(Some(_)) => errors::ArithRc::Succeeded,
             Ok(None) => {
                 misses += 1;
-                if client_errors >= 2 {
-                    errors::ArithRc::Generic
-                } else {
-                    errors::ArithRc::NotFound
-                }
+                errors::ArithRc::NotFound
             }
             Err(e) => {
                 failed += 1;
-                if matches!(e, CoreError::ClientError(_)) {
-                    client_errors += 1;
-                }
-                if client_errors >= 2 {
-                    errors::ArithRc::Generic
-                } else {
-                    errors::ArithRc::Failed(e)
-                }
+                errors::ArithRc::Failed(e)
             }
         };
     }
     if misses == 0 && failed == 0 {
         return Ok(());
+    }
+    if failed > 1 {
+        last = errors::ArithRc::Generic;
     }
     Err(errors::keys_failed(misses + failed, failed == 0, last))
 }
@@ -204,27 +271,43 @@ pub(crate) fn report_arith(results: Vec<crate::error::Result<Option<u64>>>) -> P
 pub(super) fn fetch(
     slf: &Bound<'_, PyClient>,
     keys: &Bound<'_, PyAny>,
-    key_prefix: Option<&Bound<'_, PyAny>>,
+    key_prefix: MaybeArg<'_, '_>,
     with_cas: bool,
 ) -> PyResult<Py<PyDict>> {
     let py = slf.py();
     let this = slf.get();
-    let items = sized_items(keys, "dict is not a sequence")?;
-    let prefix = prefix_bytes(key_prefix)?;
-    let MultiKeys { objs, full, .. } = multi_keys(&items, &prefix, false)?;
-    if full.iter().any(|k| k.len() > MAX_KEY_LEN) {
-        return Err(errors::bad_key(
-            Op::Mget,
-            "A BAD KEY WAS PROVIDED/CHARACTERS OUT OF RANGE",
-        ));
-    }
-    let (objs, full) = merge_twins(objs, full);
+    let (prefix, items) = fetch_items(keys, key_prefix, with_cas)?;
+    let (objs, full) = fetch_keys(&items, &prefix)?;
     let refs: Vec<&[u8]> = full.iter().map(|k| &**k).collect();
     let fetched = detached(py, this, |core| Ok(core.get_multi(&refs, with_cas)))?;
     fetch_reply(slf, &objs, fetched, with_cas)
 }
 
-/// What `get_multi`/`gets_multi` return for the core's outcome, under the callers' key objects.
+/// get_multi's prefix and keys (`O|s#:get_multi`, then the keys' length: a sequence).
+pub(crate) fn fetch_items<'py>(
+    keys: &Bound<'py, PyAny>,
+    key_prefix: MaybeArg<'_, '_>,
+    with_cas: bool,
+) -> PyResult<(Vec<u8>, Vec<Bound<'py, PyAny>>)> {
+    let func = if with_cas { "gets_multi" } else { "get_multi" };
+    let prefix = prefix_bytes(key_prefix, ArgPos::of(func, 2))?;
+    Ok((prefix, sized_items(keys)?))
+}
+
+/// get_multi's keys: the objects and their keys with the prefix (str and bytes twins merged).
+#[allow(clippy::type_complexity)]
+pub(crate) fn fetch_keys<'a, 'py>(
+    items: &'a [Bound<'py, PyAny>],
+    prefix: &[u8],
+) -> PyResult<(Vec<&'a Bound<'py, PyAny>>, Vec<Cow<'a, [u8]>>)> {
+    let MultiKeys { objs, full, .. } = multi_keys(items, prefix, false)?;
+    if full.iter().any(|k| k.len() > MAX_KEY_LEN) {
+        return Err(errors::bad_key(Op::Mget, errors::BAD_KEY_DETAIL));
+    }
+    Ok(merge_twins(objs, full))
+}
+
+/// What get_multi/gets_multi return for the core's outcome, under the callers' key objects.
 pub(crate) fn fetch_reply(
     slf: &Bound<'_, PyClient>,
     objs: &[&Bound<'_, PyAny>],
@@ -235,7 +318,17 @@ pub(crate) fn fetch_reply(
     let this = slf.get();
     let results = std::mem::take(&mut fetched.items);
     let flags = this.flags()?;
-    let (raise_on_error, verify_keys) = (flags.get_multi_raise_on_error, flags.verify_keys);
+    let raise_on_error = flags.get_multi_raise_on_error;
+    // With verify_keys libmemcached refuses the whole batch for one bad key, before any value
+    // is decoded (so before a value that cannot be decoded raises).
+    if flags.verify_keys {
+        if let Some(Err(CoreError::BadKey(m))) = results
+            .iter()
+            .find(|r| matches!(r, Err(CoreError::BadKey(_))))
+        {
+            return Err(errors::bad_key(Op::Mget, m));
+        }
+    }
     let out = PyDict::new(py);
     let mut first_err: Option<CoreError> = None;
     let mut any_ok = false;
@@ -253,8 +346,7 @@ pub(crate) fn fetch_reply(
             }
             Ok(None) => any_ok = true,
             // A key that cannot exist (never sent) is a miss, as pylibmc treats "" and as
-            // the key it would have sent finds nothing; with verify_keys pylibmc raises.
-            Err(CoreError::BadKey(m)) if verify_keys => return Err(errors::bad_key(Op::Mget, &m)),
+            // the key it would have sent finds nothing (with verify_keys: raised above).
             Err(CoreError::BadKey(_)) => {}
             Err(e) => {
                 first_err.get_or_insert(e);
@@ -272,7 +364,7 @@ pub(crate) fn fetch_reply(
 }
 
 /// A str and a bytes spelling of one key give one entry, under the str form.
-pub(crate) fn merge_twins<'a, 'py>(
+fn merge_twins<'a, 'py>(
     objs: Vec<&'a Bound<'py, PyAny>>,
     full: Vec<Cow<'a, [u8]>>,
 ) -> (Vec<&'a Bound<'py, PyAny>>, Vec<Cow<'a, [u8]>>) {
@@ -301,8 +393,8 @@ pub(crate) fn merge_twins<'a, 'py>(
     (o2, f2)
 }
 
-/// A multi store's arguments, converted once in pylibmc's order: the mapping, time, key_prefix,
-/// min_compress_len, compress_level.
+/// A multi store's arguments, converted once in pylibmc's order (`O!|Is#Ii`: the mapping, time,
+/// key_prefix, min_compress_len, compress_level; then compress_level's range).
 pub(crate) struct StoreMultiArgs<'a, 'py> {
     pub mapping: &'a Bound<'py, PyDict>,
     pub exptime: u32,
@@ -315,21 +407,21 @@ pub(crate) struct StoreMultiArgs<'a, 'py> {
 impl<'a, 'py> StoreMultiArgs<'a, 'py> {
     pub(crate) fn parse(
         keys: &'a Bound<'py, PyAny>,
-        time: Option<&Bound<'_, PyAny>>,
-        key_prefix: Option<&Bound<'_, PyAny>>,
-        min_compress_len: Option<&Bound<'_, PyAny>>,
-        compress_level: i64,
+        time: MaybeArg<'_, '_>,
+        key_prefix: MaybeArg<'_, '_>,
+        min_compress_len: MaybeArg<'_, '_>,
+        compress_level: MaybeArg<'_, '_>,
         noreply: bool,
     ) -> PyResult<Self> {
-        let mapping = keys.cast::<PyDict>().map_err(|_| {
-            PyTypeError::new_err(format!("argument 1 must be dict, not {}", type_name(keys)))
-        })?;
+        let mapping = keys
+            .cast::<PyDict>()
+            .map_err(|_| ArgPos::nth(1).must_be("dict", keys))?;
         Ok(StoreMultiArgs {
             mapping,
-            exptime: wrap_u32(time)?,
-            prefix: prefix_bytes(key_prefix)?,
-            min_compress_len: wrap_u32(min_compress_len)?,
-            level: check_compress_level(compress_level)?,
+            exptime: time.map_or(0, uint_mask)?,
+            prefix: prefix_bytes(key_prefix, ArgPos::nth(3))?,
+            min_compress_len: min_compress_len.map_or(0, uint_mask)?,
+            level: args::compress_level(compress_level)?,
             noreply,
         })
     }
@@ -343,26 +435,14 @@ pub(super) fn store(
 ) -> PyResult<Py<PyList>> {
     let py = slf.py();
     let this = slf.get();
-    let failed = PyList::empty(py);
-    // Serialize everything first: a failure here stores nothing.
     // Keep the pairs alive so that keys and bytes/str values are borrowed, not copied.
     let pairs: Vec<(Bound<'_, PyAny>, Bound<'_, PyAny>)> = args.mapping.iter().collect();
-    let mut objs = Vec::with_capacity(pairs.len());
-    let mut full: Vec<Cow<'_, [u8]>> = Vec::with_capacity(pairs.len());
-    let mut values: Vec<(Cow<'_, [u8]>, u32)> = Vec::with_capacity(pairs.len());
-    for (k, v) in &pairs {
-        let kb = key_bytes(k, KeyErrorWording::MustBeBytes)?;
-        let fk = join_key(&args.prefix, kb);
-        check_key_len(&fk)?;
-        let enc = this.encode_value(slf, v, args.min_compress_len, args.level)?;
-        if fk.is_empty() {
-            failed.append(k)?;
-            continue;
-        }
-        full.push(fk);
-        values.push(enc);
-        objs.push(k);
-    }
+    let StoreMultiKeys {
+        failed_at,
+        sent,
+        full,
+        values,
+    } = store_multi_keys(slf, &args, &pairs)?;
     let items: Vec<StoreItem<'_>> = full
         .iter()
         .zip(&values)
@@ -378,33 +458,85 @@ pub(super) fn store(
         Ok(core.store_multi(cmd, &items, args.noreply))
     })?;
     let keys: Vec<&Bound<'_, PyAny>> = pairs.iter().map(|(k, _)| k).collect();
-    store_multi_reply(py, this, cmd, &keys, &objs, results, failed)
+    store_multi_reply(py, this, cmd, &keys, &sent, failed_at, results)
 }
 
-/// What set/add/replace_multi return for the core's outcomes: `failed` holds the keys never
-/// sent; `keys` are all the mapping's keys (for pylibmc's choice of str forms).
+/// A multi store's keys and values, converted and encoded first (a failure here stores
+/// nothing): which pairs failed already and which are sent, with their keys and values.
+pub(crate) struct StoreMultiKeys<'a> {
+    pub failed_at: Vec<bool>,
+    pub sent: Vec<usize>,
+    pub full: Vec<Cow<'a, [u8]>>,
+    pub values: Vec<(Cow<'a, [u8]>, u32)>,
+}
+
+pub(crate) fn store_multi_keys<'a>(
+    slf: &Bound<'_, PyClient>,
+    args: &StoreMultiArgs<'_, '_>,
+    pairs: &'a [(Bound<'_, PyAny>, Bound<'_, PyAny>)],
+) -> PyResult<StoreMultiKeys<'a>> {
+    let this = slf.get();
+    // Which pairs failed (reported in the mapping's order, as pylibmc does), and which were sent.
+    let mut failed_at = vec![false; pairs.len()];
+    let mut sent = Vec::with_capacity(pairs.len());
+    let mut full: Vec<Cow<'_, [u8]>> = Vec::with_capacity(pairs.len());
+    let mut values: Vec<(Cow<'_, [u8]>, u32)> = Vec::with_capacity(pairs.len());
+    encode_str_keys(pairs.iter().map(|(k, _)| k))?;
+    for (i, (k, v)) in pairs.iter().enumerate() {
+        // pylibmc checks the key, the prefix, then both, for each key.
+        let kb = key_obj(k)?;
+        check_key_len(kb)?;
+        check_key_len(&args.prefix)?;
+        let fk = join_key(&args.prefix, kb);
+        check_key_len(&fk)?;
+        let enc = this.encode_value(slf, v, args.min_compress_len, args.level)?;
+        if fk.is_empty() {
+            failed_at[i] = true;
+            continue;
+        }
+        full.push(fk);
+        values.push(enc);
+        sent.push(i);
+    }
+    Ok(StoreMultiKeys {
+        failed_at,
+        sent,
+        full,
+        values,
+    })
+}
+
+/// What set/add/replace_multi return for the core's outcomes: `keys` are the mapping's keys in
+/// order, `sent` the positions sent, `failed_at` those failed before sending.
 pub(crate) fn store_multi_reply(
     py: Python<'_>,
     this: &PyClient,
     cmd: StoreCmd,
     keys: &[&Bound<'_, PyAny>],
-    objs: &[&Bound<'_, PyAny>],
+    sent: &[usize],
+    mut failed_at: Vec<bool>,
     results: Vec<crate::error::Result<StoreStatus>>,
-    failed: Bound<'_, PyList>,
 ) -> PyResult<Py<PyList>> {
     let verify = this.flags()?.verify_keys;
     let mut first_err = None;
-    for (obj, r) in objs.iter().zip(results) {
+    for (&i, r) in sent.iter().zip(results) {
         match r {
             Ok(StoreStatus::Stored) => {}
-            Ok(_) => failed.append(obj)?,
-            Err(CoreError::BadKey(_)) if verify => failed.append(obj)?,
+            Ok(_) => failed_at[i] = true,
+            Err(CoreError::BadKey(_)) if verify => failed_at[i] = true,
             Err(e) => {
-                failed.append(obj)?;
+                failed_at[i] = true;
                 first_err.get_or_insert(e);
             }
         }
     }
+    let failed = PyList::new(
+        py,
+        keys.iter()
+            .zip(&failed_at)
+            .filter(|(_, &f)| f)
+            .map(|(k, _)| *k),
+    )?;
     prefer_str_forms(keys, &failed)?;
     if let Some(e) = first_err {
         let err = errors::op_error(Op::store_multi(cmd), None, &e);
@@ -424,12 +556,12 @@ fn prefer_str_forms(keys: &[&Bound<'_, PyAny>], failed: &Bound<'_, PyList>) -> P
     let mut str_form = HashMap::new();
     for &k in keys {
         if k.is_instance_of::<PyString>() {
-            str_form.insert(key_bytes(k, KeyErrorWording::MustBeBytes)?.to_vec(), k);
+            str_form.insert(key_obj(k)?.to_vec(), k);
         }
     }
     for i in 0..failed.len() {
         let k = failed.get_item(i)?;
-        if let Some(&s) = str_form.get(key_bytes(&k, KeyErrorWording::MustBeBytes)?) {
+        if let Some(&s) = str_form.get(key_obj(&k)?) {
             failed.set_item(i, s)?;
         }
     }

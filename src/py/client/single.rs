@@ -3,7 +3,9 @@
 //! `py::args`, values with `codec`, the core is called through `io::detached` and errors are built
 //! by `py::errors`. Uses `client::{StoreItem, StoreStatus}` and the core's `Error`.
 
-use pyo3::exceptions::{PyOverflowError, PyValueError};
+use pyo3::exceptions::PyValueError;
+use std::sync::atomic::Ordering;
+
 use pyo3::prelude::*;
 use pyo3::IntoPyObjectExt;
 
@@ -11,12 +13,13 @@ use super::PyClient;
 use crate::client::{Fetched, StoreItem, StoreStatus};
 use crate::error::Error as CoreError;
 use crate::protocol::StoreCmd;
-use crate::py::args::*;
+use crate::py::args::{self, *};
 use crate::py::errors::{self, Op};
 use crate::py::io::detached;
 
-/// A single store's arguments, converted once in pylibmc's order: key, time, min_compress_len,
-/// compress_level (the value is encoded later, by `store`).
+/// A single store's arguments, converted once in pylibmc's order (`s#O|IIi`: key, time,
+/// min_compress_len, compress_level; then compress_level's range, then the key's length). The
+/// value is encoded later, by `store`.
 pub(crate) struct StoreArgs<'k> {
     pub key: &'k [u8],
     pub exptime: u32,
@@ -29,23 +32,29 @@ pub(crate) struct StoreArgs<'k> {
 impl<'k> StoreArgs<'k> {
     pub(crate) fn parse(
         key: &'k Bound<'_, PyAny>,
-        time: Option<&Bound<'_, PyAny>>,
-        min_compress_len: Option<&Bound<'_, PyAny>>,
-        compress_level: i64,
+        time: MaybeArg<'_, '_>,
+        min_compress_len: MaybeArg<'_, '_>,
+        compress_level: MaybeArg<'_, '_>,
         noreply: bool,
     ) -> PyResult<Self> {
-        let key = key_bytes(key, KeyErrorWording::BytesLike)?;
+        let key = str_or_bytes(key, ArgPos::nth(1))?;
+        let exptime = time.map_or(0, uint_mask)?;
+        let min_compress_len = min_compress_len.map_or(0, uint_mask)?;
+        let level = args::compress_level(compress_level)?;
         check_key_len(key)?;
         Ok(StoreArgs {
             key,
-            exptime: wrap_u32(time)?,
-            min_compress_len: wrap_u32(min_compress_len)?,
-            level: check_compress_level(compress_level)?,
+            exptime,
+            min_compress_len,
+            level,
             cas: 0,
             noreply,
         })
     }
 }
+
+/// The smallest number with 20 decimal digits.
+const MIN_20_DIGITS: u64 = 10_000_000_000_000_000_000;
 
 /// set, add, replace, append, prepend and cas: one key, one value.
 pub(super) fn store(
@@ -57,13 +66,10 @@ pub(super) fn store(
     let py = slf.py();
     let this = slf.get();
     let key = args.key;
-    let (data, flags) = this.encode_value(slf, val, args.min_compress_len, args.level)?;
-    if key.is_empty() {
-        if cmd == StoreCmd::Cas {
-            return Err(errors::bad_key(Op::Store(StoreCmd::Cas), "key is empty"));
-        }
-        return Ok(false);
-    }
+    let (data, flags) = match store_value(slf, cmd, val, &args)? {
+        Some(v) => v,
+        None => return Ok(false),
+    };
     let item = StoreItem {
         key,
         flags,
@@ -75,6 +81,31 @@ pub(super) fn store(
         Ok(core.store_multi(cmd, &[item], args.noreply).pop())
     })?;
     store_reply(this, cmd, key, r)
+}
+
+/// A store's value encoded, after the checks made before anything is sent; `None` when the
+/// store answers False without I/O (an empty key).
+pub(crate) fn store_value<'v>(
+    slf: &Bound<'_, PyClient>,
+    cmd: StoreCmd,
+    val: &'v Bound<'_, PyAny>,
+    args: &StoreArgs<'_>,
+) -> PyResult<Option<(std::borrow::Cow<'v, [u8]>, u32)>> {
+    let this = slf.get();
+    let key = args.key;
+    let encoded = this.encode_value(slf, val, args.min_compress_len, args.level)?;
+    if key.is_empty() {
+        if cmd == StoreCmd::Cas {
+            return Err(errors::bad_key(Op::Store(cmd), errors::BAD_KEY_DETAIL));
+        }
+        return Ok(None);
+    }
+    // libmemcached formats a text command's numbers into 20 characters: a token of 20 digits
+    // (one that is negative as pylibmc's signed `L`) fails before anything is sent.
+    if cmd == StoreCmd::Cas && args.cas >= MIN_20_DIGITS && !this.binary.load(Ordering::Relaxed) {
+        return Err(errors::allocation_failure(Op::Store(cmd), key));
+    }
+    Ok(Some(encoded))
 }
 
 /// What a single store returns for the core's outcome `r`.
@@ -118,13 +149,19 @@ pub(super) fn get(
     let py = slf.py();
     let this = slf.get();
     let default = default.unwrap_or_else(|| py.None());
-    let k = key_bytes(key, KeyErrorWording::MustBeBytes)?;
-    check_key_len(k)?;
+    let k = get_key(key)?;
     if k.is_empty() {
         return Ok(default);
     }
     let f = detached(py, this, |core| Ok(core.get_multi(&[k], false)))?;
     get_reply(slf, k, default, f)
+}
+
+/// get's key, converted and checked.
+pub(crate) fn get_key<'k>(key: &'k Bound<'_, PyAny>) -> PyResult<&'k [u8]> {
+    let k = key_obj(key)?;
+    check_key_len(k)?;
+    Ok(k)
 }
 
 /// What `get` returns for the core's outcome `f` (one key).
@@ -152,22 +189,33 @@ pub(super) fn gets(
 ) -> PyResult<(Py<PyAny>, Py<PyAny>)> {
     let py = slf.py();
     let this = slf.get();
-    let k = key_bytes(key, KeyErrorWording::MustBeBytes)?;
+    let Some(k) = gets_key(slf, key)? else {
+        return Ok((py.None(), py.None()));
+    };
+    let f = detached(py, this, |core| Ok(core.get_multi(&[k], true)))?;
+    gets_reply(slf, f)
+}
+
+/// gets' key, converted and checked (with the cas behavior); `None` for an empty key, which
+/// answers (None, None) without I/O.
+pub(crate) fn gets_key<'k>(
+    slf: &Bound<'_, PyClient>,
+    key: &'k Bound<'_, PyAny>,
+) -> PyResult<Option<&'k [u8]>> {
+    let k = key_obj(key)?;
     check_key_len(k)?;
     if k.is_empty() {
-        return Ok((py.None(), py.None()));
+        return Ok(None);
     }
-    if !this.flags()?.cas {
+    if !slf.get().flags()?.cas {
         return Err(PyValueError::new_err("gets without cas behavior"));
     }
-    let f = detached(py, this, |core| Ok(core.get_multi(&[k], true)))?;
-    gets_reply(slf, k, f)
+    Ok(Some(k))
 }
 
 /// What `gets` returns for the core's outcome `f` (one key).
 pub(crate) fn gets_reply(
     slf: &Bound<'_, PyClient>,
-    k: &[u8],
     mut f: Fetched,
 ) -> PyResult<(Py<PyAny>, Py<PyAny>)> {
     let py = slf.py();
@@ -178,42 +226,46 @@ pub(crate) fn gets_reply(
             None => Ok((py.None(), py.None())),
         },
         Some(Ok(None)) | None => Ok((py.None(), py.None())),
-        Some(Err(e)) => Err(errors::op_error(Op::Gets, Some(k), &e)),
+        // pylibmc names no key in gets' messages.
+        Some(Err(e)) => Err(errors::op_error(Op::Gets, None, &e)),
     }
 }
 
-/// cas's token, converted first (pylibmc parses it with the `L` format).
-pub(crate) fn cas_token(cas: &Bound<'_, PyAny>) -> PyResult<u64> {
-    require_int(cas)?;
-    Ok(cas.extract::<i64>()? as u64)
-}
-
-/// Attempt to compare-and-store a key by CAS ID.
+/// Attempt to compare-and-store a key by CAS ID. pylibmc's order (`s#OL|I`): the key's type,
+/// the token, the time, then the cas behavior, before the key's length is looked at.
 pub(super) fn cas(
     slf: &Bound<'_, PyClient>,
     key: &Bound<'_, PyAny>,
     val: &Bound<'_, PyAny>,
-    token: u64,
-    time: Option<&Bound<'_, PyAny>>,
+    token: &Bound<'_, PyAny>,
+    time: MaybeArg<'_, '_>,
 ) -> PyResult<bool> {
     store(slf, StoreCmd::Cas, val, cas_args(slf, key, token, time)?)
 }
 
-/// cas's arguments, checked in pylibmc's order: the key's type, then the cas behavior, before
-/// the key is looked at.
+/// cas's arguments, converted in pylibmc's order.
 pub(crate) fn cas_args<'k>(
     slf: &Bound<'_, PyClient>,
     key: &'k Bound<'_, PyAny>,
-    token: u64,
-    time: Option<&Bound<'_, PyAny>>,
+    token: &Bound<'_, PyAny>,
+    time: MaybeArg<'_, '_>,
 ) -> PyResult<StoreArgs<'k>> {
-    key_bytes(key, KeyErrorWording::BytesLike)?;
+    let k = str_or_bytes(key, ArgPos::nth(1))?;
+    let token = long_long(token)? as u64;
+    let exptime = time.map_or(0, uint_mask)?;
     if !slf.get().flags()?.cas {
         return Err(PyValueError::new_err("cas without cas behavior"));
     }
+    check_key_len(k)?;
     // No min_compress_len: cas never compresses.
-    let args = StoreArgs::parse(key, time, None, -1, false)?;
-    Ok(StoreArgs { cas: token, ..args })
+    Ok(StoreArgs {
+        key: k,
+        exptime,
+        min_compress_len: 0,
+        level: -1,
+        cas: token,
+        noreply: false,
+    })
 }
 
 /// Delete a key.
@@ -224,13 +276,19 @@ pub(super) fn delete(
 ) -> PyResult<bool> {
     let py = slf.py();
     let this = slf.get();
-    let k = key_bytes(&key, KeyErrorWording::BytesLike)?;
-    check_key_len(k)?;
+    let k = delete_key(&key)?;
     if k.is_empty() {
         return Ok(false);
     }
     let r = detached(py, this, |core| Ok(core.delete_multi(&[k], noreply).pop()))?;
     delete_reply(this, k, r)
+}
+
+/// delete's key, converted and checked.
+pub(crate) fn delete_key<'k>(key: &'k Bound<'_, PyAny>) -> PyResult<&'k [u8]> {
+    let k = str_or_bytes(key, ArgPos::of("delete", 1))?;
+    check_key_len(k)?;
+    Ok(k)
 }
 
 /// What `delete` returns for the core's outcome `r`.
@@ -256,9 +314,7 @@ pub(super) fn touch(
 ) -> PyResult<bool> {
     let py = slf.py();
     let this = slf.get();
-    let k = key_bytes(key, KeyErrorWording::BytesLike)?;
-    check_key_len(k)?;
-    let exptime = wrap_u32(Some(time))?;
+    let (k, exptime) = touch_args(key, time)?;
     if k.is_empty() {
         return Ok(false);
     }
@@ -266,6 +322,18 @@ pub(super) fn touch(
         Ok(core.touch_multi(&[k], exptime, noreply).pop())
     })?;
     touch_reply(k, r)
+}
+
+/// touch's key and time, converted and checked.
+pub(crate) fn touch_args<'k>(
+    key: &'k Bound<'_, PyAny>,
+    time: &Bound<'_, PyAny>,
+) -> PyResult<(&'k [u8], u32)> {
+    // `s#k`: the key, the time (an int proper, 64 bits: wrapped to memcached's 32), the length.
+    let k = str_or_bytes(key, ArgPos::nth(1))?;
+    let exptime = ulong_mask(time, ArgPos::nth(2))? as u32;
+    check_key_len(k)?;
+    Ok((k, exptime))
 }
 
 /// What `touch` returns for the core's outcome `r`.
@@ -282,24 +350,34 @@ pub(super) fn arith(
     slf: &Bound<'_, PyClient>,
     incr: bool,
     key: &Bound<'_, PyAny>,
-    delta: Option<&Bound<'_, PyAny>>,
+    delta: MaybeArg<'_, '_>,
 ) -> PyResult<u64> {
     let py = slf.py();
-    let d = match delta {
-        None => 1,
-        Some(delta) => c_int_delta(delta)?,
-    };
-    let k = key_bytes(key, KeyErrorWording::BytesLike)?;
+    let (k, d) = arith_args(key, delta)?;
+    let r = detached(py, slf.get(), |core| {
+        Ok(core.arith_multi(incr, &[k], d).pop())
+    })?;
+    arith_reply(r)
+}
+
+/// incr/decr's key and delta, converted and checked (an empty key fails here).
+pub(crate) fn arith_args<'k>(
+    key: &'k Bound<'_, PyAny>,
+    delta: MaybeArg<'_, '_>,
+) -> PyResult<(&'k [u8], u64)> {
+    // `s#|i`: the key, the delta; then the key's length and the delta's sign.
+    let k = str_or_bytes(key, ArgPos::nth(1))?;
+    let d = delta.map_or(1, c_int)?;
     check_key_len(k)?;
+    if d < 0 {
+        return Err(PyValueError::new_err("delta must be positive"));
+    }
     if k.is_empty() {
         // As libmemcached counts it: one key failed, refused as a bad key.
         let bad = CoreError::BadKey(String::new());
         return Err(errors::keys_failed(1, false, errors::ArithRc::Failed(&bad)));
     }
-    let r = detached(py, slf.get(), |core| {
-        Ok(core.arith_multi(incr, &[k], d).pop())
-    })?;
-    arith_reply(r)
+    Ok((k, d as u64))
 }
 
 /// What `incr`/`decr` return for the core's outcome `r`.
@@ -310,29 +388,4 @@ pub(crate) fn arith_reply(r: Option<Result<Option<u64>, CoreError>>) -> PyResult
         Some(Err(e)) => Err(errors::keys_failed(1, false, errors::ArithRc::Failed(&e))),
         None => Err(errors::no_result()),
     }
-}
-
-/// A delta as pylibmc parses it: a C int (OverflowError outside its range, either side) that
-/// must not be negative.
-pub(crate) fn c_int_delta(delta: &Bound<'_, PyAny>) -> PyResult<u64> {
-    require_int(delta)?;
-    let d: i64 = match delta.extract() {
-        Ok(d) => d,
-        Err(_) if delta.lt(0).unwrap_or(false) => i64::MIN,
-        Err(_) => i64::MAX,
-    };
-    if d < i32::MIN as i64 {
-        return Err(PyOverflowError::new_err(
-            "signed integer is less than minimum",
-        ));
-    }
-    if d < 0 {
-        return Err(PyValueError::new_err("delta must be positive"));
-    }
-    if d > i32::MAX as i64 {
-        return Err(PyOverflowError::new_err(
-            "signed integer is greater than maximum",
-        ));
-    }
-    Ok(d as u64)
 }
