@@ -4,6 +4,8 @@ Use it as ``import fastmc as pylibmc``, or call :func:`install_as_pylibmc` befor
 imports ``pylibmc`` so that such code gets fastmc unchanged.
 """
 
+import logging as _logging
+
 from . import _fastmc
 from ._fastmc import *  # noqa: F403 (exceptions and constants, re-exported as pylibmc does)
 from ._fastmc import __version__ as __version__
@@ -15,6 +17,10 @@ from .pools import ClientPool as ClientPool
 from .pools import ThreadMappedPool as ThreadMappedPool
 
 _pylibmc = _fastmc
+
+# Server state changes are logged on the "fastmc" logger; as a library, nothing is printed
+# unless the application configures logging (Python's convention for libraries).
+_logging.getLogger("fastmc").addHandler(_logging.NullHandler())
 
 
 def build_info() -> str:
