@@ -22,7 +22,7 @@ from collections.abc import Collection, Iterable, Mapping
 from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
 from . import _fastmc
-from .client import _behaviors_numeric, _behaviors_symbolic, translate_server_specs
+from .client import _behaviors_numeric, _behaviors_symbolic, _native_init_args
 from .consts import BehaviorDict
 
 if TYPE_CHECKING:
@@ -62,16 +62,18 @@ class Client(_fastmc.aio_client):
         self.addresses = list(servers)
         self._reader: tuple[asyncio.AbstractEventLoop, int] | None = None
         super().__init__(
-            servers=translate_server_specs(self.addresses),
-            binary=binary,
-            username=username,
-            password=password,
-            behaviors=_behaviors_numeric(behaviors),
-            tls=tls,
-            tls_ca_file=tls_ca_file,
-            tls_cert_file=tls_cert_file,
-            tls_key_file=tls_key_file,
-            tls_server_name=tls_server_name,
+            **_native_init_args(
+                self.addresses,
+                behaviors,
+                binary,
+                username,
+                password,
+                tls,
+                tls_ca_file,
+                tls_cert_file,
+                tls_key_file,
+                tls_server_name,
+            )
         )
 
     def __repr__(self) -> str:

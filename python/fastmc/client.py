@@ -110,6 +110,34 @@ def _behaviors_numeric(behaviors: Any) -> Any:
     return behaviors
 
 
+def _native_init_args(
+    addresses: list[_ServerSpec],
+    behaviors: Mapping[str, Any] | None,
+    binary: bool,
+    username: str | None,
+    password: str | None,
+    tls: bool,
+    tls_ca_file: str | None,
+    tls_cert_file: str | None,
+    tls_key_file: str | None,
+    tls_server_name: str | None,
+) -> dict[str, Any]:
+    """The native constructor's keyword arguments for a Python-level client's arguments
+    (``Client`` and ``fastmc.aio.Client`` alike)."""
+    return {
+        "servers": translate_server_specs(addresses),
+        "binary": binary,
+        "username": username,
+        "password": password,
+        "behaviors": _behaviors_numeric(behaviors),
+        "tls": tls,
+        "tls_ca_file": tls_ca_file,
+        "tls_cert_file": tls_cert_file,
+        "tls_key_file": tls_key_file,
+        "tls_server_name": tls_server_name,
+    }
+
+
 class Client(_fastmc.client):
     """A memcached client: pylibmc's API on fastmc's thread-safe, pipelined core.
 
@@ -136,16 +164,18 @@ class Client(_fastmc.client):
         self.binary = binary
         self.addresses = list(servers)
         super().__init__(
-            servers=translate_server_specs(self.addresses),
-            binary=binary,
-            username=username,
-            password=password,
-            behaviors=_behaviors_numeric(behaviors),
-            tls=tls,
-            tls_ca_file=tls_ca_file,
-            tls_cert_file=tls_cert_file,
-            tls_key_file=tls_key_file,
-            tls_server_name=tls_server_name,
+            **_native_init_args(
+                self.addresses,
+                behaviors,
+                binary,
+                username,
+                password,
+                tls,
+                tls_ca_file,
+                tls_cert_file,
+                tls_key_file,
+                tls_server_name,
+            )
         )
 
     def __repr__(self) -> str:

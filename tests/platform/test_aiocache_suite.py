@@ -11,13 +11,11 @@ memcached backend (``aiocache.Cache.MEMCACHED``): every test of aiocache 0.12.3'
   in a full run on a busy machine; it passes alone with both backends)."""
 
 import os
-import subprocess
-import sys
 
 import aiocache
 import pytest
 from memcached import Memcached
-from sdists import unpacked
+from sdists import run_pytest, unpacked
 
 VERSION = "0.12.3"
 LEFT_OUT = [
@@ -42,39 +40,14 @@ def test_aiocache_acceptance_suite(on_11211, tmp_path):
         "from fastmc.aiocache import FastMCCache\n\n"
         "aiocache.Cache.MEMCACHED = FastMCCache\n"
     )
-    r = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pytest",
-            "-q",
-            "-p",
-            "no:cacheprovider",
-            "-o",
-            "addopts=",
-            "-o",
-            "filterwarnings=",
-            "-o",
-            "asyncio_mode=auto",
-            "-o",
-            "asyncio_default_fixture_loop_scope=function",
-            "-o",
-            "markers=memcached\nredis",
-            "--rootdir",
-            str(tmp_path),
-            "-m",
-            "not redis",
-            *(arg for t in LEFT_OUT for arg in ("--deselect", "tests/acceptance/" + t)),
-            "tests/acceptance",
-        ],
-        cwd=tmp_path,
-        env=dict(os.environ),
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    summary = r.stdout.strip().splitlines()[-1] if r.stdout.strip() else r.stderr
-    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-2000:]
+    args = [
+        *("-o", "asyncio_mode=auto", "-o", "asyncio_default_fixture_loop_scope=function"),
+        *("-o", "markers=memcached\nredis", "-m", "not redis"),
+        *(arg for t in LEFT_OUT for arg in ("--deselect", "tests/acceptance/" + t)),
+        "tests/acceptance",
+    ]
+    rc, out, summary = run_pytest(tmp_path, args, dict(os.environ))
+    assert rc == 0, out[-5000:]
     assert " failed" not in summary and "passed" in summary, summary
     # the memcached-marked tests ran on FastMCCache, not skipped
     assert int(summary.split(" passed")[0].split()[-1]) >= 280, summary

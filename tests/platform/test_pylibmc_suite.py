@@ -11,6 +11,7 @@ import sys
 import pytest
 from memcached import Memcached
 from pylibmc_suite import fetch_sdist
+from sdists import run_pytest
 
 SUPPORT = pathlib.Path(__file__).resolve().parent.parent / "support"
 
@@ -31,30 +32,8 @@ def test_pylibmc_test_suite(sdist, on_11211, tmp_path):
     (tmp_path / "tests").symlink_to(sdist / "tests")
     (tmp_path / "conftest.py").write_text("import fastmc\n\nfastmc.install_as_pylibmc()\n")
     env = dict(os.environ, MEMCACHED_HOST="127.0.0.1", MEMCACHED_PORT="11211")
-    r = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pytest",
-            "-q",
-            "-p",
-            "no:cacheprovider",
-            "-o",
-            "addopts=",
-            "-o",
-            "filterwarnings=",
-            "--rootdir",
-            str(tmp_path),
-            "tests",
-        ],
-        cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    summary = r.stdout.strip().splitlines()[-1] if r.stdout.strip() else r.stderr
-    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-2000:]
+    rc, out, summary = run_pytest(tmp_path, ["tests"], env)
+    assert rc == 0, out[-5000:]
     assert summary.startswith("41 passed"), summary
 
 

@@ -1,5 +1,6 @@
 """Other projects' own test suites, fetched from PyPI at test time (never vendored): ``unpacked``
-downloads a project's sdist once into the virtualenv and returns its unpacked tree."""
+downloads a project's sdist once into the virtualenv and returns its unpacked tree;
+``run_pytest`` runs such a suite in a child process, free of this suite's pytest settings."""
 
 from __future__ import annotations
 
@@ -7,6 +8,9 @@ import pathlib
 import subprocess
 import sys
 import tarfile
+
+# pytest options that leave out this suite's own settings (its addopts and warning filters)
+_CLEAN = ["-q", "-p", "no:cacheprovider", "-o", "addopts=", "-o", "filterwarnings="]
 
 
 def unpacked(project: str, version: str, marker: str = "tests") -> pathlib.Path:
@@ -39,3 +43,20 @@ def unpacked(project: str, version: str, marker: str = "tests") -> pathlib.Path:
         else:
             tar.extractall(cache)
     return tree
+
+
+def run_pytest(
+    root: pathlib.Path, args: list[str], env: dict[str, str] | None = None
+) -> tuple[int, str, str]:
+    """``pytest`` in a child process rooted at ``root``: (return code, output, its last line)."""
+    r = subprocess.run(
+        [sys.executable, "-m", "pytest", *_CLEAN, "--rootdir", str(root), *args],
+        cwd=root,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    out = r.stdout + r.stderr
+    last = r.stdout.strip().splitlines()[-1] if r.stdout.strip() else r.stderr
+    return r.returncode, out, last

@@ -88,15 +88,27 @@ class FastmcBlocking(AioClient):
         return self.mc.delete_multi(keys)
 
 
+class GatherWrites(AioClient):
+    """A peer with no multi-key write: a `gather` of its single writes, as its users write it."""
+
+    mc: Any
+    writes = "gather"
+
+    async def set_multi(self, d: dict) -> Any:
+        return await asyncio.gather(*(self.mc.set(k, v) for k, v in d.items()))
+
+    async def delete_multi(self, keys: list) -> Any:
+        return await asyncio.gather(*(self.mc.delete(k) for k in keys))
+
+
 def _host_port(addr: str) -> tuple:
     host, port = addr.rsplit(":", 1)
     return host, int(port)
 
 
-class Aiomcache(AioClient):
+class Aiomcache(GatherWrites):
     name = "aiomcache"
     multi_server = False
-    writes = "gather"
 
     def __init__(self, servers: list) -> None:
         import aiomcache
@@ -113,19 +125,12 @@ class Aiomcache(AioClient):
         vals = await self.mc.multi_get(*keys)
         return {k: v for k, v in zip(keys, vals) if v is not None}
 
-    async def set_multi(self, d: dict) -> Any:
-        return await asyncio.gather(*(self.mc.set(k, v) for k, v in d.items()))
-
-    async def delete_multi(self, keys: list) -> Any:
-        return await asyncio.gather(*(self.mc.delete(k) for k in keys))
-
     async def close(self) -> None:
         await self.mc.close()
 
 
-class Emcache(AioClient):
+class Emcache(GatherWrites):
     name = "emcache"
-    writes = "gather"
 
     def __init__(self, servers: list) -> None:
         self.servers = servers
@@ -149,20 +154,13 @@ class Emcache(AioClient):
     async def get_multi(self, keys: list) -> dict:
         return {k: it.value for k, it in (await self.mc.get_many(keys)).items()}
 
-    async def set_multi(self, d: dict) -> Any:
-        return await asyncio.gather(*(self.mc.set(k, v) for k, v in d.items()))
-
-    async def delete_multi(self, keys: list) -> Any:
-        return await asyncio.gather(*(self.mc.delete(k) for k in keys))
-
     async def close(self) -> None:
         await self.mc.close()
 
 
-class Memcachio(AioClient):
+class Memcachio(GatherWrites):
     name = "memcachio"
     multi_server = False
-    writes = "gather"
 
     def __init__(self, servers: list) -> None:
         import memcachio
@@ -179,12 +177,6 @@ class Memcachio(AioClient):
 
     async def get_multi(self, keys: list) -> dict:
         return {k: it.value for k, it in (await self.mc.get(*keys)).items()}
-
-    async def set_multi(self, d: dict) -> Any:
-        return await asyncio.gather(*(self.mc.set(k, v) for k, v in d.items()))
-
-    async def delete_multi(self, keys: list) -> Any:
-        return await asyncio.gather(*(self.mc.delete(k) for k in keys))
 
     async def close(self) -> None:
         pass
