@@ -195,9 +195,7 @@ impl Connection {
     /// connection. A connection idle for longer is always peeked at, so a restart between
     /// bursts loses nothing.
     pub fn needs_probe_before_noreply(&self, now: Instant) -> bool {
-        let recent = |t: Option<Instant>| {
-            matches!(t, Some(at) if at <= now && now.duration_since(at) < PROBE_AFTER)
-        };
+        let recent = |t: Option<Instant>| matches!(t, Some(at) if at <= now && now.duration_since(at) < PROBE_AFTER);
         self.needs_probe(now) && !recent(self.noreply_sent_at)
     }
 
