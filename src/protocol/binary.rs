@@ -50,7 +50,8 @@ pub mod op {
     pub const APPENDQ: u8 = 0x19;
     pub const PREPENDQ: u8 = 0x1a;
     pub const TOUCH: u8 = 0x1c;
-    pub const GATKQ: u8 = 0x23;
+    pub const GATK: u8 = 0x23;
+    pub const GATKQ: u8 = 0x24;
     pub const SASL_AUTH: u8 = 0x21;
 }
 
@@ -312,7 +313,7 @@ fn opcode_fits(kind: ReplyKind, opcode: u8) -> bool {
             ReplyKind::Retrieval => {
                 matches!(
                     opcode,
-                    op::GET | op::GETQ | op::GETK | op::GETKQ | op::GATKQ
+                    op::GET | op::GETQ | op::GETK | op::GETKQ | op::GATK | op::GATKQ
                 )
             }
             ReplyKind::Storage => matches!(
@@ -388,7 +389,7 @@ pub fn parse_reply(kind: ReplyKind, buf: &[u8]) -> Result<Parsed<(Reply<'_>, u32
     }
     let reply = match r.opcode {
         op::NOOP => Reply::End,
-        op::GET | op::GETQ | op::GETK | op::GETKQ | op::GATKQ => {
+        op::GET | op::GETQ | op::GETK | op::GETKQ | op::GATK | op::GATKQ => {
             if r.extras.len() != 4 {
                 return Err(Error::Protocol("get response without 4-byte flags".into()));
             }

@@ -200,12 +200,13 @@ pub(crate) fn report_arith(results: Vec<crate::error::Result<Option<u64>>>) -> P
     Err(errors::keys_failed(misses + failed, failed == 0, last))
 }
 
-/// get_multi and gets_multi.
+/// get_multi and gets_multi, and gat_multi (`touch`: the new expiry of the keys found).
 pub(super) fn fetch(
     slf: &Bound<'_, PyClient>,
     keys: &Bound<'_, PyAny>,
     key_prefix: Option<&Bound<'_, PyAny>>,
     with_cas: bool,
+    touch: Option<u32>,
 ) -> PyResult<Py<PyDict>> {
     let py = slf.py();
     let this = slf.get();
@@ -220,7 +221,12 @@ pub(super) fn fetch(
     }
     let (objs, full) = merge_twins(objs, full);
     let refs: Vec<&[u8]> = full.iter().map(|k| &**k).collect();
-    let fetched = detached(py, this, |core| Ok(core.get_multi(&refs, with_cas)))?;
+    let fetched = detached(py, this, |core| {
+        Ok(match touch {
+            Some(t) => core.gat_multi(&refs, t),
+            None => core.get_multi(&refs, with_cas),
+        })
+    })?;
     fetch_reply(slf, &objs, fetched, with_cas)
 }
 
