@@ -59,26 +59,29 @@ pub(super) fn lease_get(
     let placeholder = is_placeholder(&out);
     let won = out.flag(b'W').is_some();
     let stale = out.flag(b'X').is_some();
-    let value = match (&out.data, placeholder) {
-        (Some(data), false) => {
+    // Another caller holds the lease (a placeholder is marked so from its first read on).
+    let taken = out.flag(b'Z').is_some();
+    let state = match (won, stale, taken && placeholder) {
+        (true, true, _) => WIN_STALE,
+        (true, false, _) if placeholder => WIN,
+        (true, false, _) => WIN_EARLY,
+        (false, true, _) => STALE,
+        (false, false, true) => WAIT,
+        (false, false, false) => HIT,
+    };
+    let value = match &out.data {
+        Some(data) if state != WIN && state != WAIT => {
             let f = out.number(b'f').unwrap_or(0) as u32;
             this.decode_item(slf, data, f)?.unwrap_or_else(|| py.None())
         }
         _ => py.None(),
     };
-    let state = match (won, stale, placeholder) {
-        (true, true, _) => WIN_STALE,
-        (true, false, true) => WIN,
-        (true, false, false) => WIN_EARLY,
-        (false, true, _) => STALE,
-        (false, false, true) => WAIT,
-        (false, false, false) => HIT,
-    };
     Ok((state, value, cas))
 }
 
-/// An item with no bytes and no client flags: the placeholder a lease created (an empty
-/// `bytes` value stored by `set` reads the same; `get_or_set` then waits for its recompute).
+/// An item with no bytes and no client flags: the placeholder a lease created. An empty
+/// `bytes` value stored by `set` reads the same, but only with `Z` (an early recompute of it
+/// running) is it taken for a placeholder to wait on.
 fn is_placeholder(out: &MetaOutcome) -> bool {
     out.code == *b"EN"
         || (out.data.as_ref().map_or(true, |d| d.is_empty()) && out.number(b'f').unwrap_or(0) == 0)
