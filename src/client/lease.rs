@@ -104,3 +104,25 @@ fn meta_outcome(r: Reply<'_>) -> Result<MetaOutcome> {
         _ => Err(unexpected()),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn outcomes_keep_code_flags_and_value() {
+        let r = Reply::MetaResult {
+            code: *b"VA",
+            flags: b"f16 c9 W",
+            data: Some(b"ab"),
+        };
+        let out = meta_outcome(r).unwrap();
+        assert_eq!(out.code, *b"VA");
+        assert_eq!(out.data.as_deref(), Some(&b"ab"[..]));
+        assert_eq!((out.number(b'f'), out.number(b'c')), (Some(16), Some(9)));
+        assert_eq!((out.flag(b'W'), out.flag(b'Z')), (Some(&b""[..]), None));
+        assert_eq!(out.number(b'W'), None);
+        assert!(meta_outcome(Reply::Stored).is_err());
+        assert!(matches!(no_meta(), Error::NotSupported(_)));
+    }
+}
