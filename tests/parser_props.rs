@@ -9,7 +9,7 @@ use fastmc::protocol::parse_text_reply as parse_reply;
 use fastmc::protocol::{Parsed, ReplyKind};
 use proptest::prelude::*;
 
-const KINDS: [ReplyKind; 11] = ReplyKind::ALL;
+const KINDS: [ReplyKind; 12] = ReplyKind::ALL;
 
 /// Parse units from `buf` until the parser wants more or fails; checks the consumption bounds.
 /// Returns the units (as text) and whether it stopped on an error.
@@ -102,6 +102,7 @@ fn lines(kind: ReplyKind) -> impl Strategy<Value = (Vec<u8>, usize)> {
         ReplyKind::MetaStore => vec!["NS O3", "EX O0", "NF O12 k", "HD O4294967295", "MN"],
         ReplyKind::MetaDelete => vec!["NF O7", "HD O1", "MN"],
         ReplyKind::MetaProbe => vec!["MN"],
+        ReplyKind::MetaCmd => vec!["HD", "EN", "NF", "NS c1", "EX", "HD W c12 t-1 Z X"],
         _ => vec!["STAT pid 1", "STAT a b c", "END"],
     };
     let errors = vec![

@@ -8,7 +8,7 @@ use fastmc::error::Result;
 use fastmc::protocol::{binary, parse_text_reply, Parsed, ReplyKind};
 use libfuzzer_sys::fuzz_target;
 
-const KINDS: [ReplyKind; 11] = ReplyKind::ALL;
+const KINDS: [ReplyKind; 12] = ReplyKind::ALL;
 
 /// One parse step of either protocol, its unit rendered as text.
 fn parse(binary_protocol: bool, kind: ReplyKind, buf: &[u8]) -> Result<Parsed<String>> {

@@ -79,6 +79,13 @@ class Client(_fastmc.aio_client):
     def __repr__(self) -> str:
         return "%s(%r, binary=%r)" % (self.__class__.__name__, self.addresses, self.binary)
 
+    def _blocking_only(self, *_args: Any, **_kwargs: Any) -> NoReturn:
+        # Inherited from the blocking native class: they would block the event loop.
+        raise NotImplementedError("gat, invalidate and leases are on fastmc.Client only (yet)")
+
+    gat = gat_multi = invalidate = invalidate_multi = _blocking_only
+    _lease_get = _lease_release = _blocking_only
+
     def __reduce__(self) -> NoReturn:
         raise TypeError("cannot pickle %r object" % (self.__class__.__name__,))
 

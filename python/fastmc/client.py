@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any, NoReturn, Union
 
-from . import _fastmc
+from . import _fastmc, stampede
 from .consts import BehaviorDict, distributions, distributions_rvs, hashers, hashers_rvs
 
 server_type_map = {
@@ -18,6 +18,7 @@ if TYPE_CHECKING:
     from typing_extensions import Self, TypeAlias
 
     from ._fastmc import _Key
+    from .stampede import _OnWaitTimeout
 
     # What Client takes as a server: a spec string or a (type, host, port) tuple.
     _ServerSpec: TypeAlias = Union[str, tuple[int, str, int]]
@@ -218,6 +219,40 @@ class Client(_fastmc.client):
     @property
     def behaviours(self) -> NoReturn:
         raise AttributeError("nobody uses british spellings")
+
+    def get_or_set(
+        self,
+        key: _Key,
+        default: Any,
+        time: int = 0,
+        *,
+        lease: int = 10,
+        wait: float | None = None,
+        recompute_early: int = 0,
+        on_wait_timeout: _OnWaitTimeout = "compute",
+    ) -> Any:
+        """The value of ``key``; on a miss, ``default`` (a value, or a function called with no
+        arguments) is stored for ``time`` seconds and returned, computed by exactly one caller
+        across every client of the servers while the others wait. See docs/stampede.md.
+
+        - ``lease``: seconds the recomputing caller holds the key (a crashed caller blocks the
+          others at most this long).
+        - ``wait``: seconds a caller waits for another's recompute (default: ``lease``); then
+          ``on_wait_timeout`` says what it does: ``"compute"`` (call ``default`` without
+          storing) or ``"raise"`` (``TimeoutError``).
+        - ``recompute_early``: when fewer seconds than this are left before expiry, one caller
+          recomputes while the others keep getting the current value.
+        """
+        return stampede.get_or_set(
+            self,
+            key,
+            default,
+            time,
+            lease=lease,
+            wait=wait,
+            recompute_early=recompute_early,
+            on_wait_timeout=on_wait_timeout,
+        )
 
     def clone(self) -> Self:
         obj = super().clone()

@@ -18,6 +18,7 @@
 
 mod driver;
 mod inflight;
+mod lease;
 mod ops;
 mod plan;
 mod probe;
@@ -131,6 +132,27 @@ impl Fetched {
                 .collect(),
             data,
         }
+    }
+}
+
+/// The full answer to one meta command (`Client::meta_command`): its code (`VA`, `HD`, `EN`,
+/// `NF`, `NS`, `EX`), its flags as the server sent them, and a `VA`'s data block.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct MetaOutcome {
+    pub code: [u8; 2],
+    pub flags: Vec<u8>,
+    pub data: Option<Vec<u8>>,
+}
+
+impl MetaOutcome {
+    /// The token of flag `c` (`Some(b"")` for a flag without one), if the server sent it.
+    pub fn flag(&self, c: u8) -> Option<&[u8]> {
+        crate::protocol::meta::flag(&self.flags, c)
+    }
+
+    /// The numeric token of flag `c`, if sent and a number.
+    pub fn number(&self, c: u8) -> Option<u64> {
+        std::str::from_utf8(self.flag(c)?).ok()?.parse().ok()
     }
 }
 

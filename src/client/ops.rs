@@ -87,7 +87,7 @@ impl Client {
     /// Send the planned batches and collect the outcomes in `sink`, keys failed up front
     /// (`rejected`) included.
     #[allow(clippy::too_many_arguments)]
-    fn execute<S: Sink>(
+    pub(super) fn execute<S: Sink>(
         &self,
         snap: &Snapshot,
         family: Family,
@@ -129,12 +129,30 @@ impl Client {
 
     /// Fetch keys (`gets` when `with_cas`). Duplicates should be removed by the caller.
     pub fn get_multi(&self, keys: &[&[u8]], with_cas: bool) -> Fetched {
+        self.fetch(keys, with_cas, None)
+    }
+
+    /// Fetch keys and set the expiry of those found to `exptime`, in the same round trip
+    /// (`gat`/`gats`, binary GATKQ). A server without the command (it answers `ERROR`) fails
+    /// its keys with `NotSupported`.
+    pub fn gat_multi(&self, keys: &[&[u8]], exptime: u32) -> Fetched {
+        let mut f = self.fetch(keys, false, Some(exptime));
+        for r in &mut f.items {
+            if matches!(r, Err(Error::UnknownCommand)) {
+                *r = Err(Error::NotSupported("the server has no gat command".into()));
+            }
+        }
+        f
+    }
+
+    /// `get_multi`, touching each hit when `touch` is given.
+    fn fetch(&self, keys: &[&[u8]], with_cas: bool, touch: Option<u32>) -> Fetched {
         let snap = self.snapshot();
         let with_cas = with_cas || snap.behaviors.cas;
         let n = self.servers.len();
         let mut p = plan(&snap, n, keys, true, 0, |b, i, _| b.keys.push(i));
         for batch in &mut p.batches {
-            batch.encode_gets(&p.wire_keys, with_cas, snap.behaviors.binary);
+            batch.encode_gets(&p.wire_keys, with_cas, snap.behaviors.binary, touch);
         }
         // Room for small values of every key: the arena rarely has to grow.
         let sink = GetSink::new(&p.wire_keys, (keys.len() * 64).min(ARENA_START));

@@ -160,8 +160,15 @@ impl ServerBatch {
     }
 
     /// Encode this batch's keys as retrieval requests, `KEYS_PER_GET` keys each: a `get`/`gets`
-    /// line, or (binary) a GETKQ per key (hits answer, misses are silent) and a NOOP.
-    pub fn encode_gets(&mut self, wire: &[Cow<'_, [u8]>], with_cas: bool, binary: bool) {
+    /// line, or (binary) a GETKQ per key (hits answer, misses are silent) and a NOOP. With
+    /// `touch`, each hit's expiry is set too: `gat`/`gats` lines, or GATKQ.
+    pub fn encode_gets(
+        &mut self,
+        wire: &[Cow<'_, [u8]>],
+        with_cas: bool,
+        binary: bool,
+        touch: Option<u32>,
+    ) {
         let n = self.keys.len();
         let lines = n / KEYS_PER_GET + 1;
         // Per key and per line: a space and `get ...\r\n`, or a header and a NOOP.
@@ -184,12 +191,20 @@ impl ServerBatch {
             if binary {
                 for (pos, &k) in keys.iter().enumerate() {
                     let opaque = (start + pos) as u32;
-                    binary::encode_getkq(&mut self.wbuf, &wire[k as usize], opaque);
+                    match touch {
+                        Some(t) => {
+                            binary::encode_gatkq(&mut self.wbuf, &wire[k as usize], t, opaque)
+                        }
+                        None => binary::encode_getkq(&mut self.wbuf, &wire[k as usize], opaque),
+                    }
                 }
                 binary::encode_noop(&mut self.wbuf, binary::NOOP_OPAQUE);
             } else {
                 let line = keys.iter().map(|&k| &*wire[k as usize]);
-                text::encode_get(&mut self.wbuf, with_cas, line);
+                match touch {
+                    Some(t) => text::encode_gat(&mut self.wbuf, with_cas, t, line),
+                    None => text::encode_get(&mut self.wbuf, with_cas, line),
+                }
             }
             self.reqs.push(Request {
                 kind: ReplyKind::Retrieval,

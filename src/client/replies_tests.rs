@@ -34,7 +34,7 @@ fn run(batch: &ServerBatch, input: &[u8], sink: &mut dyn Sink) -> (Replies, Resu
 fn get_batch(keys: usize, wire: &[Cow<'_, [u8]>]) -> ServerBatch {
     let mut b = ServerBatch::new(0);
     b.keys = (0..keys as u32).collect();
-    b.encode_gets(wire, false, false);
+    b.encode_gets(wire, false, false, None);
     b
 }
 
@@ -178,7 +178,7 @@ fn binary_hits_are_matched_by_opaque_and_may_not_go_back() {
     let wire: Vec<Cow<'_, [u8]>> = vec![Cow::Borrowed(b"a"), Cow::Borrowed(b"b")];
     let mut batch = ServerBatch::new(0);
     batch.keys = vec![0, 1];
-    batch.encode_gets(&wire, false, true);
+    batch.encode_gets(&wire, false, true, None);
     let mut sink = crate::client::sink::GetSink::new(&wire, 0);
     let mut replies = Replies::default();
     let first = binary_hit(b"b", b"B", 1);

@@ -64,6 +64,7 @@ impl Tally for StoreStatus {
 impl Tally for bool {}
 impl Tally for Option<u64> {}
 impl Tally for () {}
+impl Tally for super::MetaOutcome {}
 
 /// A per-key outcome table.
 pub(super) struct Outcomes<T> {

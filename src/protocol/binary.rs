@@ -50,6 +50,8 @@ pub mod op {
     pub const APPENDQ: u8 = 0x19;
     pub const PREPENDQ: u8 = 0x1a;
     pub const TOUCH: u8 = 0x1c;
+    pub const GATK: u8 = 0x23;
+    pub const GATKQ: u8 = 0x24;
     pub const SASL_AUTH: u8 = 0x21;
 }
 
@@ -101,6 +103,13 @@ pub fn body_fits(key: &[u8], value_len: usize) -> bool {
 /// GETKQ: a hit answers with the key and value, a miss answers nothing.
 pub fn encode_getkq(buf: &mut Vec<u8>, key: &[u8], opaque: u32) {
     header(buf, op::GETKQ, key.len(), 0, 0, opaque, 0);
+    buf.extend_from_slice(key);
+}
+
+/// GATKQ (extras: exptime): GETKQ that also sets the key's expiry; misses answer nothing.
+pub fn encode_gatkq(buf: &mut Vec<u8>, key: &[u8], exptime: u32, opaque: u32) {
+    header(buf, op::GATKQ, key.len(), 4, 0, opaque, 0);
+    buf.extend_from_slice(&exptime.to_be_bytes());
     buf.extend_from_slice(key);
 }
 
@@ -301,7 +310,12 @@ pub fn parse_response(buf: &[u8]) -> Result<Parsed<Response<'_>>> {
 fn opcode_fits(kind: ReplyKind, opcode: u8) -> bool {
     opcode == op::NOOP
         || match kind {
-            ReplyKind::Retrieval => matches!(opcode, op::GET | op::GETQ | op::GETK | op::GETKQ),
+            ReplyKind::Retrieval => {
+                matches!(
+                    opcode,
+                    op::GET | op::GETQ | op::GETK | op::GETKQ | op::GATK | op::GATKQ
+                )
+            }
             ReplyKind::Storage => matches!(
                 opcode,
                 op::SET
@@ -321,7 +335,10 @@ fn opcode_fits(kind: ReplyKind, opcode: u8) -> bool {
             ReplyKind::Ok => opcode == op::FLUSH,
             ReplyKind::Stats => opcode == op::STAT,
             ReplyKind::Version => opcode == op::VERSION,
-            ReplyKind::MetaStore | ReplyKind::MetaDelete | ReplyKind::MetaProbe => false,
+            ReplyKind::MetaStore
+            | ReplyKind::MetaDelete
+            | ReplyKind::MetaProbe
+            | ReplyKind::MetaCmd => false,
         }
 }
 
@@ -372,7 +389,7 @@ pub fn parse_reply(kind: ReplyKind, buf: &[u8]) -> Result<Parsed<(Reply<'_>, u32
     }
     let reply = match r.opcode {
         op::NOOP => Reply::End,
-        op::GET | op::GETQ | op::GETK | op::GETKQ => {
+        op::GET | op::GETQ | op::GETK | op::GETKQ | op::GATK | op::GATKQ => {
             if r.extras.len() != 4 {
                 return Err(Error::Protocol("get response without 4-byte flags".into()));
             }

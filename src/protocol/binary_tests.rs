@@ -397,6 +397,27 @@ fn other_encoders_write_the_binary_wire_format() {
     assert_eq!((b[27], be32(&b[39..43])), (0x80, 4));
     assert_eq!(b[28], op::NOOP);
     b.clear();
+    encode_gatkq(&mut b, b"k", 300, 6);
+    assert_eq!(b.len(), 24 + 4 + 1);
+    assert_eq!((b[1], be16(&b[2..4]), b[4]), (op::GATKQ, 1, 4));
+    assert_eq!((be32(&b[12..16]), be32(&b[24..28]), b[28]), (6, 300, b'k'));
+    let r = resp(op::GATKQ, 0, 6, 0, &16u32.to_be_bytes(), b"k", b"v");
+    assert_eq!(
+        parse_reply(ReplyKind::Retrieval, &r).unwrap(),
+        Parsed::Done(
+            (
+                Reply::Value {
+                    key: b"k",
+                    flags: 16,
+                    cas: Some(0),
+                    data: b"v"
+                },
+                6
+            ),
+            r.len()
+        )
+    );
+    b.clear();
     encode_arith(&mut b, false, b"n", 5, 0);
     assert_eq!((b[1], b[4], be32(&b[8..12])), (op::DECREMENT, 20, 21));
     assert_eq!(

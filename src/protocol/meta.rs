@@ -1,5 +1,6 @@
 //! The meta protocol (memcached >= 1.6), used only for what it does better than the classic
-//! commands: quiet multi-key writes. `ms`/`md` with the `q` flag are answered only when they do
+//! commands: quiet multi-key writes, and single meta commands answered in full (`mg` with
+//! leases and recache flags, `md` that invalidates: see `encode_command`). `ms`/`md` with the `q` flag are answered only when they do
 //! not succeed, each such reply carrying the request's opaque token (`O<n>`), and a closing `mn`
 //! (answered `MN`) says the server has processed everything before it. Pure: no I/O; depends on
 //! `protocol` (its vocabulary), `ascii` (line framing) and `error`. Keys must already be validated (`validate_text_key`).
@@ -7,7 +8,7 @@
 //! Whether a server speaks it is probed with a bare `mn`: a server without the meta protocol
 //! answers `ERROR`, and nothing else changes on the connection.
 
-use super::ascii::{error_line, find_line, garbage, parse_dec_u64, push_u64};
+use super::ascii::{error_line, find_line, garbage, parse_dec_u64, push_u64, MAX_VALUE};
 use super::{Parsed, Reply, ReplyKind, StoreCmd, StoreItem};
 use crate::error::{Error, Result};
 
@@ -62,6 +63,79 @@ pub fn encode_delete_quiet(buf: &mut Vec<u8>, key: &[u8], opaque: u32) {
 /// `mn\r\n`: closes a quiet batch, and probes for the meta protocol.
 pub fn encode_noop(buf: &mut Vec<u8>) {
     buf.extend_from_slice(b"mn\r\n");
+}
+
+/// `<verb> <key> <flags>\r\n`: one meta command without a data block (`mg`, `md`), answered
+/// in full (no `q`). `flags` are the command's flag tokens, space-separated, without line
+/// breaks (the caller builds them from numbers and fixed letters).
+pub fn encode_command(buf: &mut Vec<u8>, verb: &[u8], key: &[u8], flags: &[u8]) {
+    buf.reserve(verb.len() + key.len() + flags.len() + 4);
+    buf.extend_from_slice(verb);
+    buf.push(b' ');
+    buf.extend_from_slice(key);
+    if !flags.is_empty() {
+        buf.push(b' ');
+        buf.extend_from_slice(flags);
+    }
+    buf.extend_from_slice(b"\r\n");
+}
+
+/// The token of flag `c` in a meta reply's flags (`Some(b"")` for a flag without one), if set.
+pub fn flag(flags: &[u8], c: u8) -> Option<&[u8]> {
+    flags
+        .split(|&b| b == b' ')
+        .find(|tok| tok.first() == Some(&c))
+        .map(|tok| &tok[1..])
+}
+
+/// Parse the reply to one meta command (`ReplyKind::MetaCmd`): `VA <size> <flags>` and its data
+/// block, or `HD`/`EN`/`NF`/`NS`/`EX` and flags, or an error line. `Err` means the peer broke
+/// the protocol: drop the connection.
+pub fn parse_command_reply(buf: &[u8]) -> Result<Parsed<Reply<'_>>> {
+    let Some(end) = find_line(buf)? else {
+        return Ok(Parsed::NeedMore);
+    };
+    let line = &buf[..end];
+    if let Some(e) = error_line(line) {
+        return Ok(Parsed::Done(Reply::Failed(e), end + 2));
+    }
+    let (code, rest) = match line.get(..2) {
+        Some(c) if line.len() == 2 || line[2] == b' ' => (c, line.get(3..).unwrap_or(b"")),
+        _ => return Err(garbage(line)),
+    };
+    let code = [code[0], code[1]];
+    if code != *b"VA" {
+        if !matches!(&code, b"HD" | b"EN" | b"NF" | b"NS" | b"EX") {
+            return Err(garbage(line));
+        }
+        let reply = Reply::MetaResult {
+            code,
+            flags: rest,
+            data: None,
+        };
+        return Ok(Parsed::Done(reply, end + 2));
+    }
+    let (size, flags) = match rest.iter().position(|&b| b == b' ') {
+        Some(sp) => (&rest[..sp], &rest[sp + 1..]),
+        None => (rest, &b""[..]),
+    };
+    let len = match parse_dec_u64(size) {
+        Some(n) if n <= MAX_VALUE as u64 => n as usize,
+        _ => return Err(garbage(line)),
+    };
+    let start = end + 2;
+    let Some(block) = buf.get(start..start + len + 2) else {
+        return Ok(Parsed::NeedMore);
+    };
+    if &block[len..] != b"\r\n" {
+        return Err(Error::Protocol("meta value block not ended by CRLF".into()));
+    }
+    let reply = Reply::MetaResult {
+        code,
+        flags,
+        data: Some(&block[..len]),
+    };
+    Ok(Parsed::Done(reply, start + len + 2))
 }
 
 /// The opaque token of a meta reply line's flags (`O<n>`), if any.
@@ -131,7 +205,7 @@ mod tests {
         let mut avail = cut.min(input.len());
         let mut pos = 0;
         while pos < input.len() {
-            match parse_reply(kind, &input[pos..avail])? {
+            match crate::protocol::parse_text_reply(kind, &input[pos..avail])? {
                 Parsed::Done(r, n) => {
                     assert!(n > 0 && pos + n <= avail, "consumed past the input");
                     out.push(format!("{r:?}"));
@@ -204,6 +278,50 @@ mod tests {
             parse_reply(ReplyKind::MetaStore, b"NS O1\r").unwrap(),
             Parsed::NeedMore
         );
+    }
+
+    #[test]
+    fn command_replies_at_every_split() {
+        let input = b"VA 2 f16 c9 W\r\nab\r\nVA 0 Z\r\n\r\nEN\r\nHD\r\nNF\r\nEX c3\r\nERROR\r\nVA 4\r\n\r\n\r\n\r\n";
+        let expect = [
+            "MetaResult { code: [86, 65], flags: [102, 49, 54, 32, 99, 57, 32, 87], data: Some([97, 98]) }",
+            "MetaResult { code: [86, 65], flags: [90], data: Some([]) }",
+            "MetaResult { code: [69, 78], flags: [], data: None }",
+            "MetaResult { code: [72, 68], flags: [], data: None }",
+            "MetaResult { code: [78, 70], flags: [], data: None }",
+            "MetaResult { code: [69, 88], flags: [99, 51], data: None }",
+            "Failed(UnknownCommand)",
+            "MetaResult { code: [86, 65], flags: [], data: Some([13, 10, 13, 10]) }",
+        ];
+        for cut in 0..=input.len() {
+            assert_eq!(
+                parse_all(ReplyKind::MetaCmd, input, cut).unwrap(),
+                expect,
+                "cut {cut}"
+            );
+        }
+        for bad in [
+            &b"VA x\r\n"[..],
+            b"VA 1 W\r\nab\r\n",
+            b"MN\r\n",
+            b"VALUE a 0 1\r\n",
+            b"OK\r\n",
+            b"HDX\r\n",
+        ] {
+            assert!(parse_command_reply(bad).is_err(), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn command_encoder_and_flags() {
+        let mut b = Vec::new();
+        encode_command(&mut b, b"mg", b"k", b"v f c N30 R5");
+        encode_command(&mut b, b"md", b"k2", b"");
+        assert_eq!(b, b"mg k v f c N30 R5\r\nmd k2\r\n");
+        assert_eq!(flag(b"f16 c9 W", b'c'), Some(&b"9"[..]));
+        assert_eq!(flag(b"f16 c9 W", b'W'), Some(&b""[..]));
+        assert_eq!(flag(b"f16 c9 W", b'Z'), None);
+        assert_eq!(flag(b"", b'Z'), None);
     }
 
     #[test]

@@ -108,6 +108,7 @@ pub fn parse_text_reply(kind: ReplyKind, buf: &[u8]) -> Result<Parsed<Reply<'_>>
         ReplyKind::MetaStore | ReplyKind::MetaDelete | ReplyKind::MetaProbe => {
             meta::parse_reply(kind, buf)
         }
+        ReplyKind::MetaCmd => meta::parse_command_reply(buf),
         _ => text::parse_reply(kind, buf),
     }
 }
@@ -137,11 +138,14 @@ pub enum ReplyKind {
     MetaDelete,
     /// A bare `mn`: `MN` if the server speaks the meta protocol, `ERROR` if not.
     MetaProbe,
+    /// One meta command answered in full (`mg`, `md` without `q`): `VA <size> <flags>` and a
+    /// data block, or `HD`/`EN`/`NF`/`NS`/`EX` with flags.
+    MetaCmd,
 }
 
 impl ReplyKind {
     /// Every kind, for tests and fuzzing that must cover them all.
-    pub const ALL: [ReplyKind; 11] = [
+    pub const ALL: [ReplyKind; 12] = [
         ReplyKind::Retrieval,
         ReplyKind::Storage,
         ReplyKind::Delete,
@@ -153,6 +157,7 @@ impl ReplyKind {
         ReplyKind::MetaStore,
         ReplyKind::MetaDelete,
         ReplyKind::MetaProbe,
+        ReplyKind::MetaCmd,
     ];
 }
 
@@ -186,6 +191,13 @@ pub enum Reply<'a> {
     },
     /// `MN`: everything sent before the `mn` has been processed.
     MetaNoop,
+    /// The answer to one meta command (`ReplyKind::MetaCmd`): its two-letter code (`VA`, `HD`,
+    /// `EN`, `NF`, `NS`, `EX`), its flags as sent back, and the data block of a `VA`.
+    MetaResult {
+        code: [u8; 2],
+        flags: &'a [u8],
+        data: Option<&'a [u8]>,
+    },
     /// `ERROR`, `CLIENT_ERROR ...` or `SERVER_ERROR ...`: this request failed, the stream is in
     /// sync after it.
     Failed(Error),

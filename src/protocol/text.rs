@@ -22,6 +22,22 @@ pub fn encode_get<'k>(buf: &mut Vec<u8>, with_cas: bool, keys: impl IntoIterator
     buf.extend_from_slice(b"\r\n");
 }
 
+/// `gat <exptime> k1 k2 ...\r\n` (or `gats`): get and touch, answered as `get` is.
+pub fn encode_gat<'k>(
+    buf: &mut Vec<u8>,
+    with_cas: bool,
+    exptime: u32,
+    keys: impl IntoIterator<Item = &'k [u8]>,
+) {
+    buf.extend_from_slice(if with_cas { b"gats " } else { b"gat " });
+    push_u64(buf, exptime as u64);
+    for k in keys {
+        buf.push(b' ');
+        buf.extend_from_slice(k);
+    }
+    buf.extend_from_slice(b"\r\n");
+}
+
 /// `<cmd> <key> <flags> <exptime> <bytes> [<cas>] [noreply]\r\n<data>\r\n`, for `item` under its
 /// wire key `key`.
 pub fn encode_store(
@@ -232,7 +248,10 @@ pub fn parse_reply(kind: ReplyKind, buf: &[u8]) -> Result<Parsed<Reply<'_>>> {
             Some(v) => Reply::Version(v),
             None => return Err(garbage(line)),
         },
-        ReplyKind::MetaStore | ReplyKind::MetaDelete | ReplyKind::MetaProbe => {
+        ReplyKind::MetaStore
+        | ReplyKind::MetaDelete
+        | ReplyKind::MetaProbe
+        | ReplyKind::MetaCmd => {
             // Meta replies are `meta::parse_reply`'s (see `protocol::parse_text_reply`).
             return Err(Error::Protocol(format!("{kind:?} is not a classic reply")));
         }
@@ -444,6 +463,8 @@ mod tests {
         encode_stats(&mut b, b"");
         encode_get(&mut b, false, [&b"w1"[..], b"w2", b"missing"]);
         encode_get(&mut b, true, [&b"c1"[..]]);
+        encode_gat(&mut b, false, 60, [&b"w1"[..], b"w2"]);
+        encode_gat(&mut b, true, 0, [&b"c1"[..]]);
         encode_version(&mut b);
         encode_quit(&mut b);
         let expect: &[u8] = b"set w1 16 0 5\r\nhello\r\n\
@@ -451,7 +472,7 @@ set w3 16 4294967295 1\r\nx\r\n\
 cas c1 16 0 2 2847\r\nv2\r\n\
 set nr 4 0 1 noreply\r\n1\r\ndelete nr noreply\r\n\
 delete w3\r\ntouch w1 50\r\nincr w2 5\r\ndecr w2 1\r\n\
-flush_all \r\nflush_all 5\r\nstats \r\nget w1 w2 missing\r\ngets c1\r\nversion\r\nquit\r\n";
+flush_all \r\nflush_all 5\r\nstats \r\nget w1 w2 missing\r\ngets c1\r\ngat 60 w1 w2\r\ngats 0 c1\r\nversion\r\nquit\r\n";
         assert_eq!(String::from_utf8_lossy(&b), String::from_utf8_lossy(expect));
     }
 }

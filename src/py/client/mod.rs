@@ -8,6 +8,7 @@
 pub(crate) mod admin;
 mod codec;
 mod init;
+mod lease;
 mod metrics;
 pub(crate) mod multi;
 pub(crate) mod single;
@@ -321,7 +322,7 @@ impl PyClient {
         keys: &Bound<'_, PyAny>,
         key_prefix: MaybeArg<'_, '_>,
     ) -> PyResult<Py<PyDict>> {
-        multi::fetch(slf, keys, key_prefix, false)
+        multi::fetch(slf, keys, key_prefix, false, None)
     }
 
     /// fastmc extension: `get_multi` with CAS tokens: `{key: (value, cas)}`.
@@ -334,7 +335,7 @@ impl PyClient {
         keys: &Bound<'_, PyAny>,
         key_prefix: MaybeArg<'_, '_>,
     ) -> PyResult<Py<PyDict>> {
-        multi::fetch(slf, keys, key_prefix, true)
+        multi::fetch(slf, keys, key_prefix, true, None)
     }
 
     /// Set multiple keys at once; returns the keys that were not stored.
@@ -549,5 +550,76 @@ impl PyClient {
     #[getter]
     fn binary_protocol(slf: &Bound<'_, Self>) -> bool {
         slf.get().binary.load(Ordering::Relaxed)
+    }
+
+    /// fastmc extension: get a key and set its expiry in one round trip.
+    #[pyo3(signature = (key, time, default=None))]
+    fn gat(
+        slf: &Bound<'_, Self>,
+        key: &Bound<'_, PyAny>,
+        time: &Bound<'_, PyAny>,
+        default: Option<Py<PyAny>>,
+    ) -> PyResult<Py<PyAny>> {
+        lease::gat(slf, key, time, default)
+    }
+
+    /// fastmc extension: `get_multi` that sets the expiry of the keys found.
+    #[pyo3(signature = (keys, time, key_prefix=MaybeArg::Missing))]
+    fn gat_multi(
+        slf: &Bound<'_, Self>,
+        keys: &Bound<'_, PyAny>,
+        time: &Bound<'_, PyAny>,
+        key_prefix: MaybeArg<'_, '_>,
+    ) -> PyResult<Py<PyDict>> {
+        lease::gat_multi(slf, keys, time, key_prefix)
+    }
+
+    /// fastmc extension: mark a key stale instead of deleting it (see docs/stampede.md).
+    #[pyo3(signature = (key, stale_time=0))]
+    fn invalidate(
+        slf: &Bound<'_, Self>,
+        key: &Bound<'_, PyAny>,
+        stale_time: u32,
+    ) -> PyResult<bool> {
+        lease::invalidate_multi(
+            slf,
+            std::slice::from_ref(key),
+            MaybeArg::Missing,
+            stale_time,
+        )
+    }
+
+    /// fastmc extension: `invalidate` for many keys; True only if every key was found.
+    #[pyo3(signature = (keys, stale_time=0, key_prefix=MaybeArg::Missing))]
+    fn invalidate_multi(
+        slf: &Bound<'_, Self>,
+        keys: &Bound<'_, PyAny>,
+        stale_time: u32,
+        key_prefix: MaybeArg<'_, '_>,
+    ) -> PyResult<bool> {
+        let items = super::args::sized_items(keys)?;
+        lease::invalidate_multi(slf, &items, key_prefix, stale_time)
+    }
+
+    /// The lease read of `get_or_set`: `(state, value, cas)`.
+    #[pyo3(signature = (key, lease, recache))]
+    fn _lease_get(
+        slf: &Bound<'_, Self>,
+        key: &Bound<'_, PyAny>,
+        lease: u32,
+        recache: u32,
+    ) -> PyResult<(&'static str, Py<PyAny>, u64)> {
+        lease::lease_get(slf, key, lease, recache)
+    }
+
+    /// Give back a lease `_lease_get` won, if the item is unchanged since (its `cas`).
+    #[pyo3(signature = (key, cas, stale))]
+    fn _lease_release(
+        slf: &Bound<'_, Self>,
+        key: &Bound<'_, PyAny>,
+        cas: u64,
+        stale: bool,
+    ) -> PyResult<bool> {
+        lease::lease_release(slf, key, cas, stale)
     }
 }

@@ -267,19 +267,25 @@ pub(crate) fn report_arith(results: Vec<crate::error::Result<Option<u64>>>) -> P
     Err(errors::keys_failed(misses + failed, failed == 0, last))
 }
 
-/// get_multi and gets_multi.
+/// get_multi and gets_multi, and gat_multi (`touch`: the new expiry of the keys found).
 pub(super) fn fetch(
     slf: &Bound<'_, PyClient>,
     keys: &Bound<'_, PyAny>,
     key_prefix: MaybeArg<'_, '_>,
     with_cas: bool,
+    touch: Option<u32>,
 ) -> PyResult<Py<PyDict>> {
     let py = slf.py();
     let this = slf.get();
     let (prefix, items) = fetch_items(keys, key_prefix, with_cas)?;
     let (objs, full) = fetch_keys(&items, &prefix)?;
     let refs: Vec<&[u8]> = full.iter().map(|k| &**k).collect();
-    let fetched = detached(py, this, |core| Ok(core.get_multi(&refs, with_cas)))?;
+    let fetched = detached(py, this, |core| {
+        Ok(match touch {
+            Some(t) => core.gat_multi(&refs, t),
+            None => core.get_multi(&refs, with_cas),
+        })
+    })?;
     fetch_reply(slf, &objs, fetched, with_cas)
 }
 

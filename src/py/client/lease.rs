@@ -1,0 +1,205 @@
+//! The native pieces of stampede protection (issue 16): a lease read (`mg` with `N` and `R`),
+//! a lease release, `invalidate`/`invalidate_multi` (`md` with `I`) and `gat`. The policy that
+//! waits, computes and stores (`get_or_set`) is the Python `Client`'s: it calls a Python
+//! callable and sleeps, and stores through `set`, so its values are `set`'s. Keys are converted
+//! with `py::args`, values decoded with `codec`, the core is called through `io::detached` and
+//! errors are built by `py::errors`. Uses `client::MetaOutcome` and the core's `Error`.
+
+use pyo3::prelude::*;
+use pyo3::types::PyDict;
+
+use super::{multi, single, PyClient};
+use crate::client::MetaOutcome;
+use crate::error::Error as CoreError;
+use crate::py::args::*;
+use crate::py::errors::{self, Op};
+use crate::py::io::detached;
+
+/// What a lease read found, for `get_or_set` (`python/fastmc/client.py`).
+const HIT: &str = "hit";
+const WIN: &str = "win";
+const WIN_STALE: &str = "win_stale";
+const WIN_EARLY: &str = "win_early";
+const STALE: &str = "stale";
+const WAIT: &str = "wait";
+const UNSUPPORTED: &str = "unsupported";
+
+/// `(state, value, cas)` of a lease read.
+type LeaseRead = (&'static str, Py<PyAny>, u64);
+
+/// `mg <key> v f c N<lease> [R<recache>]`: the value and who recomputes it. A miss creates an
+/// empty placeholder living `lease` seconds and hands its win flag (`W`) to exactly one
+/// caller; the others see `Z`. A stale value (`X`, after `invalidate`) goes to everyone, the
+/// first reader also getting `W`. With `recache`, the first reader that finds less than that
+/// many seconds left gets `W` with the (still valid) value.
+pub(super) fn lease_get(
+    slf: &Bound<'_, PyClient>,
+    key: &Bound<'_, PyAny>,
+    lease: u32,
+    recache: u32,
+) -> PyResult<LeaseRead> {
+    let py = slf.py();
+    let this = slf.get();
+    let k = key_obj(key)?;
+    check_key_len(k)?;
+    let mut flags = format!("v f c N{}", lease.max(1));
+    if recache > 0 {
+        flags.push_str(&format!(" R{recache}"));
+    }
+    let r = detached(py, this, |core| {
+        Ok(core.meta_command(b"mg", &[k], flags.as_bytes()).pop())
+    })?;
+    let out = match r {
+        Some(Ok(out)) => out,
+        Some(Err(CoreError::NotSupported(_))) => return Ok((UNSUPPORTED, py.None(), 0)),
+        Some(Err(e)) => return Err(errors::op_error(Op::Get, Some(k), &e)),
+        None => return Err(errors::no_result()),
+    };
+    let cas = out.number(b'c').unwrap_or(0);
+    let placeholder = is_placeholder(&out);
+    let won = out.flag(b'W').is_some();
+    let stale = out.flag(b'X').is_some();
+    // Another caller holds the lease (a placeholder is marked so from its first read on).
+    let taken = out.flag(b'Z').is_some();
+    let state = match (won, stale, taken && placeholder) {
+        (true, true, _) => WIN_STALE,
+        (true, false, _) if placeholder => WIN,
+        (true, false, _) => WIN_EARLY,
+        (false, true, _) => STALE,
+        (false, false, true) => WAIT,
+        (false, false, false) => HIT,
+    };
+    let value = match &out.data {
+        Some(data) if state != WIN && state != WAIT => {
+            let f = out.number(b'f').unwrap_or(0) as u32;
+            this.decode_item(slf, data, f)?.unwrap_or_else(|| py.None())
+        }
+        _ => py.None(),
+    };
+    Ok((state, value, cas))
+}
+
+/// An item with no bytes and no client flags: the placeholder a lease created. An empty
+/// `bytes` value stored by `set` reads the same, but only with `Z` (an early recompute of it
+/// running) is it taken for a placeholder to wait on.
+fn is_placeholder(out: &MetaOutcome) -> bool {
+    out.code == *b"EN"
+        || (out.data.as_ref().map_or(true, |d| d.is_empty()) && out.number(b'f').unwrap_or(0) == 0)
+}
+
+/// Give a lease back after a failed recompute, if the item is still what the lease read
+/// found (its CAS): a placeholder is deleted (the next reader wins a new lease), a stale value
+/// is invalidated again (the next reader wins, the others keep the stale value). True if it
+/// was given back.
+pub(super) fn lease_release(
+    slf: &Bound<'_, PyClient>,
+    key: &Bound<'_, PyAny>,
+    cas: u64,
+    stale: bool,
+) -> PyResult<bool> {
+    let py = slf.py();
+    let this = slf.get();
+    let k = key_obj(key)?;
+    check_key_len(k)?;
+    let flags = if stale {
+        format!("C{cas} I")
+    } else {
+        format!("C{cas}")
+    };
+    let r = detached(py, this, |core| {
+        Ok(core.meta_command(b"md", &[k], flags.as_bytes()).pop())
+    })?;
+    match r {
+        Some(Ok(out)) => Ok(out.code == *b"HD"),
+        Some(Err(CoreError::NotSupported(_))) => Ok(false),
+        Some(Err(e)) => Err(errors::op_error(Op::Delete, Some(k), &e)),
+        None => Err(errors::no_result()),
+    }
+}
+
+/// Mark keys stale (`md <key> I [T<stale_time>]`) instead of deleting them: readers through
+/// `get_or_set` keep getting the value while one of them recomputes it (plain `get` keeps
+/// getting it too). A server without the meta protocol deletes them instead. True only if
+/// every key was found.
+pub(super) fn invalidate_multi(
+    slf: &Bound<'_, PyClient>,
+    keys: &[Bound<'_, PyAny>],
+    key_prefix: MaybeArg<'_, '_>,
+    stale_time: u32,
+) -> PyResult<bool> {
+    let py = slf.py();
+    let this = slf.get();
+    let prefix = prefix_bytes(key_prefix, ArgPos::of("invalidate_multi", 3))?;
+    let mut full = Vec::with_capacity(keys.len());
+    for obj in keys {
+        let k = key_obj(obj)?;
+        let fk = join_key(&prefix, k);
+        check_key_len(&fk)?;
+        if !fk.is_empty() {
+            full.push(fk);
+        }
+    }
+    let mut all = full.len() == keys.len();
+    let refs: Vec<&[u8]> = full.iter().map(|k| &**k).collect();
+    let flags = if stale_time > 0 {
+        format!("I T{stale_time}")
+    } else {
+        "I".to_string()
+    };
+    let results = detached(py, this, |core| {
+        let mut out = core.meta_command(b"md", &refs, flags.as_bytes());
+        // Without the meta protocol there is no stale value: delete.
+        let plain: Vec<usize> = (0..out.len())
+            .filter(|&i| matches!(out[i], Err(CoreError::NotSupported(_))))
+            .collect();
+        if !plain.is_empty() {
+            let keys: Vec<&[u8]> = plain.iter().map(|&i| refs[i]).collect();
+            for (i, r) in plain.into_iter().zip(core.delete_multi(&keys, false)) {
+                out[i] = r.map(|deleted| MetaOutcome {
+                    code: if deleted { *b"HD" } else { *b"NF" },
+                    flags: Vec::new(),
+                    data: None,
+                });
+            }
+        }
+        Ok(out)
+    })?;
+    for (k, r) in refs.iter().zip(results) {
+        match r {
+            Ok(out) => all &= out.code == *b"HD",
+            Err(e) => return Err(errors::op_error(Op::Delete, Some(k), &e)),
+        }
+    }
+    Ok(all)
+}
+
+/// Get a key and set its expiry in one round trip.
+pub(super) fn gat(
+    slf: &Bound<'_, PyClient>,
+    key: &Bound<'_, PyAny>,
+    time: &Bound<'_, PyAny>,
+    default: Option<Py<PyAny>>,
+) -> PyResult<Py<PyAny>> {
+    let py = slf.py();
+    let this = slf.get();
+    let default = default.unwrap_or_else(|| py.None());
+    let k = key_obj(key)?;
+    check_key_len(k)?;
+    let exptime = uint_mask(time)?;
+    if k.is_empty() {
+        return Ok(default);
+    }
+    let f = detached(py, this, |core| Ok(core.gat_multi(&[k], exptime)))?;
+    single::get_reply(slf, k, default, f)
+}
+
+/// `get_multi` that also sets the expiry of the keys found, in one round trip per server.
+pub(super) fn gat_multi(
+    slf: &Bound<'_, PyClient>,
+    keys: &Bound<'_, PyAny>,
+    time: &Bound<'_, PyAny>,
+    key_prefix: MaybeArg<'_, '_>,
+) -> PyResult<Py<PyDict>> {
+    let exptime = uint_mask(time)?;
+    multi::fetch(slf, keys, key_prefix, false, Some(exptime))
+}
