@@ -19,9 +19,9 @@ from __future__ import annotations
 import asyncio
 import weakref
 from collections.abc import Collection, Iterable, Mapping
-from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
+from typing import TYPE_CHECKING, Any, Literal, NoReturn, TypeVar
 
-from . import _fastmc
+from . import _fastmc, stampede
 from .client import _behaviors_numeric, _behaviors_symbolic, _native_init_args
 from .consts import BehaviorDict
 
@@ -81,9 +81,8 @@ class Client(_fastmc.aio_client):
 
     def _blocking_only(self, *_args: Any, **_kwargs: Any) -> NoReturn:
         # Inherited from the blocking native class: they would block the event loop.
-        raise NotImplementedError("gat, invalidate and leases are on fastmc.Client only (yet)")
+        raise TypeError("a blocking method: the asyncio client's coroutines are used instead")
 
-    gat = gat_multi = invalidate = invalidate_multi = _blocking_only
     _lease_get = _lease_release = _blocking_only
 
     def __reduce__(self) -> NoReturn:
@@ -315,3 +314,50 @@ class Client(_fastmc.aio_client):
     async def get_stats(self, *stat_args: str) -> list[tuple[bytes, dict[str, bytes]]]:
         """``get_stats()`` or ``get_stats(group)``, as the blocking client's."""
         return await self._get_stats(*stat_args)  # type: ignore[no-any-return]
+
+    # -- no stampedes (docs/stampede.md) ---------------------------------------------------------
+
+    async def get_or_set(
+        self,
+        key: _Key,
+        default: Any,
+        time: int = 0,
+        *,
+        lease: int = 10,
+        wait: float | None = None,
+        recompute_early: int = 0,
+        on_wait_timeout: Literal["compute", "raise"] = "compute",
+    ) -> Any:
+        """``fastmc.Client.get_or_set`` as a coroutine; ``default`` may also be a coroutine
+        function (awaited by the one caller that recomputes)."""
+        return await stampede.aget_or_set(
+            self,
+            key,
+            default,
+            time,
+            lease=lease,
+            wait=wait,
+            recompute_early=recompute_early,
+            on_wait_timeout=on_wait_timeout,
+        )
+
+    async def gat(self, key: _Key, time: int, default: Any = None) -> Any:
+        return await self._gat(key, time, default)
+
+    async def gat_multi(
+        self, keys: Collection[_K], time: int, key_prefix: _Key = b""
+    ) -> dict[_K, Any]:
+        return await self._gat_multi(keys, time, key_prefix)  # type: ignore[no-any-return]
+
+    async def invalidate(self, key: _Key, stale_time: int = 0) -> bool:
+        return await self.invalidate_multi([key], stale_time)
+
+    async def invalidate_multi(
+        self, keys: Collection[_Key], stale_time: int = 0, key_prefix: _Key = b""
+    ) -> bool:
+        found, no_meta = await self._invalidate_multi(keys, stale_time, key_prefix)
+        if no_meta:
+            # Servers without the meta protocol have no stale values: delete, as the blocking
+            # client does.
+            found = await self.delete_multi(no_meta, key_prefix) and found
+        return bool(found)

@@ -108,6 +108,15 @@ class FastMCCache(BaseMemcachedCache):  # type: ignore[misc]
     def close(self, **kwargs: Any) -> None:
         """Nothing to release per request (see the module docstring)."""
 
+    def get_or_set(
+        self, key: Any, default: Any, timeout: Any = DEFAULT_TIMEOUT, version: int | None = None
+    ) -> Any:
+        """Django's ``get_or_set`` on memcached leases: on a miss exactly one caller (across
+        threads, processes and machines) computes ``default`` while the others wait for it
+        (docs/stampede.md), instead of every caller computing it."""
+        key = self.make_and_validate_key(key, version=version)
+        return self._cache.get_or_set(key, default, self.get_backend_timeout(timeout))
+
     # -- the async API, on fastmc.aio -------------------------------------------------------------
 
     @property
@@ -122,6 +131,13 @@ class FastMCCache(BaseMemcachedCache):  # type: ignore[misc]
                 client = fastmc.aio.Client(self.client_servers, **self._options)
                 per_loop[key] = client
             return client
+
+    async def aget_or_set(
+        self, key: Any, default: Any, timeout: Any = DEFAULT_TIMEOUT, version: int | None = None
+    ) -> Any:
+        """``get_or_set`` on the asyncio client (``default`` may be a coroutine function)."""
+        key = self.make_and_validate_key(key, version=version)
+        return await self._acache.get_or_set(key, default, self.get_backend_timeout(timeout))
 
     async def aadd(
         self, key: Any, value: Any, timeout: Any = DEFAULT_TIMEOUT, version: int | None = None

@@ -1,24 +1,32 @@
-"""``Client.get_or_set``: one recompute per miss, expiry or invalidation (see docs/stampede.md).
+"""``get_or_set``: one recompute per miss, expiry or invalidation (see docs/stampede.md).
 
-The policy lives here because it calls the caller's function and sleeps; the protocol does not:
-``_lease_get`` is one ``mg <key> v f c N<lease> [R<early>]`` (``src/py/client/lease.rs``), the
-winner stores through ``set`` (so the value is ``set``'s, for ``get`` and pylibmc alike) and gives
-its lease back through ``_lease_release`` when its function raises. A server without the meta
-protocol gets an ``add``-based lock key instead (``_locked``).
+The policy is written once, as a generator of the steps it needs (``_policy``): a lease read,
+a store, a lease release, a get, an ``add`` of a lock key, a delete, calling the caller's
+function, a pause. ``get_or_set`` runs those steps on the blocking client (``time.sleep``),
+``aget_or_set`` on the asyncio client (``asyncio.sleep``; the function may be a coroutine
+function). A lease read is one ``mg <key> v f c N<lease> [R<early>]`` (``src/py/client/lease.rs``);
+the winner stores through ``set`` (so the value is ``set``'s, for ``get`` and pylibmc alike) and
+gives its lease back when its function raises. A server without the meta protocol gets an
+``add``-based lock key instead.
 """
 
 from __future__ import annotations
 
+import asyncio
+import inspect
 import time as _time
+from collections.abc import Generator
 from typing import TYPE_CHECKING, Any, Callable, Literal, Union
 
 if TYPE_CHECKING:
     from typing_extensions import TypeAlias
 
-    from ._fastmc import _Key, client
+    from ._fastmc import _Key
 
     _Default: TypeAlias = Union[Callable[[], Any], Any]
     _OnWaitTimeout: TypeAlias = Literal["compute", "raise"]
+    # A step of the policy: its name and arguments; what it returns is sent back.
+    _Step: TypeAlias = tuple[Any, ...]
 
 _MISS = object()
 # Backoff of a caller waiting for another's recompute: doubles from the first to the last.
@@ -28,10 +36,6 @@ _LAST_POLL = 0.1
 _LOCK_SUFFIX = ":fastmc-lease"
 
 
-def _compute(default: _Default) -> Any:
-    return default() if callable(default) else default
-
-
 class _Waiter:
     """The bounded backoff of a caller that did not get the lease."""
 
@@ -39,26 +43,98 @@ class _Waiter:
         self.deadline = _time.monotonic() + wait
         self.delay = _FIRST_POLL
 
-    def sleep(self) -> bool:
-        """Sleep before the next poll; False once the wait is over."""
+    def next_pause(self) -> float | None:
+        """How long to pause before the next poll; None once the wait is over."""
         left = self.deadline - _time.monotonic()
         if left <= 0:
-            return False
-        _time.sleep(min(self.delay, left))
+            return None
+        pause = min(self.delay, left)
         self.delay = min(self.delay * 2, _LAST_POLL)
-        return True
+        return pause
 
 
-def _timed_out(key: _Key, default: _Default, wait: float, on_wait_timeout: str) -> Any:
+def _lock_key(key: _Key) -> _Key:
+    if isinstance(key, str):
+        return key + _LOCK_SUFFIX
+    return bytes(key) + _LOCK_SUFFIX.encode()
+
+
+def _policy(
+    key: _Key,
+    time: int,
+    lease: int,
+    wait: float | None,
+    recompute_early: int,
+    on_wait_timeout: str,
+) -> Generator[_Step, Any, Any]:
+    if on_wait_timeout not in ("compute", "raise"):
+        raise ValueError("on_wait_timeout must be 'compute' or 'raise'")
+    lease = max(1, int(lease))
+    wait_s = float(lease if wait is None else wait)
+    waiter = _Waiter(wait_s)
+    while True:
+        state, value, cas = yield ("lease_get", key, lease, max(0, int(recompute_early)))
+        if state in ("hit", "stale"):
+            return value
+        if state == "unsupported":
+            return (yield from _locked(key, time, lease, waiter, wait_s, on_wait_timeout))
+        if state != "wait":
+            return (yield from _recompute(key, time, state, cas))
+        pause = waiter.next_pause()
+        if pause is None:
+            return (yield from _timed_out(key, wait_s, on_wait_timeout))
+        yield ("sleep", pause)
+
+
+def _timed_out(key: _Key, wait: float, on_wait_timeout: str) -> Generator[_Step, Any, Any]:
     if on_wait_timeout == "raise":
         raise TimeoutError(
             "get_or_set(%r): no value after waiting %ss for its recompute" % (key, wait)
         )
-    return _compute(default)
+    return (yield ("compute",))
+
+
+def _recompute(key: _Key, time: int, state: str, cas: int) -> Generator[_Step, Any, Any]:
+    """The lease holder: compute, store, or give the lease back."""
+    stored = False
+    try:
+        value = yield ("compute",)
+        stored = yield ("set", key, value, time)
+    finally:
+        if not stored and state in ("win", "win_stale"):
+            # Not the early recompute's: that value is still good, and its lease ends with it.
+            yield ("lease_release", key, cas, state == "win_stale")
+    return value
+
+
+def _locked(
+    key: _Key, time: int, lease: int, waiter: _Waiter, wait_s: float, on_wait_timeout: str
+) -> Generator[_Step, Any, Any]:
+    """Without the meta protocol: whoever ``add``s the lock key recomputes."""
+    lock = _lock_key(key)
+    while True:
+        value = yield ("get", key, _MISS)
+        if value is not _MISS:
+            return value
+        if (yield ("add", lock, b"1", lease)):
+            try:
+                # The previous holder may have stored between our get and our add.
+                value = yield ("get", key, _MISS)
+                if value is not _MISS:
+                    return value
+                value = yield ("compute",)
+                yield ("set", key, value, time)
+                return value
+            finally:
+                yield ("delete", lock)
+        pause = waiter.next_pause()
+        if pause is None:
+            return (yield from _timed_out(key, wait_s, on_wait_timeout))
+        yield ("sleep", pause)
 
 
 def get_or_set(
-    mc: client,
+    mc: Any,
     key: _Key,
     default: _Default,
     time: int = 0,
@@ -68,68 +144,73 @@ def get_or_set(
     recompute_early: int = 0,
     on_wait_timeout: _OnWaitTimeout = "compute",
 ) -> Any:
-    if on_wait_timeout not in ("compute", "raise"):
-        raise ValueError("on_wait_timeout must be 'compute' or 'raise'")
-    lease = max(1, int(lease))
-    wait_s = float(lease if wait is None else wait)
-    waiter = _Waiter(wait_s)
+    """The policy on a blocking client."""
+
+    def step(s: _Step) -> Any:
+        name, *args = s
+        if name == "compute":
+            return default() if callable(default) else default
+        if name == "sleep":
+            return _time.sleep(args[0])
+        if name == "lease_get":
+            return mc._lease_get(*args)
+        if name == "lease_release":
+            return mc._lease_release(*args)
+        return getattr(mc, name)(*args)
+
+    gen = _policy(key, time, lease, wait, recompute_early, on_wait_timeout)
+    return _drive(gen, step)
+
+
+def _drive(gen: Generator[_Step, Any, Any], step: Callable[[_Step], Any]) -> Any:
+    result: Any = None
+    error: BaseException | None = None
     while True:
-        state, value, cas = mc._lease_get(key, lease, max(0, int(recompute_early)))
-        if state in ("hit", "stale"):
-            return value
-        if state == "unsupported":
-            return _locked(mc, key, default, time, lease, waiter, wait_s, on_wait_timeout)
-        if state != "wait":
-            return _recompute(mc, key, default, time, state, cas)
-        if not waiter.sleep():
-            return _timed_out(key, default, wait_s, on_wait_timeout)
+        try:
+            s = gen.send(result) if error is None else gen.throw(error)
+        except StopIteration as done:
+            return done.value
+        result, error = None, None
+        try:
+            result = step(s)
+        except BaseException as e:  # handed to the policy (its finally gives the lease back)
+            error = e
 
 
-def _recompute(mc: client, key: _Key, default: _Default, time: int, state: str, cas: int) -> Any:
-    """The lease holder: compute, store, or give the lease back."""
-    stored = False
-    try:
-        value = _compute(default)
-        stored = mc.set(key, value, time)
-    finally:
-        if not stored and state in ("win", "win_stale"):
-            # Not the early recompute's: that value is still good, and its lease ends with it.
-            mc._lease_release(key, cas, state == "win_stale")
-    return value
-
-
-def _lock_key(key: _Key) -> _Key:
-    if isinstance(key, str):
-        return key + _LOCK_SUFFIX
-    return bytes(key) + _LOCK_SUFFIX.encode()
-
-
-def _locked(
-    mc: client,
+async def aget_or_set(
+    mc: Any,
     key: _Key,
     default: _Default,
-    time: int,
-    lease: int,
-    waiter: _Waiter,
-    wait_s: float,
-    on_wait_timeout: str,
+    time: int = 0,
+    *,
+    lease: int = 10,
+    wait: float | None = None,
+    recompute_early: int = 0,
+    on_wait_timeout: _OnWaitTimeout = "compute",
 ) -> Any:
-    """Without the meta protocol: whoever ``add``s the lock key recomputes."""
-    lock = _lock_key(key)
+    """The policy on an asyncio client; ``default`` may be a coroutine function."""
+    gen = _policy(key, time, lease, wait, recompute_early, on_wait_timeout)
+    result: Any = None
+    error: BaseException | None = None
     while True:
-        value = mc.get(key, _MISS)
-        if value is not _MISS:
-            return value
-        if mc.add(lock, b"1", lease):
-            try:
-                # The previous holder may have stored between our get and our add.
-                value = mc.get(key, _MISS)
-                if value is not _MISS:
-                    return value
-                value = _compute(default)
-                mc.set(key, value, time)
-                return value
-            finally:
-                mc.delete(lock)
-        if not waiter.sleep():
-            return _timed_out(key, default, wait_s, on_wait_timeout)
+        try:
+            s = gen.send(result) if error is None else gen.throw(error)
+        except StopIteration as done:
+            return done.value
+        result, error = None, None
+        name, *args = s
+        try:
+            if name == "compute":
+                result = default() if callable(default) else default
+                if inspect.isawaitable(result):
+                    result = await result
+            elif name == "sleep":
+                await asyncio.sleep(args[0])
+            elif name == "lease_get":
+                result = await mc._alease_get(*args)
+            elif name == "lease_release":
+                result = await mc._alease_release(*args)
+            else:
+                result = await getattr(mc, name)(*args)
+        except BaseException as e:  # handed to the policy (its finally gives the lease back)
+            error = e

@@ -33,7 +33,10 @@ fn kind(req: &Request) -> Kind {
         Request::Touch {
             exptime, noreply, ..
         } => Kind::Touch(*exptime, *noreply),
-        Request::Flush { .. } | Request::Stats { .. } => Kind::Alone,
+        Request::Flush { .. }
+        | Request::Stats { .. }
+        | Request::Meta { .. }
+        | Request::Gat { .. } => Kind::Alone,
     }
 }
 
@@ -147,7 +150,10 @@ fn run_group(client: &Client, group: Vec<Job>) {
             );
         }
         // Never grouped (`Kind::Alone`).
-        Request::Flush { .. } | Request::Stats { .. } => {
+        Request::Flush { .. }
+        | Request::Stats { .. }
+        | Request::Meta { .. }
+        | Request::Gat { .. } => {
             for (req, done) in reqs.into_iter().zip(dones) {
                 done.call(req.execute(client));
             }

@@ -4,7 +4,7 @@
 //! (`assemble`). No threads, no I/O. Uses `client` (result types) and `protocol` (`StoreCmd`,
 //! `StoreItem`).
 
-use crate::client::{Client, Fetched, Stats, StoreItem, StoreStatus};
+use crate::client::{Client, Fetched, MetaOutcome, Stats, StoreItem, StoreStatus};
 use crate::error::{Error, Result};
 use crate::protocol::StoreCmd;
 
@@ -144,6 +144,17 @@ pub enum Request {
     Stats {
         args: Vec<u8>,
     },
+    /// A meta command (`mg`, `md`) with the same flags for every key.
+    Meta {
+        verb: Vec<u8>,
+        keys: Keys,
+        flags: Vec<u8>,
+    },
+    /// get-and-touch.
+    Gat {
+        keys: Keys,
+        exptime: u32,
+    },
 }
 
 /// What an operation returned: the blocking client's result for the same call.
@@ -156,6 +167,7 @@ pub enum Outcome {
     Numbers(Vec<Result<Option<u64>>>),
     Flushed(Vec<Result<()>>),
     Stats(Vec<Result<Stats>>),
+    Meta(Vec<Result<MetaOutcome>>),
 }
 
 impl Request {
@@ -165,7 +177,9 @@ impl Request {
             Request::Get { keys, .. }
             | Request::Delete { keys, .. }
             | Request::Arith { keys, .. }
-            | Request::Touch { keys, .. } => Some(keys),
+            | Request::Touch { keys, .. }
+            | Request::Meta { keys, .. }
+            | Request::Gat { keys, .. } => Some(keys),
             Request::Store { items, .. } => Some(items.keys()),
             Request::Flush { .. } | Request::Stats { .. } => None,
         }
@@ -205,6 +219,15 @@ impl Request {
                 exptime: *exptime,
                 noreply: *noreply,
             },
+            Request::Meta { verb, keys, flags } => Request::Meta {
+                verb: verb.clone(),
+                keys: keys.subset(idx),
+                flags: flags.clone(),
+            },
+            Request::Gat { keys, exptime } => Request::Gat {
+                keys: keys.subset(idx),
+                exptime: *exptime,
+            },
             Request::Flush { .. } | Request::Stats { .. } => self.clone(),
         }
     }
@@ -234,6 +257,12 @@ impl Request {
             } => Outcome::Found(client.touch_multi(&keys.refs(), *exptime, *noreply)),
             Request::Flush { delay } => Outcome::Flushed(client.flush_all(*delay)),
             Request::Stats { args } => Outcome::Stats(client.stats(args)),
+            Request::Meta { verb, keys, flags } => {
+                Outcome::Meta(client.meta_command(verb, &keys.refs(), flags))
+            }
+            Request::Gat { keys, exptime } => {
+                Outcome::Fetched(client.gat_multi(&keys.refs(), *exptime))
+            }
         }
     }
 }
@@ -288,5 +317,6 @@ pub(super) fn assemble(n: usize, parts: Vec<(Vec<u32>, Outcome)>) -> Option<Outc
         Some(Outcome::Numbers(_)) => gather!(Numbers),
         Some(Outcome::Flushed(_)) => gather!(Flushed),
         Some(Outcome::Stats(_)) => gather!(Stats),
+        Some(Outcome::Meta(_)) => gather!(Meta),
     }
 }

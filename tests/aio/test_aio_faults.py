@@ -353,3 +353,49 @@ def test_a_client_dropped_without_close_leaves_no_reader_on_a_reused_descriptor(
         return loop
 
     asyncio.run(main())
+
+
+def test_get_or_set_leases_across_tasks_and_with_the_blocking_client(server):
+    """100 tasks on one missing key with a slow coroutine: one recompute; a stale value after
+    invalidate goes to everyone but the one recomputing; a recompute that raises gives the lease
+    back; the value is an ordinary value for the blocking client; gat touches."""
+    blocking = fastmc.Client([server.address])
+    blocking.delete("hot")
+    calls = 0
+
+    async def slow():
+        nonlocal calls
+        calls += 1
+        await asyncio.sleep(0.2)
+        return {"v": calls}
+
+    async def main():
+        nonlocal calls
+        async with fastmc.aio.Client([server.address]) as mc:
+            got = await asyncio.gather(*(mc.get_or_set("hot", slow, 60) for _ in range(100)))
+            assert calls == 1 and all(g == {"v": 1} for g in got)
+            assert blocking.get("hot") == {"v": 1}
+            assert await mc.invalidate("hot") is True
+            got = await asyncio.gather(*(mc.get_or_set("hot", slow, 60) for _ in range(50)))
+            assert calls == 2
+            assert sorted(g["v"] for g in got).count(1) == 49  # stale to all but the winner
+
+            async def broken():
+                raise RuntimeError("recompute failed")
+
+            blocking.delete("cold")
+            results = await asyncio.gather(
+                mc.get_or_set("cold", broken, 60, lease=30),
+                *(mc.get_or_set("cold", lambda: "ok", 60, lease=30) for _ in range(5)),
+                return_exceptions=True,
+            )
+            assert isinstance(results[0], RuntimeError)
+            assert results[1:] == ["ok"] * 5  # the lease was given back: no one waited 30 s
+            await mc.set("g", 1, 1000)
+            assert await mc.gat("g", 5000) == 1
+            assert await mc.gat_multi(["g", "nope"], 5000) == {"g": 1}
+            assert await mc.invalidate_multi(["g", "nope"]) is False
+
+    t0 = time.monotonic()
+    asyncio.run(main())
+    assert time.monotonic() - t0 < 10

@@ -647,3 +647,36 @@ def test_dogpile_unmangled_key_with_space_raises(server, as_pylibmc):
 
     with pytest.raises(fastmc.BadKeyProvided):
         add(1, 2)
+
+
+def test_django_get_or_set_computes_once_across_threads_and_tasks(server, django_settings):
+    """FastMCCache.get_or_set and aget_or_set run on memcached leases: 16 threads (then 50
+    asyncio tasks) asking for one missing key compute it once."""
+    from django.core.cache import caches
+    from django.test import override_settings
+
+    calls = []
+
+    def slow():
+        calls.append(1)
+        time.sleep(0.2)
+        return "computed"
+
+    config = _django_caches("fastmc.django.FastMCCache", server, KEY_PREFIX="gos")
+    with override_settings(CACHES=config):
+        cache = caches["default"]
+        cache.delete("hot")
+        out = []
+        errors = run_threads(lambda i: out.append(cache.get_or_set("hot", slow, 60)), 16)
+        assert errors == [] and out == ["computed"] * 16 and len(calls) == 1
+
+        async def aslow():
+            calls.append(1)
+            await asyncio.sleep(0.2)
+            return "again"
+
+        async def main():
+            await cache.adelete("warm")
+            return await asyncio.gather(*(cache.aget_or_set("warm", aslow, 60) for _ in range(50)))
+
+        assert asyncio.run(main()) == ["again"] * 50 and len(calls) == 2

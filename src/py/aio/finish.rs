@@ -8,9 +8,11 @@ use pyo3::IntoPyObjectExt;
 
 use crate::connection::Address;
 use crate::dispatch::request::{Keys, Outcome};
+use crate::error::Error as CoreError;
 use crate::protocol::StoreCmd;
-use crate::py::client::{admin, multi, single, PyClient};
-use crate::py::errors;
+use crate::py::client::{admin, lease, multi, single, PyClient};
+use crate::py::errors::{self, Op};
+use pyo3::types::PyList;
 
 pub(super) enum Finish {
     Get {
@@ -57,6 +59,19 @@ pub(super) enum Finish {
     Flush,
     Stats {
         addrs: Vec<Address>,
+    },
+    LeaseGet {
+        key: Vec<u8>,
+    },
+    LeaseRelease {
+        key: Vec<u8>,
+    },
+    /// invalidate_multi: the keys sent (for messages) and their objects; the reply is
+    /// `(every key found, [keys whose server has no meta protocol])`.
+    Invalidate {
+        keys: Keys,
+        objs: Vec<Py<PyAny>>,
+        all: bool,
     },
 }
 
@@ -130,6 +145,24 @@ impl Finish {
             (Finish::Flush, Outcome::Flushed(v)) => admin::flush_reply(v)?.into_py_any(py),
             (Finish::Stats { addrs }, Outcome::Stats(v)) => {
                 Ok(admin::stats_reply(py, v, addrs)?.into_any())
+            }
+            (Finish::LeaseGet { key }, Outcome::Meta(mut v)) => {
+                lease::lease_reply(slf, &key, v.pop())?.into_py_any(py)
+            }
+            (Finish::LeaseRelease { key }, Outcome::Meta(mut v)) => {
+                lease::release_reply(&key, v.pop())?.into_py_any(py)
+            }
+            (Finish::Invalidate { keys, objs, all }, Outcome::Meta(v)) => {
+                let mut all = all;
+                let unsupported = PyList::empty(py);
+                for ((r, obj), k) in v.into_iter().zip(objs).zip(keys.refs()) {
+                    match r {
+                        Ok(out) => all &= out.code == *b"HD",
+                        Err(CoreError::NotSupported(_)) => unsupported.append(obj)?,
+                        Err(e) => return Err(errors::op_error(Op::Delete, Some(k), &e)),
+                    }
+                }
+                (all, unsupported).into_py_any(py)
             }
             _ => Err(errors::no_result()),
         }

@@ -402,6 +402,61 @@ impl PyAioClient {
         )
     }
 
+    #[pyo3(signature = (key, time, default=None))]
+    fn _gat(
+        slf: &Bound<'_, Self>,
+        key: &Bound<'_, PyAny>,
+        time: &Bound<'_, PyAny>,
+        default: Option<Py<PyAny>>,
+    ) -> PyResult<Py<PyAny>> {
+        Self::submit(slf, prepare::gat(key, time, default)?)
+    }
+
+    #[pyo3(signature = (keys, time, key_prefix=MaybeArg::Missing))]
+    fn _gat_multi(
+        slf: &Bound<'_, Self>,
+        keys: &Bound<'_, PyAny>,
+        time: &Bound<'_, PyAny>,
+        key_prefix: MaybeArg<'_, '_>,
+    ) -> PyResult<Py<PyAny>> {
+        Self::submit(slf, prepare::gat_multi(keys, time, key_prefix)?)
+    }
+
+    /// The lease read of `get_or_set`: a future of `(state, value, cas)`.
+    fn _alease_get(
+        slf: &Bound<'_, Self>,
+        key: &Bound<'_, PyAny>,
+        lease: u32,
+        recache: u32,
+    ) -> PyResult<Py<PyAny>> {
+        Self::submit(slf, prepare::lease_get(key, lease, recache)?)
+    }
+
+    /// Give a lease back: a future of whether it was.
+    fn _alease_release(
+        slf: &Bound<'_, Self>,
+        key: &Bound<'_, PyAny>,
+        cas: u64,
+        stale: bool,
+    ) -> PyResult<Py<PyAny>> {
+        Self::submit(slf, prepare::lease_release(key, cas, stale)?)
+    }
+
+    /// Mark keys stale: a future of `(every key found, [keys on servers without meta])`.
+    #[pyo3(signature = (keys, stale_time=0, key_prefix=MaybeArg::Missing))]
+    fn _invalidate_multi(
+        slf: &Bound<'_, Self>,
+        keys: &Bound<'_, PyAny>,
+        stale_time: u32,
+        key_prefix: MaybeArg<'_, '_>,
+    ) -> PyResult<Py<PyAny>> {
+        let items = super::args::sized_items(keys)?;
+        Self::submit(
+            slf,
+            prepare::invalidate_multi(&items, stale_time, key_prefix)?,
+        )
+    }
+
     /// Resolve the futures whose outcomes arrived (the loop calls this when the mailbox's
     /// descriptor is readable). A future whose result cannot be built gets the exception.
     fn _drain(slf: &Bound<'_, Self>) -> PyResult<()> {

@@ -12,7 +12,10 @@ use super::finish::Finish;
 use crate::client::StoreItem;
 use crate::dispatch::request::{Items, Keys, Request};
 use crate::protocol::StoreCmd;
-use crate::py::args::{multi_keys, MaybeArg};
+use crate::py::args::{
+    check_key_len, key_obj, multi_keys, prefix_bytes, uint_mask, ArgPos, MaybeArg,
+};
+use crate::py::client::lease;
 use crate::py::client::multi::{self, StoreMultiArgs};
 use crate::py::client::single::{self, StoreArgs};
 use crate::py::client::PyClient;
@@ -248,6 +251,97 @@ pub(super) fn touch_multi(
     let finish = Finish::TouchMulti {
         empty: unbind(&keys.empty),
         objs: unbind(&keys.objs),
+    };
+    Ok(Prepared::Submit(req, finish))
+}
+
+pub(super) fn gat(
+    key: &Bound<'_, PyAny>,
+    time: &Bound<'_, PyAny>,
+    default: Option<Py<PyAny>>,
+) -> PyResult<Prepared> {
+    let default = default.unwrap_or_else(|| key.py().None());
+    let (k, exptime) = lease::gat_args(key, time)?;
+    if k.is_empty() {
+        return Ok(Prepared::Ready(default));
+    }
+    let req = Request::Gat {
+        keys: one(k),
+        exptime,
+    };
+    let finish = Finish::Get {
+        key: k.to_vec(),
+        default,
+    };
+    Ok(Prepared::Submit(req, finish))
+}
+
+pub(super) fn gat_multi(
+    keys: &Bound<'_, PyAny>,
+    time: &Bound<'_, PyAny>,
+    key_prefix: MaybeArg<'_, '_>,
+) -> PyResult<Prepared> {
+    let exptime = uint_mask(time)?;
+    let (prefix, items) = multi::fetch_items(keys, key_prefix, false)?;
+    let (objs, full) = multi::fetch_keys(&items, &prefix)?;
+    let req = Request::Gat {
+        keys: keys_of(&full),
+        exptime,
+    };
+    let finish = Finish::Fetch {
+        objs: unbind(&objs),
+        with_cas: false,
+    };
+    Ok(Prepared::Submit(req, finish))
+}
+
+fn meta(verb: &[u8], key: &[u8], flags: String) -> Request {
+    Request::Meta {
+        verb: verb.to_vec(),
+        keys: one(key),
+        flags: flags.into_bytes(),
+    }
+}
+
+pub(super) fn lease_get(key: &Bound<'_, PyAny>, lease_s: u32, recache: u32) -> PyResult<Prepared> {
+    let k = key_obj(key)?;
+    check_key_len(k)?;
+    let req = meta(b"mg", k, lease::lease_flags(lease_s, recache));
+    Ok(Prepared::Submit(req, Finish::LeaseGet { key: k.to_vec() }))
+}
+
+pub(super) fn lease_release(key: &Bound<'_, PyAny>, cas: u64, stale: bool) -> PyResult<Prepared> {
+    let k = key_obj(key)?;
+    check_key_len(k)?;
+    let req = meta(b"md", k, lease::release_flags(cas, stale));
+    Ok(Prepared::Submit(
+        req,
+        Finish::LeaseRelease { key: k.to_vec() },
+    ))
+}
+
+pub(super) fn invalidate_multi(
+    keys: &[Bound<'_, PyAny>],
+    stale_time: u32,
+    key_prefix: MaybeArg<'_, '_>,
+) -> PyResult<Prepared> {
+    let prefix = prefix_bytes(key_prefix, ArgPos::of("invalidate_multi", 3))?;
+    let (full, at) = lease::invalidate_keys(keys, &prefix)?;
+    let wire = keys_of(&full);
+    let objs = at
+        .iter()
+        .filter_map(|&i| keys.get(i))
+        .map(|o| o.clone().unbind())
+        .collect();
+    let req = Request::Meta {
+        verb: b"md".to_vec(),
+        keys: wire.clone(),
+        flags: lease::invalidate_flags(stale_time).into_bytes(),
+    };
+    let finish = Finish::Invalidate {
+        keys: wire,
+        objs,
+        all: full.len() == keys.len(),
     };
     Ok(Prepared::Submit(req, finish))
 }

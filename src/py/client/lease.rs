@@ -25,14 +25,14 @@ const WAIT: &str = "wait";
 const UNSUPPORTED: &str = "unsupported";
 
 /// `(state, value, cas)` of a lease read.
-type LeaseRead = (&'static str, Py<PyAny>, u64);
+pub(crate) type LeaseRead = (&'static str, Py<PyAny>, u64);
 
 /// `mg <key> v f c N<lease> [R<recache>]`: the value and who recomputes it. A miss creates an
 /// empty placeholder living `lease` seconds and hands its win flag (`W`) to exactly one
 /// caller; the others see `Z`. A stale value (`X`, after `invalidate`) goes to everyone, the
 /// first reader also getting `W`. With `recache`, the first reader that finds less than that
 /// many seconds left gets `W` with the (still valid) value.
-pub(super) fn lease_get(
+pub(crate) fn lease_get(
     slf: &Bound<'_, PyClient>,
     key: &Bound<'_, PyAny>,
     lease: u32,
@@ -42,13 +42,30 @@ pub(super) fn lease_get(
     let this = slf.get();
     let k = key_obj(key)?;
     check_key_len(k)?;
+    let flags = lease_flags(lease, recache);
+    let r = detached(py, this, |core| {
+        Ok(core.meta_command(b"mg", &[k], flags.as_bytes()).pop())
+    })?;
+    lease_reply(slf, k, r)
+}
+
+/// The flags of a lease read.
+pub(crate) fn lease_flags(lease: u32, recache: u32) -> String {
     let mut flags = format!("v f c N{}", lease.max(1));
     if recache > 0 {
         flags.push_str(&format!(" R{recache}"));
     }
-    let r = detached(py, this, |core| {
-        Ok(core.meta_command(b"mg", &[k], flags.as_bytes()).pop())
-    })?;
+    flags
+}
+
+/// What a lease read returns for the core's outcome `r`: `(state, value, cas)`.
+pub(crate) fn lease_reply(
+    slf: &Bound<'_, PyClient>,
+    k: &[u8],
+    r: Option<Result<MetaOutcome, CoreError>>,
+) -> PyResult<LeaseRead> {
+    let py = slf.py();
+    let this = slf.get();
     let out = match r {
         Some(Ok(out)) => out,
         Some(Err(CoreError::NotSupported(_))) => return Ok((UNSUPPORTED, py.None(), 0)),
@@ -91,7 +108,7 @@ fn is_placeholder(out: &MetaOutcome) -> bool {
 /// found (its CAS): a placeholder is deleted (the next reader wins a new lease), a stale value
 /// is invalidated again (the next reader wins, the others keep the stale value). True if it
 /// was given back.
-pub(super) fn lease_release(
+pub(crate) fn lease_release(
     slf: &Bound<'_, PyClient>,
     key: &Bound<'_, PyAny>,
     cas: u64,
@@ -101,14 +118,24 @@ pub(super) fn lease_release(
     let this = slf.get();
     let k = key_obj(key)?;
     check_key_len(k)?;
-    let flags = if stale {
-        format!("C{cas} I")
-    } else {
-        format!("C{cas}")
-    };
+    let flags = release_flags(cas, stale);
     let r = detached(py, this, |core| {
         Ok(core.meta_command(b"md", &[k], flags.as_bytes()).pop())
     })?;
+    release_reply(k, r)
+}
+
+/// The flags of a lease release.
+pub(crate) fn release_flags(cas: u64, stale: bool) -> String {
+    if stale {
+        format!("C{cas} I")
+    } else {
+        format!("C{cas}")
+    }
+}
+
+/// What a lease release returns for the core's outcome `r`.
+pub(crate) fn release_reply(k: &[u8], r: Option<Result<MetaOutcome, CoreError>>) -> PyResult<bool> {
     match r {
         Some(Ok(out)) => Ok(out.code == *b"HD"),
         Some(Err(CoreError::NotSupported(_))) => Ok(false),
@@ -130,22 +157,10 @@ pub(super) fn invalidate_multi(
     let py = slf.py();
     let this = slf.get();
     let prefix = prefix_bytes(key_prefix, ArgPos::of("invalidate_multi", 3))?;
-    let mut full = Vec::with_capacity(keys.len());
-    for obj in keys {
-        let k = key_obj(obj)?;
-        let fk = join_key(&prefix, k);
-        check_key_len(&fk)?;
-        if !fk.is_empty() {
-            full.push(fk);
-        }
-    }
+    let (full, _) = invalidate_keys(keys, &prefix)?;
     let mut all = full.len() == keys.len();
     let refs: Vec<&[u8]> = full.iter().map(|k| &**k).collect();
-    let flags = if stale_time > 0 {
-        format!("I T{stale_time}")
-    } else {
-        "I".to_string()
-    };
+    let flags = invalidate_flags(stale_time);
     let results = detached(py, this, |core| {
         let mut out = core.meta_command(b"md", &refs, flags.as_bytes());
         // Without the meta protocol there is no stale value: delete.
@@ -173,6 +188,38 @@ pub(super) fn invalidate_multi(
     Ok(all)
 }
 
+/// Keys with their prefix, and their positions among the keys given.
+pub(crate) type KeptKeys<'a> = (Vec<std::borrow::Cow<'a, [u8]>>, Vec<usize>);
+
+/// invalidate_multi's keys with the prefix, checked, empty ones left out; and the positions of
+/// those kept.
+pub(crate) fn invalidate_keys<'a>(
+    keys: &'a [Bound<'_, PyAny>],
+    prefix: &[u8],
+) -> PyResult<KeptKeys<'a>> {
+    let mut full = Vec::with_capacity(keys.len());
+    let mut at = Vec::with_capacity(keys.len());
+    for (i, obj) in keys.iter().enumerate() {
+        let k = key_obj(obj)?;
+        let fk = join_key(prefix, k);
+        check_key_len(&fk)?;
+        if !fk.is_empty() {
+            full.push(fk);
+            at.push(i);
+        }
+    }
+    Ok((full, at))
+}
+
+/// The flags of an invalidation.
+pub(crate) fn invalidate_flags(stale_time: u32) -> String {
+    if stale_time > 0 {
+        format!("I T{stale_time}")
+    } else {
+        "I".to_string()
+    }
+}
+
 /// Get a key and set its expiry in one round trip.
 pub(super) fn gat(
     slf: &Bound<'_, PyClient>,
@@ -183,14 +230,22 @@ pub(super) fn gat(
     let py = slf.py();
     let this = slf.get();
     let default = default.unwrap_or_else(|| py.None());
-    let k = key_obj(key)?;
-    check_key_len(k)?;
-    let exptime = uint_mask(time)?;
+    let (k, exptime) = gat_args(key, time)?;
     if k.is_empty() {
         return Ok(default);
     }
     let f = detached(py, this, |core| Ok(core.gat_multi(&[k], exptime)))?;
     single::get_reply(slf, k, default, f)
+}
+
+/// gat's key and time, converted and checked.
+pub(crate) fn gat_args<'k>(
+    key: &'k Bound<'_, PyAny>,
+    time: &Bound<'_, PyAny>,
+) -> PyResult<(&'k [u8], u32)> {
+    let k = key_obj(key)?;
+    check_key_len(k)?;
+    Ok((k, uint_mask(time)?))
 }
 
 /// `get_multi` that also sets the expiry of the keys found, in one round trip per server.

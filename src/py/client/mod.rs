@@ -8,7 +8,7 @@
 pub(crate) mod admin;
 mod codec;
 mod init;
-mod lease;
+pub(crate) mod lease;
 mod metrics;
 pub(crate) mod multi;
 pub(crate) mod single;
