@@ -13,11 +13,15 @@ import tarfile
 _CLEAN = ["-q", "-p", "no:cacheprovider", "-o", "addopts=", "-o", "filterwarnings="]
 
 
-def unpacked(project: str, version: str, marker: str = "tests") -> pathlib.Path:
+def unpacked(
+    project: str, version: str, marker: str = "tests", dist: str | None = None
+) -> pathlib.Path:
     """The unpacked sdist of ``project==version`` (downloaded on first use, kept under the
-    virtualenv); ``marker`` is a path inside it that says the tree is complete."""
+    virtualenv); ``marker`` is a path inside it that says the tree is complete; ``dist`` is the
+    sdist's own name where it differs from the project's (``dogpile_cache``)."""
     cache = pathlib.Path(sys.prefix) / "sdists"
-    tree = cache / f"{project}-{version}"
+    dist = dist or project
+    tree = cache / f"{dist}-{version}"
     if (tree / marker).exists():
         return tree
     cache.mkdir(parents=True, exist_ok=True)
@@ -37,7 +41,7 @@ def unpacked(project: str, version: str, marker: str = "tests") -> pathlib.Path:
         ],
         check=True,
     )
-    with tarfile.open(cache / f"{project}-{version}.tar.gz") as tar:
+    with tarfile.open(cache / f"{dist}-{version}.tar.gz") as tar:
         if hasattr(tarfile, "data_filter"):  # the safe extraction filter (3.12, backported)
             tar.extractall(cache, filter="data")
         else:
