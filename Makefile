@@ -41,8 +41,8 @@ check-rust: ## cargo fmt, clippy -D warnings (with the [lints] table), cargo tes
 	cargo test -q
 
 lint: venv develop ## ruff check and format, stubtest, mypy --strict
-	$(BIN)/ruff check python tests benches examples
-	$(BIN)/ruff format --check python tests benches examples
+	$(BIN)/ruff check python tests benches examples release
+	$(BIN)/ruff format --check python tests benches examples release
 	$(BIN)/python -m mypy.stubtest fastmc --allowlist stubtest-allowlist.txt --mypy-config-file pyproject.toml
 	$(BIN)/mypy --strict python/fastmc examples/typed_usage.py
 
