@@ -15,7 +15,8 @@ With no step named, all three run, in that order:
   each of CPython 3.9 to 3.13, a fresh virtualenv installs fastmc from --out the way a user's
   pip would (`--only-binary :all: --no-index`, so no sdist and no compiler) and runs
   release/smoke.py against a real memcached and a TLS one; every wheel this machine can run must
-  be the one pip picked for at least one version.
+  be the one pip picked for at least one version. On x86_64 Debian, Debian's arm64 CPython under
+  qemu-user does the same with the aarch64 wheels (release/emulated.py; best effort).
 - sdist: `maturin sdist`, its contents checked, then installed from source (pip builds it with
   maturin from PyPI and cargo) into a fresh CPython 3.9 virtualenv and smoke-tested.
 
@@ -25,7 +26,6 @@ Exit status 0 when every step passed, 1 otherwise (each problem is printed).
 from __future__ import annotations
 
 import argparse
-import io
 import json
 import os
 import platform
@@ -35,38 +35,18 @@ import subprocess
 import sys
 import tempfile
 import time
-import zipfile
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(ROOT / "tests" / "support"))
+import emulated  # noqa: E402
 import wheelcheck  # noqa: E402
 from memcached import Memcached  # noqa: E402
+from platformcheck import TARGETS, platform_problems, wheel_target  # noqa: E402
 
 PYTHONS = wheelcheck.PYTHONS
-# Rust target -> (maturin --compatibility, the platform tag its wheels must carry).
-TARGETS = {
-    "x86_64-unknown-linux-gnu": ("manylinux2014", "manylinux_2_17_x86_64"),
-    "x86_64-unknown-linux-musl": ("musllinux_1_2", "musllinux_1_2_x86_64"),
-    "aarch64-unknown-linux-gnu": ("manylinux2014", "manylinux_2_17_aarch64"),
-    "aarch64-unknown-linux-musl": ("musllinux_1_2", "musllinux_1_2_aarch64"),
-}
-# Shared libraries a manylinux wheel may link (auditwheel's policy decides the tag; this is the
-# plainer promise of the README: no libssl, libz, libsasl or libmemcached).
-GLIBC_LIBS = {
-    "libc.so.6",
-    "libm.so.6",
-    "libpthread.so.0",
-    "libdl.so.2",
-    "librt.so.1",
-    "libgcc_s.so.1",
-    "ld-linux-x86-64.so.2",
-    "ld-linux-aarch64.so.1",
-}
-MUSL_LIBC = Path("/lib/x86_64-linux-musl/libc.so")  # Debian's musl package (musl 1.2.3)
-MUSL_LOADER = Path("/lib/ld-musl-x86_64.so.1")
 
 
 def say(msg: str) -> None:
@@ -166,129 +146,6 @@ def expected_wheels(targets: list[str], version: str) -> set[str]:
     return names
 
 
-def wheel_target(name: str) -> str | None:
-    for target, (_, tag) in TARGETS.items():
-        if name[: -len(".whl")].split("-")[-1].split(".")[-1] == tag:
-            return target
-    return None
-
-
-def elf_of(wheel: Path) -> tuple[str, bytes]:
-    with zipfile.ZipFile(wheel) as zf:
-        (so,) = [n for n in zf.namelist() if wheelcheck.EXTENSION.match(n)]
-        return so, zf.read(so)
-
-
-def elf_facts(data: bytes) -> dict:
-    """Machine, DT_NEEDED, interpreter, symbol-version needs and the strong undefined symbols of
-    a shared object (pyelftools comes with auditwheel)."""
-    from elftools.elf.elffile import ELFFile
-
-    elf = ELFFile(io.BytesIO(data))
-    dyn = elf.get_section_by_name(".dynamic")
-    needed = [t.needed for t in dyn.iter_tags() if t.entry.d_tag == "DT_NEEDED"] if dyn else []
-    dynsym = elf.get_section_by_name(".dynsym")
-    undefined = set()
-    defined = set()
-    for sym in dynsym.iter_symbols() if dynsym else []:
-        if not sym.name:
-            continue
-        if sym["st_shndx"] == "SHN_UNDEF":
-            if sym["st_info"]["bind"] == "STB_GLOBAL":  # weak ones may be missing
-                undefined.add(sym.name)
-        else:
-            defined.add(sym.name)
-    return {
-        "machine": elf["e_machine"],
-        "needed": needed,
-        "interp": any(s["p_type"] == "PT_INTERP" for s in elf.iter_segments()),
-        "verneed": elf.get_section_by_name(".gnu.version_r") is not None,
-        "undefined": undefined,
-        "defined": defined,
-    }
-
-
-def auditwheel(wheel: Path, musl: bool) -> dict:
-    with tempfile.TemporaryDirectory() as nothing:
-        # A musl wheel is judged without the host's libraries: this glibc host's directories (and
-        # Debian's musl, a different soname) have nothing that wheel may use.
-        ldpaths = ["--ldpaths", nothing] if musl else []
-        out = subprocess.run(
-            [sys.executable, "-m", "auditwheel", "show", "--json", *ldpaths, str(wheel)],
-            capture_output=True,
-            text=True,
-        )
-    if out.returncode != 0:
-        return {"error": out.stderr.strip()}
-    return json.loads(out.stdout)
-
-
-def platform_problems(wheel: Path, target: str) -> tuple[list[str], str]:
-    """The platform checks of one wheel; returns the problems and how it was verified."""
-    _, tag = TARGETS[target]
-    arch = "EM_X86_64" if target.startswith("x86_64") else "EM_AARCH64"
-    so, data = elf_of(wheel)
-    facts = elf_facts(data)
-    report = auditwheel(wheel, musl=target.endswith("-musl"))
-    problems = []
-    if "error" in report:
-        return [f"auditwheel failed: {report['error']}"], ""
-    if facts["machine"] != arch:
-        problems.append(f"{so} is {facts['machine']}, not {arch}")
-    if Path(so).name != extension_name(wheel.name, target):
-        problems.append(f"{so} is not named {extension_name(wheel.name, target)}")
-    if target.endswith("-gnu"):
-        if report["overall_tag"] != tag:
-            problems.append(f"auditwheel: {report['overall_tag']}, not {tag}")
-        extra = sorted(set(facts["needed"]) - GLIBC_LIBS)
-        if extra:
-            problems.append(f"links {extra}")
-        return problems, f"auditwheel: {report['overall_tag']}"
-    # musl. auditwheel expects Alpine's name for musl's libc (libc.musl-<arch>.so.1); zig links
-    # musl's upstream soname, libc.so, which musl's loader resolves to itself. So its verdict is
-    # `linux_<arch>` with libc.so as the one library to eliminate; the symbols pass its policy.
-    if report["sym_tag"] != tag:
-        problems.append(f"auditwheel symbol policy: {report['sym_tag']}, not {tag}")
-    if report["external_libs"] != {"libc.so": None}:
-        problems.append(f"auditwheel: external libraries {report['external_libs']}")
-    if facts["needed"] != ["libc.so"] or facts["interp"] or facts["verneed"]:
-        problems.append(
-            f"{so}: needs {facts['needed']} (glibc symbol versions: {facts['verneed']})"
-        )
-    how = f"auditwheel: symbols {report['sym_tag']}, needs only musl's libc.so"
-    if MUSL_LIBC.exists():
-        musl = elf_facts(MUSL_LIBC.read_bytes())["defined"]
-        unknown = sorted(s for s in facts["undefined"] - musl if not s.startswith(("Py", "_Py")))
-        if unknown:
-            problems.append(f"{so} imports symbols musl 1.2 lacks: {unknown}")
-        how += "; every imported symbol is in musl 1.2.3"
-    if MUSL_LOADER.exists() and arch == "EM_X86_64":
-        with tempfile.TemporaryDirectory() as tmp:
-            path = Path(tmp) / Path(so).name
-            path.write_bytes(data)
-            out = subprocess.run(
-                [str(MUSL_LOADER), "--list", str(path)], capture_output=True, text=True
-            )
-        lines = (out.stdout + out.stderr).splitlines()
-        bad = [
-            ln
-            for ln in lines
-            if ln.startswith("Error") and not re.search(r": _?Py\w*: symbol not found$", ln)
-        ]
-        if bad:
-            problems.append(f"musl's loader: {bad}")
-        how += "; musl's loader resolves it"
-    return problems, how
-
-
-def extension_name(wheel_name: str, target: str) -> str:
-    """The file name CPython looks for: its SOABI for the target (before 3.11, CPython on musl
-    still called itself linux-gnu)."""
-    minor = int(wheel_name.split("-")[2][3:])
-    libc = "musl" if target.endswith("-musl") and minor >= 11 else "gnu"
-    return f"_fastmc.cpython-3{minor}-{target.split('-')[0]}-linux-{libc}.so"
-
-
 def host_runs(target: str) -> bool:
     return target == f"{platform.machine()}-unknown-linux-gnu" and sys.platform == "linux"
 
@@ -334,22 +191,16 @@ class Servers:
         self.tls.stop()
 
 
-def smoke(python: Path, env: dict, version: str, servers: Servers, cwd: Path) -> str:
+def smoke(python: Path, env: dict, version: str, servers: Servers, cwd: Path, *pre: str) -> str:
+    """release/smoke.py with `python` (run through `pre`, qemu-user, when it is foreign)."""
+    args = [version, servers.plain.address, servers.tls.address, str(servers.ca)]
     out = subprocess.run(
-        [
-            str(python),
-            "-I",
-            str(HERE / "smoke.py"),
-            version,
-            servers.plain.address,
-            servers.tls.address,
-            str(servers.ca),
-        ],
+        [*pre, str(python), "-I", str(HERE / "smoke.py"), *args, *(["emulated"] if pre else [])],
         env=env,
         cwd=cwd,
         capture_output=True,
         text=True,
-        timeout=300,
+        timeout=600,
     )
     if out.returncode != 0:
         raise RuntimeError(f"smoke test failed:\n{out.stdout}{out.stderr}")
@@ -370,10 +221,11 @@ def pip_install(venv_python: Path, env: dict, out: Path, version: str, tmp: Path
 
 
 def install_and_smoke(
-    out: Path, interpreters: dict[str, Path], version: str
+    out: Path, interpreters: dict[str, Path], version: str, emulate: bool
 ) -> tuple[dict[str, list[str]], list[str]]:
-    """For each CPython, a fresh venv installs fastmc from `out` and runs the smoke test; returns
-    what was verified per wheel and the problems."""
+    """For each CPython, a fresh venv installs fastmc from `out` and runs the smoke test (and,
+    with `emulate`, Debian's arm64 CPython under qemu-user); returns what was verified per wheel
+    and the problems."""
     verified: dict[str, list[str]] = {}
     problems = []
     with tempfile.TemporaryDirectory(prefix="fastmc-wheels-") as tmpdir:
@@ -390,9 +242,39 @@ def install_and_smoke(
                     continue
                 verified.setdefault(chosen, []).append(f"smoke test on {minor}")
                 say(f"Python {minor}: pip picked {chosen}; {line}")
+            if emulate:
+                emulated_smoke(out, version, servers, tmp, verified, problems)
         finally:
             servers.stop()
     return verified, problems
+
+
+def emulated_smoke(
+    out: Path,
+    version: str,
+    servers: Servers,
+    tmp: Path,
+    verified: dict[str, list[str]],
+    problems: list[str],
+) -> None:
+    """The aarch64 wheel for Debian's CPython, installed by pip and smoke-tested under qemu-user
+    (release/emulated.py); where that cannot be set up, says why and moves on."""
+    try:
+        emu = emulated.Aarch64()
+    except emulated.Unavailable as e:
+        say(f"aarch64 wheels not run: {e}")
+        return
+    venv = tmp / "venv-aarch64"
+    env = {"PATH": str(venv / "bin"), "HOME": str(tmp), "LANG": "C.UTF-8"}
+    env.update(PIP_CONFIG_FILE=os.devnull, PIP_DISABLE_PIP_VERSION_CHECK="1", PIP_NO_CACHE_DIR="1")
+    try:
+        chosen = emu.install(venv, env, out, version)
+        line = smoke(venv / "bin" / "python", env, version, servers, tmp, *emu.cmd())
+    except RuntimeError as e:
+        problems.append(f"Python {emu.version} (aarch64, emulated): {e}")
+        return
+    verified.setdefault(chosen, []).append(f"smoke test on {emu.version} under qemu-user")
+    say(f"Python {emu.version} on aarch64 (qemu-user): pip picked {chosen}; {line}")
 
 
 def check(out: Path, targets: list[str], interpreters: dict[str, Path]) -> list[str]:
@@ -414,7 +296,8 @@ def check(out: Path, targets: list[str], interpreters: dict[str, Path]) -> list[
         problems += found
         verified[wheel.name] = [how] if not found else ["FAILED"]
         say(f"{wheel.name}: {'; '.join(found) or how}")
-    ran, failed = install_and_smoke(out, interpreters, version)
+    emulate = any(t.startswith("aarch64-") and t.endswith("-gnu") for t in targets)
+    ran, failed = install_and_smoke(out, interpreters, version, emulate)
     problems += failed
     for name, notes in ran.items():
         verified.setdefault(name, []).extend(notes)
