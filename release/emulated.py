@@ -90,6 +90,12 @@ class Aarch64:
             for deb in sorted((WORK / "debs").glob("*.deb")):
                 dest = WORK / "qemu" if deb.name.startswith("qemu-") else self.sysroot
                 subprocess.run(["dpkg", "-x", str(deb), str(dest)], check=True)
+            # keep what runs (about 90 MB): not the packages, apt's lists or the other emulators
+            for other in self.qemu.parent.glob("qemu-*"):
+                if other != self.qemu:
+                    other.unlink()
+            for d in ("debs", "lists", "cache"):
+                shutil.rmtree(WORK / d)
             ready.touch()
         pythons = sorted(self.sysroot.glob("usr/bin/python3.*[0-9]"))
         wheels = sorted(self.sysroot.glob("usr/share/python-wheels/pip-*.whl"))
