@@ -9,7 +9,7 @@ export VIRTUAL_ENV := $(abspath $(VENV))
 export PATH := $(abspath $(BIN)):$(PATH)
 
 .PHONY: help test bench bench-full develop develop-release lint check-rust pytest memcached venv \
-	fuzz soak random-diff clean
+	fuzz soak random-diff wheels clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | expand -t 18
@@ -41,8 +41,8 @@ check-rust: ## cargo fmt, clippy -D warnings (with the [lints] table), cargo tes
 	cargo test -q
 
 lint: venv develop ## ruff check and format, stubtest, mypy --strict
-	$(BIN)/ruff check python tests benches examples
-	$(BIN)/ruff format --check python tests benches examples
+	$(BIN)/ruff check python tests benches examples release
+	$(BIN)/ruff format --check python tests benches examples release
 	$(BIN)/python -m mypy.stubtest fastmc --allowlist stubtest-allowlist.txt --mypy-config-file pyproject.toml
 	$(BIN)/mypy --strict python/fastmc examples/typed_usage.py
 
@@ -79,5 +79,25 @@ fuzz: ## fuzz the reply parsers for FUZZ_SECONDS
 	@command -v cargo-fuzz >/dev/null 2>&1 || cargo install cargo-fuzz --locked
 	cd fuzz && RUSTC_BOOTSTRAP=1 cargo fuzz run parse_reply -- -max_total_time=$(FUZZ_SECONDS) -max_len=20000
 
-clean: ## remove build outputs, the venv and results
-	rm -rf target $(VENV) results
+# The release files (not part of `make test`: 20 release builds, 8.5 to 12 minutes here): wheels
+# for CPython 3.9-3.13, manylinux2014 and musllinux_1_2, x86_64 and aarch64, cross-built with
+# zig, each checked (auditwheel, contents, and an install and smoke test in a fresh venv of every
+# CPython this machine can run them on, plus Debian's arm64 CPython under qemu-user for the
+# aarch64 wheels), and the sdist built, checked and installed from source.
+# Debian's musl, when it can be installed, lets the checks run musl's loader on the x86_64 musl
+# wheels. docs/packaging.md says what was built and verified, and what could not be.
+WHEEL_TARGETS ?= x86_64-unknown-linux-gnu x86_64-unknown-linux-musl aarch64-unknown-linux-gnu \
+	aarch64-unknown-linux-musl
+
+$(BIN)/.release-tools: release/requirements.txt $(BIN)/.installed
+	$(BIN)/pip install -q -r release/requirements.txt
+	touch $@
+
+wheels: memcached $(BIN)/.release-tools ## build and check the release wheels and sdist in dist/ (slow)
+	@[ "$$(uname -m)" != x86_64 ] || [ -x /lib/ld-musl-x86_64.so.1 ] || \
+		(apt-get update -qq && apt-get install -y -qq musl >/dev/null) || \
+		echo "Debian's musl is not installed: the musl wheels get the static checks only"
+	$(BIN)/python release/wheels.py --out dist --targets $(WHEEL_TARGETS)
+
+clean: ## remove build outputs, the venv, results and dist
+	rm -rf target $(VENV) results dist

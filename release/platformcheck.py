@@ -1,0 +1,163 @@
+"""The platform checks of one release wheel, for release/wheels.py check: which Rust target a
+wheel is for and the tag it must carry; what auditwheel says of it; its extension's ELF (the
+machine, the libraries it needs, the SOABI file name; for musl, every imported symbol defined by
+musl 1.2 and, on x86_64 with Debian's musl installed, musl's own loader resolving it). It needs
+auditwheel (and its pyelftools): release/requirements.txt."""
+
+from __future__ import annotations
+
+import io
+import json
+import re
+import subprocess
+import sys
+import tempfile
+import zipfile
+from pathlib import Path
+
+import wheelcheck
+
+# Rust target -> (maturin --compatibility, the platform tag its wheels must carry).
+TARGETS = {
+    "x86_64-unknown-linux-gnu": ("manylinux2014", "manylinux_2_17_x86_64"),
+    "x86_64-unknown-linux-musl": ("musllinux_1_2", "musllinux_1_2_x86_64"),
+    "aarch64-unknown-linux-gnu": ("manylinux2014", "manylinux_2_17_aarch64"),
+    "aarch64-unknown-linux-musl": ("musllinux_1_2", "musllinux_1_2_aarch64"),
+}
+# Shared libraries a manylinux wheel may link (auditwheel's policy decides the tag; this is the
+# plainer promise of the README: no libssl, libz, libsasl or libmemcached).
+GLIBC_LIBS = {
+    "libc.so.6",
+    "libm.so.6",
+    "libpthread.so.0",
+    "libdl.so.2",
+    "librt.so.1",
+    "libgcc_s.so.1",
+    "ld-linux-x86-64.so.2",
+    "ld-linux-aarch64.so.1",
+}
+MUSL_LIBC = Path("/lib/x86_64-linux-musl/libc.so")  # Debian's musl package (musl 1.2.3)
+MUSL_LOADER = Path("/lib/ld-musl-x86_64.so.1")
+
+
+def wheel_target(name: str) -> str | None:
+    for target, (_, tag) in TARGETS.items():
+        if name[: -len(".whl")].split("-")[-1].split(".")[-1] == tag:
+            return target
+    return None
+
+
+def elf_of(wheel: Path) -> tuple[str, bytes]:
+    with zipfile.ZipFile(wheel) as zf:
+        (so,) = [n for n in zf.namelist() if wheelcheck.EXTENSION.match(n)]
+        return so, zf.read(so)
+
+
+def elf_facts(data: bytes) -> dict:
+    """Machine, DT_NEEDED, interpreter, symbol-version needs and the strong undefined symbols of
+    a shared object (pyelftools comes with auditwheel)."""
+    from elftools.elf.elffile import ELFFile
+
+    elf = ELFFile(io.BytesIO(data))
+    dyn = elf.get_section_by_name(".dynamic")
+    needed = [t.needed for t in dyn.iter_tags() if t.entry.d_tag == "DT_NEEDED"] if dyn else []
+    dynsym = elf.get_section_by_name(".dynsym")
+    undefined = set()
+    defined = set()
+    for sym in dynsym.iter_symbols() if dynsym else []:
+        if not sym.name:
+            continue
+        if sym["st_shndx"] == "SHN_UNDEF":
+            if sym["st_info"]["bind"] == "STB_GLOBAL":  # weak ones may be missing
+                undefined.add(sym.name)
+        else:
+            defined.add(sym.name)
+    return {
+        "machine": elf["e_machine"],
+        "needed": needed,
+        "interp": any(s["p_type"] == "PT_INTERP" for s in elf.iter_segments()),
+        "verneed": elf.get_section_by_name(".gnu.version_r") is not None,
+        "undefined": undefined,
+        "defined": defined,
+    }
+
+
+def auditwheel(wheel: Path, musl: bool) -> dict:
+    with tempfile.TemporaryDirectory() as nothing:
+        # A musl wheel is judged without the host's libraries: this glibc host's directories (and
+        # Debian's musl, a different soname) have nothing that wheel may use.
+        ldpaths = ["--ldpaths", nothing] if musl else []
+        out = subprocess.run(
+            [sys.executable, "-m", "auditwheel", "show", "--json", *ldpaths, str(wheel)],
+            capture_output=True,
+            text=True,
+        )
+    if out.returncode != 0:
+        return {"error": out.stderr.strip()}
+    return json.loads(out.stdout)
+
+
+def platform_problems(wheel: Path, target: str) -> tuple[list[str], str]:
+    """The platform checks of one wheel; returns the problems and how it was verified."""
+    _, tag = TARGETS[target]
+    arch = "EM_X86_64" if target.startswith("x86_64") else "EM_AARCH64"
+    so, data = elf_of(wheel)
+    facts = elf_facts(data)
+    report = auditwheel(wheel, musl=target.endswith("-musl"))
+    problems = []
+    if "error" in report:
+        return [f"auditwheel failed: {report['error']}"], ""
+    if facts["machine"] != arch:
+        problems.append(f"{so} is {facts['machine']}, not {arch}")
+    if Path(so).name != extension_name(wheel.name, target):
+        problems.append(f"{so} is not named {extension_name(wheel.name, target)}")
+    if target.endswith("-gnu"):
+        if report["overall_tag"] != tag:
+            problems.append(f"auditwheel: {report['overall_tag']}, not {tag}")
+        extra = sorted(set(facts["needed"]) - GLIBC_LIBS)
+        if extra:
+            problems.append(f"links {extra}")
+        return problems, f"auditwheel: {report['overall_tag']}"
+    # musl. auditwheel expects Alpine's name for musl's libc (libc.musl-<arch>.so.1); zig links
+    # musl's upstream soname, libc.so, which musl's loader resolves to itself. So its verdict is
+    # `linux_<arch>` with libc.so as the one library to eliminate; the symbols pass its policy.
+    if report["sym_tag"] != tag:
+        problems.append(f"auditwheel symbol policy: {report['sym_tag']}, not {tag}")
+    if report["external_libs"] != {"libc.so": None}:
+        problems.append(f"auditwheel: external libraries {report['external_libs']}")
+    if facts["needed"] != ["libc.so"] or facts["interp"] or facts["verneed"]:
+        problems.append(
+            f"{so}: needs {facts['needed']} (glibc symbol versions: {facts['verneed']})"
+        )
+    how = f"auditwheel: symbols {report['sym_tag']}, needs only musl's libc.so"
+    if MUSL_LIBC.exists():
+        musl = elf_facts(MUSL_LIBC.read_bytes())["defined"]
+        unknown = sorted(s for s in facts["undefined"] - musl if not s.startswith(("Py", "_Py")))
+        if unknown:
+            problems.append(f"{so} imports symbols musl 1.2 lacks: {unknown}")
+        how += "; every imported symbol is in musl 1.2.3"
+    if MUSL_LOADER.exists() and arch == "EM_X86_64":
+        with tempfile.TemporaryDirectory() as tmp:
+            path = Path(tmp) / Path(so).name
+            path.write_bytes(data)
+            out = subprocess.run(
+                [str(MUSL_LOADER), "--list", str(path)], capture_output=True, text=True
+            )
+        lines = (out.stdout + out.stderr).splitlines()
+        bad = [
+            ln
+            for ln in lines
+            if ln.startswith("Error") and not re.search(r": _?Py\w*: symbol not found$", ln)
+        ]
+        if bad:
+            problems.append(f"musl's loader: {bad}")
+        how += "; musl's loader resolves it"
+    return problems, how
+
+
+def extension_name(wheel_name: str, target: str) -> str:
+    """The file name CPython looks for: its SOABI for the target (before 3.11, CPython on musl
+    still called itself linux-gnu)."""
+    minor = int(wheel_name.split("-")[2][3:])
+    libc = "musl" if target.endswith("-musl") and minor >= 11 else "gnu"
+    return f"_fastmc.cpython-3{minor}-{target.split('-')[0]}-linux-{libc}.so"
