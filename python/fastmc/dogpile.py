@@ -22,7 +22,8 @@ It takes ``dogpile.cache.pylibmc``'s arguments (``url``, ``binary``, ``behaviors
   caller wins a missing key (the others see the placeholder and wait), and a value dogpile
   considers expired is first marked stale (``md <key> C<cas> I``: only one invalidation of a
   given value succeeds), so exactly one caller recomputes while the others keep the stale
-  value. A winner that dies holds the others up at most ``lock_timeout`` seconds (default 30).
+  value. A winner that dies holds the others up at most ``lock_timeout`` seconds (plus one, as
+  memcached's clock ticks once a second; default 30).
   Servers without the meta protocol fall back to dogpile's ``add``-based lock key.
 """
 
@@ -115,7 +116,10 @@ class FastMCBackend(PylibmcBackend):
     def get_mutex(self, key: str) -> Any:
         if not self.distributed_lock:
             return None
-        return LeaseLock(self.client, key, self.lock_timeout or DEFAULT_LEASE)
+        # memcached counts expiry in whole seconds from a clock that ticks once a second, so a
+        # lease of N seconds may end up to a second early: one more keeps it at least N.
+        lease = self.lock_timeout + 1 if self.lock_timeout else DEFAULT_LEASE
+        return LeaseLock(self.client, key, lease)
 
     def get(self, key: str) -> Any:
         value = self.client.get(key)
