@@ -148,6 +148,7 @@ class PlainGet(Pattern):
     """The reference: fastmc.Client.get of a key that is always there."""
 
     name = "fastmc plain get"
+    has_async = True  # the asyncio shape reads with fastmc.aio.Client.get
 
     def __init__(self, *a: Any) -> None:
         super().__init__(*a)
