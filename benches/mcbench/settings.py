@@ -37,6 +37,7 @@ class Settings:
     aio_rounds: int
     aio_multi_rounds: dict  # keys -> rounds
     aio_probes: int  # gets timed one by one for the latency row
+    stampede_seconds: int  # expiries (and invalidations) per stampede run, one a second
 
     @classmethod
     def make(cls, quick: bool) -> Settings:
@@ -65,4 +66,5 @@ _QUICK_FULL: dict = {
     "aio_rounds": (3, 5),
     "aio_multi_rounds": ({100: 15, 1_000: 5, 10_000: 2}, {100: 51, 1_000: 21, 10_000: 5}),
     "aio_probes": (500, 3_000),
+    "stampede_seconds": (3, 10),
 }

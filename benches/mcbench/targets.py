@@ -135,7 +135,37 @@ TARGETS = {
         "While 100 tasks load one client, a get's 99th-percentile latency is no worse than the "
         "best async peer's.",
     ),
+    "stampede_recomputes": Threshold(
+        "stampede",
+        "stampede, {mode}, {shape}: {client} recomputes exactly once per event",
+        "|recomputes ÷ expiries (or invalidations) − 1|",
+        "<=",
+        0.0,
+        "A hot key that expires, or is invalidated, every second is recomputed exactly once "
+        "each time, whatever the number of threads, processes or tasks reading it.",
+    ),
+    "stampede_p99": Threshold(
+        "stampede",
+        "stampede, {mode}, {shape}: {client} p99 during a recompute ≤ 1.5× plain get's",
+        "p99 of the reads that start while a recompute runs ÷ p99 of a plain get, same load",
+        "<=",
+        1.5,
+        "While one caller recomputes a key that still has a value, everyone else reads at "
+        "about the speed of a plain get.",
+    ),
+    "stampede_stale": Threshold(
+        "stampede",
+        "stampede, {mode}, {shape}: {client} no read beyond the stale window",
+        "reads of a value computed more than a period plus STAMPEDE_STALE_WINDOW earlier",
+        "<=",
+        0,
+        "No reader ever gets a value older than the configured stale window.",
+    ),
 }
+
+# The stampede scenario's stale window: a value may be served this many seconds past the end of
+# its period (its expiry or invalidation) while it is recomputed.
+STAMPEDE_STALE_WINDOW = 1.0
 
 # The bulk target is stated for this many keys; a smaller load says so in its summary row.
 BULK_TARGET_KEYS = 2_000_000

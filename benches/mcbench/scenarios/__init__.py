@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Callable
 
-from . import aio, bulk, memory, multi, noreply, simple_vs_multi, single, speedup, threads
+from . import aio, bulk, memory, multi, noreply, simple_vs_multi, single, speedup, stampede, threads
 
 SCENARIOS: dict[str, Callable] = {
     "single": single.run,
@@ -16,8 +16,9 @@ SCENARIOS: dict[str, Callable] = {
     "threads": threads.run,
     "memory": memory.run,
     "aio": aio.run,
+    "stampede": stampede.run,
 }
 
 # Run without pinning to one CPU: threads need every CPU (so do the asyncio client's I/O
-# threads, beside the event loop's), memory times nothing.
-UNPINNED = ("threads", "memory", "aio")
+# threads, beside the event loop's; so do stampede's threads and processes), memory times nothing.
+UNPINNED = ("threads", "memory", "aio", "stampede")
