@@ -15,16 +15,18 @@ use crate::protocol::StoreCmd;
 
 /// Requests that may share one blocking call.
 #[derive(Clone, Copy, PartialEq, Eq)]
-enum Kind {
+enum Kind<'a> {
     Get(bool),
     Store(StoreCmd, bool),
     Delete(bool),
     Arith(bool, u64),
     Touch(u32, bool),
+    /// A meta command and its flags (the lease reads of many tasks share them).
+    Meta(&'a [u8], &'a [u8]),
     Alone,
 }
 
-fn kind(req: &Request) -> Kind {
+fn kind(req: &Request) -> Kind<'_> {
     match req {
         Request::Get { cas, .. } => Kind::Get(*cas),
         Request::Store { cmd, noreply, .. } => Kind::Store(*cmd, *noreply),
@@ -33,10 +35,8 @@ fn kind(req: &Request) -> Kind {
         Request::Touch {
             exptime, noreply, ..
         } => Kind::Touch(*exptime, *noreply),
-        Request::Flush { .. }
-        | Request::Stats { .. }
-        | Request::Meta { .. }
-        | Request::Gat { .. } => Kind::Alone,
+        Request::Meta { verb, flags, .. } => Kind::Meta(verb, flags),
+        Request::Flush { .. } | Request::Stats { .. } | Request::Gat { .. } => Kind::Alone,
     }
 }
 
@@ -80,7 +80,9 @@ pub(super) fn run(client: &Client, jobs: Vec<Job>) {
         assign.push(g);
     }
     drop(store_keys);
-    let mut groups: Vec<Vec<Job>> = (0..kinds.len()).map(|_| Vec::new()).collect();
+    drop(kinds);
+    let n_groups = assign.iter().max().map_or(0, |g| g + 1);
+    let mut groups: Vec<Vec<Job>> = (0..n_groups).map(|_| Vec::new()).collect();
     for (job, g) in jobs.into_iter().zip(assign) {
         groups[g].push(job);
     }
@@ -149,11 +151,17 @@ fn run_group(client: &Client, group: Vec<Job>) {
                 Outcome::Found,
             );
         }
+        Request::Meta { verb, flags, .. } => {
+            let (refs, lens) = concat(&reqs);
+            split(
+                client.meta_command(verb, &refs, flags),
+                lens,
+                dones,
+                Outcome::Meta,
+            );
+        }
         // Never grouped (`Kind::Alone`).
-        Request::Flush { .. }
-        | Request::Stats { .. }
-        | Request::Meta { .. }
-        | Request::Gat { .. } => {
+        Request::Flush { .. } | Request::Stats { .. } | Request::Gat { .. } => {
             for (req, done) in reqs.into_iter().zip(dones) {
                 done.call(req.execute(client));
             }
