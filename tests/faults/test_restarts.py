@@ -190,17 +190,23 @@ def test_noreply_loop_loses_at_most_the_writes_of_one_round_trip_after_a_close(f
     """A tight loop of `noreply` writes is not peeked at (one system call per write). When the
     server closes the connection in the middle of it, what was sent before the close and not
     yet read is lost (the server never saw it, as with any client), and so is at most the write
-    sent before the peer's reset comes back; every later write goes out on a new connection."""
-    mc = fastmc.Client([fake.address])
+    sent before the peer's reset comes back; every later write goes out on a new connection. A
+    write whose connection broke under it may also raise instead (every 1,024th noreply write
+    waits for the server to catch up, and that wait can meet the close): raised, not lost."""
+    mc = fastmc.Client([fake.address], behaviors=AGAIN)
     assert mc.set("start", 1)
     issued = []
+    raised = set()
     stop = threading.Event()
 
     def writer():
         i = 0
         while not stop.is_set() and i < 200_000:
             issued.append((time.monotonic(), i))
-            mc.set("nr%d" % i, "v", noreply=True)
+            try:
+                mc.set("nr%d" % i, "v", noreply=True)
+            except fastmc.Error:
+                raised.add(i)
             i += 1
 
     th = threading.Thread(target=writer)
@@ -212,10 +218,11 @@ def test_noreply_loop_loses_at_most_the_writes_of_one_round_trip_after_a_close(f
     stop.set()
     th.join()
     assert mc.get("start") == 1  # a read on the new connection: every write before it is done
-    assert fake.accepted == 2
+    assert fake.accepted >= 2
     after = [i for t, i in issued if t > closed_at]
-    lost_after = [i for i in after if ("nr%d" % i).encode() not in fake.data]
+    lost_after = [i for i in after if ("nr%d" % i).encode() not in fake.data and i not in raised]
     assert len(after) > 100
+    assert len(raised) <= 1, sorted(raised)
     assert len(lost_after) <= 1, lost_after
 
 
