@@ -162,14 +162,24 @@ def get_or_set(
     return _drive(gen, step)
 
 
+def _advance(
+    gen: Generator[_Step, Any, Any], result: Any, error: BaseException | None
+) -> tuple[bool, Any]:
+    """Hand the policy the last step's result (or its exception): ``(False, next step)``, or
+    ``(True, what get_or_set returns)`` once the policy is done."""
+    try:
+        return False, (gen.send(result) if error is None else gen.throw(error))
+    except StopIteration as done:
+        return True, done.value
+
+
 def _drive(gen: Generator[_Step, Any, Any], step: Callable[[_Step], Any]) -> Any:
     result: Any = None
     error: BaseException | None = None
     while True:
-        try:
-            s = gen.send(result) if error is None else gen.throw(error)
-        except StopIteration as done:
-            return done.value
+        finished, s = _advance(gen, result, error)
+        if finished:
+            return s
         result, error = None, None
         try:
             result = step(s)
@@ -193,10 +203,9 @@ async def aget_or_set(
     result: Any = None
     error: BaseException | None = None
     while True:
-        try:
-            s = gen.send(result) if error is None else gen.throw(error)
-        except StopIteration as done:
-            return done.value
+        finished, s = _advance(gen, result, error)
+        if finished:
+            return s
         result, error = None, None
         name, *args = s
         try:
