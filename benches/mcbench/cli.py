@@ -97,7 +97,7 @@ def servers(args: argparse.Namespace, wanted: list) -> tuple:
     if args.servers:
         addrs = [a.strip() for a in args.servers.split(",") if a.strip()]
         return addrs[:1], (addrs[:3] if len(addrs) >= 3 else None), []
-    need3 = "multi" in wanted
+    need3 = "multi" in wanted or "aio" in wanted
     procs = [start_memcached() for _ in range(4 if need3 else 1)]
     servers3 = [p.address for p in procs[1:]] if need3 else None
     return [procs[0].address], servers3, procs
