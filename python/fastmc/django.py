@@ -86,7 +86,9 @@ class FastMCCache(BaseMemcachedCache):  # type: ignore[misc]
     def client_servers(self) -> list[str]:
         return [s[len("unix:") :] if s.startswith("unix:") else s for s in self._servers]
 
+    @cached_property
     def _config_key(self) -> Hashable | None:
+        """What backend objects sharing one client have in common (None: not shareable)."""
         try:
             return (type(self), tuple(self.client_servers), _freeze(self._options))
         except TypeError:
@@ -95,7 +97,7 @@ class FastMCCache(BaseMemcachedCache):  # type: ignore[misc]
     @cached_property
     def _cache(self) -> Client:
         servers = self.client_servers
-        key = self._config_key()
+        key = self._config_key
         if key is None:
             return Client(servers, **self._options)
         with _shared_lock:
@@ -123,7 +125,7 @@ class FastMCCache(BaseMemcachedCache):  # type: ignore[misc]
     def _acache(self) -> fastmc.aio.Client:
         """The asyncio client of the running loop for this configuration."""
         loop = asyncio.get_running_loop()
-        key = self._config_key() or id(self)
+        key = self._config_key or id(self)
         with _shared_lock:
             per_loop = _shared_aio.setdefault(loop, {})
             client = per_loop.get(key)

@@ -405,9 +405,12 @@ impl Client {
         self.has_events.store(true, Ordering::Release);
     }
 
-    /// The state changes since the last call (one atomic load when there are none).
+    /// The state changes since the last call (one atomic load when there are none: this runs
+    /// after every call, so the common case must not write the shared flag).
     pub fn take_events(&self) -> Vec<ServerEvent> {
-        if !self.has_events.swap(false, Ordering::Acquire) {
+        if !self.has_events.load(Ordering::Relaxed)
+            || !self.has_events.swap(false, Ordering::Acquire)
+        {
             return Vec::new();
         }
         std::mem::take(&mut *self.events.lock())
