@@ -83,7 +83,10 @@ impl Client {
         replay_safe: bool,
         now: &mut Instant,
     ) -> Option<InFlight> {
-        let server = &self.servers[batch.server];
+        let Some(server) = snap.topo.servers.get(batch.server) else {
+            sink.fail(&batch.keys, &Error::NoServers);
+            return None;
+        };
         if let Err(e) = server.check_health(*now) {
             server.metrics.down_skips.fetch_add(1, Ordering::Relaxed);
             server.metrics.error(&e);
@@ -138,7 +141,10 @@ impl Client {
         {
             return false;
         }
-        match self.servers[a.batch.server].connect(&snap.opts) {
+        let Some(server) = snap.topo.servers.get(a.batch.server) else {
+            return false;
+        };
+        match server.connect(&snap.opts) {
             Ok(c) => {
                 a.restart_on(c);
                 true
@@ -291,7 +297,11 @@ impl Client {
     /// Return a clean connection to the pool; otherwise drop it, fail what is left and note
     /// the server's failure.
     fn finish(&self, snap: &Snapshot, mut a: InFlight, sink: &mut dyn Sink) {
-        let server = &self.servers[a.batch.server];
+        let Some(server) = snap.topo.servers.get(a.batch.server) else {
+            let e = a.failed.take().unwrap_or(Error::NoServers);
+            a.fail_rest(sink, &e);
+            return;
+        };
         let m = &server.metrics;
         let read = a.conn.read_total().saturating_sub(a.read_before);
         let b = &a.batch;
@@ -317,10 +327,10 @@ impl Client {
                         .answered((!a.replies.error_reply).then_some(a.last_progress));
                 }
                 if server.record_success() {
-                    self.note_event(EventKind::Up, a.batch.server, None);
+                    self.note_event(EventKind::Up, &server.address, None);
                 }
                 let conn = if a.batch.probe_after {
-                    self.probe_meta(a.batch.server, a.conn)
+                    self.probe_meta(server, a.conn)
                 } else {
                     Some(a.conn)
                 };

@@ -5,6 +5,7 @@
 //! `StoreItem`).
 
 use crate::client::{Client, Fetched, MetaOutcome, Stats, StoreItem, StoreStatus};
+use crate::connection::Address;
 use crate::error::{Error, Result};
 use crate::protocol::StoreCmd;
 
@@ -166,7 +167,7 @@ pub enum Outcome {
     Found(Vec<Result<bool>>),
     Numbers(Vec<Result<Option<u64>>>),
     Flushed(Vec<Result<()>>),
-    Stats(Vec<Result<Stats>>),
+    Stats(Vec<(Address, Result<Stats>)>),
     Meta(Vec<Result<MetaOutcome>>),
 }
 
@@ -316,7 +317,8 @@ pub(super) fn assemble(n: usize, parts: Vec<(Vec<u32>, Outcome)>) -> Option<Outc
         Some(Outcome::Found(_)) => gather!(Found),
         Some(Outcome::Numbers(_)) => gather!(Numbers),
         Some(Outcome::Flushed(_)) => gather!(Flushed),
-        Some(Outcome::Stats(_)) => gather!(Stats),
+        // Never split: one part.
+        Some(Outcome::Stats(_)) => parts.into_iter().next().map(|(_, o)| o),
         Some(Outcome::Meta(_)) => gather!(Meta),
     }
 }

@@ -395,10 +395,9 @@ impl PyAioClient {
     #[pyo3(signature = (stat_args=MaybeArg::Missing))]
     fn _get_stats(slf: &Bound<'_, Self>, stat_args: MaybeArg<'_, '_>) -> PyResult<Py<PyAny>> {
         let args = stats_args(stat_args)?;
-        let addrs = slf.as_super().get().core()?.addresses();
         Self::submit(
             slf,
-            Prepared::Submit(Request::Stats { args }, Finish::Stats { addrs }),
+            Prepared::Submit(Request::Stats { args }, Finish::Stats),
         )
     }
 
