@@ -478,6 +478,20 @@ impl PyAioClient {
         first_err.map_or(Ok(()), Err)
     }
 
+    /// The blocking client's `set_servers` (no I/O), then the workers follow the new list at
+    /// once: new servers get theirs, removed ones' workers run what is queued to them and exit.
+    fn set_servers(
+        slf: &Bound<'_, Self>,
+        servers: &Bound<'_, PyAny>,
+    ) -> PyResult<super::client::membership::Change> {
+        let change = super::client::membership::set_servers(slf.as_super(), servers)?;
+        let dispatch = slf.get().dispatch.read().clone();
+        if let Some(d) = dispatch {
+            super::io::released(slf.py(), || d.follow_servers());
+        }
+        Ok(change)
+    }
+
     /// Stop the worker threads once they have run what they were given; later calls fail.
     fn _shutdown(slf: &Bound<'_, Self>) {
         let mut slot = slf.get().dispatch.write();
