@@ -5,6 +5,8 @@ servers move; ``addresses`` and ``metrics()`` follow; ``server_added``/``server_
 the callbacks and the ``fastmc`` logger."""
 
 import asyncio
+import contextlib
+import gc
 import logging
 
 import fastmc
@@ -183,5 +185,42 @@ def test_aio_set_servers_moves_requests_to_the_new_list(servers):
             for k in list(data)[:50]:
                 assert await mc.get(k) == data[k]
             assert mc.metrics()[c]["requests"]["store"] >= 1
+
+    asyncio.run(main())
+
+
+def io_threads():
+    """This process's fastmc worker threads, by name (Linux: /proc/self/task/*/comm)."""
+    import pathlib
+
+    names = []
+    for comm in pathlib.Path("/proc/self/task").glob("*/comm"):
+        with contextlib.suppress(OSError):  # the thread ended meanwhile
+            names.append(comm.read_text().strip())
+    return sorted(n for n in names if n.startswith("fastmc-io-") and n != "fastmc-io-admin")
+
+
+def test_aio_workers_follow_the_list(servers):
+    import time
+
+    a, b, c = servers
+
+    async def settle(n):
+        deadline = time.monotonic() + 5
+        while len(io_threads()) != n and time.monotonic() < deadline:
+            await asyncio.sleep(0.01)
+        return len(io_threads())
+
+    async def main():
+        async with fastmc.aio.Client([a, b, c]) as mc:
+            gc.collect()  # other tests' clients: their workers exit now, not during this test
+            base = len(io_threads())
+            assert await mc.set("w", 1)
+            assert len(io_threads()) == base + 3
+            mc.set_servers([b])
+            assert await settle(base + 1) == base + 1  # the removed servers' workers exited
+            mc.set_servers([b, a])
+            assert await settle(base + 2) == base + 2  # started with no call made
+            assert await mc.set("w", 2) and await mc.get("w") == 2
 
     asyncio.run(main())
