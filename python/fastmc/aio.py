@@ -32,6 +32,7 @@ if TYPE_CHECKING:
 
     from ._fastmc import _Key
     from ._fastmc import _ServerSpec as _AnyServerSpec
+    from .autodiscovery import AutoDiscovery
     from .client import _ServerSpec
 
 _K = TypeVar("_K", bound="_Key")
@@ -44,6 +45,9 @@ class Client(_fastmc.aio_client):
 
     binary: bool
     addresses: list[_ServerSpec]
+    discovery: AutoDiscovery | None = None
+    """What refreshes the server list when the client came from
+    :func:`fastmc.autodiscovery.discover_aio` (stopped by ``close()``)."""
 
     def __init__(
         self,
@@ -111,6 +115,8 @@ class Client(_fastmc.aio_client):
 
     async def close(self) -> None:
         """Finish the requests in flight, stop the I/O threads and close the connections."""
+        if self.discovery is not None:
+            self.discovery.stop()
         self._shutdown()
         while self._in_flight:
             await asyncio.sleep(0.001)
