@@ -182,6 +182,10 @@ pub struct Client {
     /// Server state changes not yet handed to the caller (`take_events`).
     events: Mutex<Vec<ServerEvent>>,
     has_events: AtomicBool,
+    /// The weighted ring is on only because a server of the current list has a weight above 1
+    /// (not by a behavior): `set_servers` starts from it off, as a fresh client would. Written
+    /// under the snapshot's write lock.
+    weighted_by_servers: AtomicBool,
 }
 
 /// A change of a server's state.
@@ -224,13 +228,16 @@ impl Client {
             return Err(Error::NoServers);
         }
         let topo = Topology::fresh(specs, 0);
-        for s in &topo.ring_servers {
-            behaviors.ring.note_server_added(s.weight);
-        }
-        Ok(Self::assemble(topo, behaviors, namespace))
+        let by_servers = topology::note_servers(&mut behaviors.ring, &topo);
+        Ok(Self::assemble(topo, behaviors, namespace, by_servers))
     }
 
-    fn assemble(topo: Topology, behaviors: Behaviors, namespace: Vec<u8>) -> Client {
+    fn assemble(
+        topo: Topology,
+        behaviors: Behaviors,
+        namespace: Vec<u8>,
+        weighted_by_servers: bool,
+    ) -> Client {
         let live = vec![true; topo.servers.len()];
         let snap = Snapshot::new(behaviors, namespace, Arc::new(topo), live);
         Client {
@@ -238,6 +245,7 @@ impl Client {
             maybe_ejected: AtomicBool::new(false),
             events: Mutex::new(Vec::new()),
             has_events: AtomicBool::new(false),
+            weighted_by_servers: AtomicBool::new(weighted_by_servers),
         }
     }
 
@@ -249,7 +257,9 @@ impl Client {
         let mut behaviors = snap.behaviors.clone();
         behaviors.ring = behaviors.ring.after_clone(&snap.topo.ring_servers);
         let topo = Topology::fresh(snap.topo.specs.clone(), 0);
-        Self::assemble(topo, behaviors, snap.namespace.clone())
+        // The clone's flag comes from its servers' weights alone.
+        let by_servers = behaviors.ring.weighted;
+        Self::assemble(topo, behaviors, snap.namespace.clone(), by_servers)
     }
 
     /// The current server set (no ejection check: for listings, not for routing).
@@ -294,6 +304,10 @@ impl Client {
         let mut guard = self.snapshot.write();
         let mut b = guard.behaviors.clone();
         let r = f(&mut b);
+        if b.ring != guard.behaviors.ring {
+            // Placement behaviors set: the weighted flag is theirs now.
+            self.weighted_by_servers.store(false, Ordering::Relaxed);
+        }
         // Behaviors before a rejected one stay applied, as in libmemcached.
         let live = guard.live.clone();
         let namespace = guard.namespace.clone();

@@ -15,7 +15,7 @@ use super::snapshot::Snapshot;
 use super::{Client, EventKind, ServerSpec};
 use crate::connection::Address;
 use crate::error::{Error, Result};
-use crate::ring::RingServer;
+use crate::ring::{RingServer, RingSettings};
 use crate::server::Server;
 
 pub(super) struct Topology {
@@ -106,14 +106,24 @@ impl Topology {
     }
 }
 
+/// `memcached_server_add_with_weight` for each server, as a new client adds them: whether
+/// that turned the weighted ring on.
+pub(super) fn note_servers(ring: &mut RingSettings, topo: &Topology) -> bool {
+    let before = ring.weighted;
+    for s in &topo.ring_servers {
+        ring.note_server_added(s.weight);
+    }
+    !before && ring.weighted
+}
+
 impl Client {
     /// Replace the server list, atomically: an operation runs on the old list or on the new
     /// one, never on a mix. Servers in both lists (same address) keep their connections,
     /// health and metrics; a removed server's connections close when the last operation using
     /// it finishes. The ring is built as a fresh client's over `specs` with these behaviors
     /// (a weight above 1 under a consistent distribution turns the weighted ring on, as in the
-    /// constructor), so with a consistent distribution only the keys of added and removed
-    /// servers move. Plain Rust under the snapshot's write lock: no I/O, no connection opened.
+    /// constructor; one the old list's weights turned on is off again first), so with a
+    /// consistent distribution only the keys of added and removed servers move. Plain Rust under the snapshot's write lock: no I/O, no connection opened.
     pub fn set_servers(&self, specs: Vec<ServerSpec>) -> Result<Membership> {
         if specs.is_empty() {
             return Err(Error::NoServers);
@@ -125,9 +135,12 @@ impl Client {
         }
         let (topo, change) = cur.topo.next(specs, cur.topo.version.wrapping_add(1));
         let mut behaviors = cur.behaviors.clone();
-        for s in &topo.ring_servers {
-            behaviors.ring.note_server_added(s.weight);
+        if self.weighted_by_servers.load(Ordering::Relaxed) {
+            behaviors.ring.weighted = false;
         }
+        let by_servers = note_servers(&mut behaviors.ring, &topo);
+        self.weighted_by_servers
+            .store(by_servers, Ordering::Relaxed);
         // Kept servers keep their ejections: the ring leaves them out until they run out.
         let now = Instant::now();
         let live: Vec<bool> = topo.servers.iter().map(|s| !s.is_ejected(now)).collect();

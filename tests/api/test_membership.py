@@ -28,6 +28,11 @@ PLACEMENTS = [
     ({"ketama": True, "_sort_hosts": True}, [C, A], [D, B, A]),
     ({"ketama": True}, [(1, "10.0.0.1", 11211), (1, "10.0.0.2", 11211)], [(1, "h", 1), C]),
     ({"ketama": True}, ["/tmp/fastmc-a.sock", "/tmp/fastmc-b.sock"], ["/tmp/fastmc-c.sock"]),
+    # The weighted ring: turned on by a weight above 1 (and off again without one), or set.
+    ({"ketama": True}, [A + ":2", B], [A, B, C]),
+    ({"ketama": True}, [A, B], [A + ":3", B]),
+    ({"distribution": "consistent"}, [A + ":2", B], [B, C]),
+    ({"ketama_weighted": True}, [A, B], [A + ":2", C]),
 ]
 
 
@@ -48,6 +53,15 @@ def test_placement_after_set_servers_is_a_fresh_clients(behaviors, old, new):
 def moved(before, after, old, new):
     """Keys whose server changed, as (old address, new address) pairs."""
     return [(old[b], new[a]) for b, a in zip(before, after) if old[b] != new[a]]
+
+
+def test_a_weighted_ring_set_by_behavior_stays_on():
+    mc = fastmc.Client([A + ":2", B], behaviors={"ketama": True})
+    mc.set_behaviors({"ketama_weighted": True})
+    mc.set_servers([A, B])
+    assert mc.get_behaviors()["ketama_weighted"]
+    fresh = fastmc.Client([A, B], behaviors={"ketama": True, "ketama_weighted": True})
+    assert placement(mc) == placement(fresh)
 
 
 def test_with_ketama_only_the_keys_of_added_and_removed_servers_move():
@@ -224,3 +238,25 @@ def test_aio_workers_follow_the_list(servers):
             assert await mc.set("w", 2) and await mc.get("w") == 2
 
     asyncio.run(main())
+
+
+def curr_connections(address):
+    ((_, stats),) = fastmc.Client([address]).get_stats()
+    return int(stats["curr_connections"])
+
+
+def test_a_removed_servers_connections_are_closed(servers):
+    import time
+
+    a, b, _ = servers
+    mc = fastmc.Client([a, b])
+    idle = curr_connections(b)
+    keys = ["conn:%d" % i for i in range(100)]
+    assert mc.set_multi(dict.fromkeys(keys, 1)) == []
+    assert mc.metrics()[b]["connections_idle"] >= 1
+    assert curr_connections(b) > idle
+    mc.set_servers([a])
+    deadline = time.monotonic() + 5
+    while curr_connections(b) > idle and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert curr_connections(b) <= idle
