@@ -288,7 +288,7 @@ class AutoDiscovery:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._task: asyncio.Task[None] | None = None
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()
 
     def fetch(self) -> ClusterConfig:
         return fetch_config(

@@ -28,7 +28,8 @@ if TYPE_CHECKING:
 _MISS_SENTINEL = object()
 
 # One server-list change at a time (any client): the native swap and ``addresses`` agree.
-_MEMBERSHIP_LOCK = threading.Lock()
+# Reentrant: a server_added callback may call set_servers itself.
+_MEMBERSHIP_LOCK = threading.RLock()
 
 _known_behaviors = set(_fastmc.all_behaviors) | set(_fastmc.fastmc_behaviors) | {"namespace"}
 
@@ -99,8 +100,14 @@ def _set_servers(
     addresses = list(servers)
     specs = [s if isinstance(s, tuple) else translate_server_spec(s) for s in addresses]
     with _MEMBERSHIP_LOCK:
-        change: tuple[list[str], list[str]] = native(client, specs)
-        client.addresses = addresses
+        # Assigned first: the native call delivers the events, and a callback may set
+        # another list, which must stay the last one.
+        old, client.addresses = client.addresses, addresses
+        try:
+            change: tuple[list[str], list[str]] = native(client, specs)
+        except BaseException:
+            client.addresses = old
+            raise
     return change
 
 
