@@ -97,6 +97,8 @@ def _set_servers(
 ) -> tuple[list[str], list[str]]:
     """``set_servers`` of either client: ``native`` is its class's native method. Strings are
     translated as the constructor translates them; tuples (3 or 4 items) go on as they are."""
+    if isinstance(servers, (str, bytes)):
+        raise TypeError("set_servers takes a list of servers, not one string: %r" % (servers,))
     addresses = list(servers)
     specs = [s if isinstance(s, tuple) else translate_server_spec(s) for s in addresses]
     with _MEMBERSHIP_LOCK:

@@ -160,6 +160,8 @@ def test_bad_lists_are_refused_and_the_old_one_kept(servers):
         mc.set_servers(["host:notaport"])
     with pytest.raises(TypeError):
         mc.set_servers([(1, "host")])
+    with pytest.raises(TypeError, match="not one string"):
+        mc.set_servers(servers[0])
     with pytest.raises(fastmc.NotSupportedError):
         mc.set_servers(["udp:127.0.0.1:11211"])
     assert mc.addresses == servers[:2]
