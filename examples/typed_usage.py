@@ -49,7 +49,7 @@ def main(server: str) -> None:
     added, removed = mc.set_servers([server, (fastmc.server_type_tcp, "127.0.0.1", 11211)])
     mc.on("server_added", lambda addr, event, detail: print(addr, event, detail))
     mc.set_servers([server])
-    print(added, removed, mc.addresses)
+    assert len(added) == 1 and not removed and mc.addresses == [server]
 
     pool = fastmc.ClientPool(mc, 2)
     with pool.reserve() as pooled:
