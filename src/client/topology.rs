@@ -123,7 +123,8 @@ impl Client {
     /// it finishes. The ring is built as a fresh client's over `specs` with these behaviors
     /// (a weight above 1 under a consistent distribution turns the weighted ring on, as in the
     /// constructor; one the old list's weights turned on is off again first), so with a
-    /// consistent distribution only the keys of added and removed servers move. Plain Rust under the snapshot's write lock: no I/O, no connection opened.
+    /// consistent distribution only the keys of added and removed servers move. Plain Rust
+    /// under the snapshot's write lock: no I/O, no connection opened.
     pub fn set_servers(&self, specs: Vec<ServerSpec>) -> Result<Membership> {
         if specs.is_empty() {
             return Err(Error::NoServers);
