@@ -19,7 +19,9 @@ in the background (a daemon thread, every ``interval`` seconds); :func:`discover
 same for :class:`fastmc.aio.Client` with a task on the running loop. A refresh applies the
 configuration through ``set_servers`` only when its version or its node list changed; a refresh
 that fails (endpoint unreachable, malformed answer) is logged on the ``fastmc`` logger and the
-current list is kept. ``close()`` stops the refreshing (docs/operations.md).
+current list is kept. ``close()`` stops the refreshing (docs/operations.md). With the client's
+TLS keywords (``tls=True``, ``tls_ca_file``, ...) the endpoint is asked over TLS too, verified
+the same way (:func:`tls_context`).
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ import asyncio
 import contextlib
 import logging
 import socket
+import ssl
 import threading
 import time
 import weakref
@@ -57,6 +60,7 @@ __all__ = [
     "fetch_config",
     "fetch_config_async",
     "parse_cluster_config",
+    "tls_context",
 ]
 
 _log = logging.getLogger("fastmc")
@@ -170,6 +174,31 @@ class _Reply:
         return True, body
 
 
+_TLS_KEYWORDS = ("tls", "tls_ca_file", "tls_cert_file", "tls_key_file", "tls_server_name")
+
+
+def tls_context(
+    tls: bool = False,
+    tls_ca_file: str | None = None,
+    tls_cert_file: str | None = None,
+    tls_key_file: str | None = None,
+    tls_server_name: str | None = None,
+) -> tuple[ssl.SSLContext | None, str | None]:
+    """The TLS context and server name to ask a configuration endpoint with, from the client's
+    TLS keywords, which it verifies as the client verifies its servers: against ``tls_ca_file``
+    or else the system's CA store, under ``tls_server_name`` or else the endpoint's host, with
+    the client certificate ``tls_cert_file``/``tls_key_file`` if given. ``(None, None)`` when
+    none is given (plain TCP)."""
+    if not (tls or tls_ca_file or tls_cert_file or tls_key_file or tls_server_name):
+        return None, None
+    ctx = ssl.create_default_context(cafile=tls_ca_file)
+    if tls_cert_file or tls_key_file:
+        if not (tls_cert_file and tls_key_file):
+            raise ValueError("a TLS client certificate needs both tls_cert_file and tls_key_file")
+        ctx.load_cert_chain(tls_cert_file, tls_key_file)
+    return ctx, tls_server_name
+
+
 def _split_endpoint(endpoint: str) -> tuple[str, int]:
     host, sep, port = endpoint.rpartition(":")
     if not sep or not port.isdigit() or not host:
@@ -196,13 +225,21 @@ def fetch_config(
     timeout: float = 2.0,
     config_key: bytes | str = "cluster",
     mc_key: bytes | str = "AmazonElastiCache:cluster",
+    ssl_context: ssl.SSLContext | None = None,
+    server_hostname: str | None = None,
 ) -> ClusterConfig:
     """Ask ``endpoint`` (``host:port``) for the cluster configuration: ``config get
     <config_key>``, or, where that is unknown, the legacy key ``mc_key``. ``timeout`` bounds
-    the whole exchange. Raises :class:`DiscoveryError` (or ``OSError`` for the network)."""
+    the whole exchange; ``ssl_context`` asks over TLS (verified as ``server_hostname``, or the
+    endpoint's host). Raises :class:`DiscoveryError` (or ``OSError`` for the network and TLS)."""
     host, port = _split_endpoint(endpoint)
     deadline = time.monotonic() + timeout
-    with socket.create_connection((host, port), timeout=timeout) as sock:
+    with contextlib.ExitStack() as stack:
+        sock = stack.enter_context(socket.create_connection((host, port), timeout=timeout))
+        if ssl_context is not None:
+            sock = stack.enter_context(
+                ssl_context.wrap_socket(sock, server_hostname=server_hostname or host)
+            )
         for request, command in _requests(config_key, mc_key):
             sock.sendall(request)
             reply = _Reply(command)
@@ -226,16 +263,29 @@ async def fetch_config_async(
     timeout: float = 2.0,
     config_key: bytes | str = "cluster",
     mc_key: bytes | str = "AmazonElastiCache:cluster",
+    ssl_context: ssl.SSLContext | None = None,
+    server_hostname: str | None = None,
 ) -> ClusterConfig:
     """:func:`fetch_config` on the running event loop."""
     host, port = _split_endpoint(endpoint)
-    return await asyncio.wait_for(_exchange(host, port, endpoint, config_key, mc_key), timeout)
+    tls = (ssl_context, server_hostname or host) if ssl_context is not None else None
+    return await asyncio.wait_for(_exchange(host, port, endpoint, config_key, mc_key, tls), timeout)
 
 
 async def _exchange(
-    host: str, port: int, endpoint: str, config_key: bytes | str, mc_key: bytes | str
+    host: str,
+    port: int,
+    endpoint: str,
+    config_key: bytes | str,
+    mc_key: bytes | str,
+    tls: tuple[ssl.SSLContext, str] | None,
 ) -> ClusterConfig:
-    reader, writer = await asyncio.open_connection(host, port)
+    if tls is None:
+        reader, writer = await asyncio.open_connection(host, port)
+    else:
+        reader, writer = await asyncio.open_connection(
+            host, port, ssl=tls[0], server_hostname=tls[1]
+        )
     try:
         for request, command in _requests(config_key, mc_key):
             writer.write(request)
@@ -273,6 +323,8 @@ class AutoDiscovery:
         config_key: bytes | str = "cluster",
         mc_key: bytes | str = "AmazonElastiCache:cluster",
         config: ClusterConfig | None = None,
+        ssl_context: ssl.SSLContext | None = None,
+        server_hostname: str | None = None,
     ) -> None:
         if not interval > 0:
             raise ValueError("the refresh interval must be positive, not %r" % (interval,))
@@ -282,6 +334,8 @@ class AutoDiscovery:
         self.timeout = timeout
         self.config_key = config_key
         self.mc_key = mc_key
+        self.ssl_context = ssl_context
+        self.server_hostname = server_hostname
         self.config = config
         """The configuration applied last."""
         self._client: Callable[[], Client | aio.Client | None] = weakref.ref(client)
@@ -290,10 +344,17 @@ class AutoDiscovery:
         self._task: asyncio.Task[None] | None = None
         self._lock = threading.RLock()
 
+    def _fetch_args(self) -> dict[str, Any]:
+        return {
+            "timeout": self.timeout,
+            "config_key": self.config_key,
+            "mc_key": self.mc_key,
+            "ssl_context": self.ssl_context,
+            "server_hostname": self.server_hostname,
+        }
+
     def fetch(self) -> ClusterConfig:
-        return fetch_config(
-            self.endpoint, timeout=self.timeout, config_key=self.config_key, mc_key=self.mc_key
-        )
+        return fetch_config(self.endpoint, **self._fetch_args())
 
     def apply(self, config: ClusterConfig) -> bool:
         """Apply ``config`` unless its version and nodes are those applied last; whether the
@@ -329,9 +390,7 @@ class AutoDiscovery:
     async def refresh_async(self) -> bool:
         """:meth:`refresh` on the running event loop."""
         try:
-            config = await fetch_config_async(
-                self.endpoint, timeout=self.timeout, config_key=self.config_key, mc_key=self.mc_key
-            )
+            config = await fetch_config_async(self.endpoint, **self._fetch_args())
         except (DiscoveryError, OSError, ValueError, asyncio.TimeoutError) as e:
             self._failed(e)
             return False
@@ -404,6 +463,21 @@ class DiscoveredClient(Client):
         self.close()
 
 
+def _fetch_args(
+    timeout: float, config_key: bytes | str, mc_key: bytes | str, client_kwargs: dict[str, Any]
+) -> dict[str, Any]:
+    """How a discovering client asks its endpoint: over TLS when the client's TLS keywords say
+    so, verified as the client verifies its servers."""
+    ctx, name = tls_context(**{k: client_kwargs[k] for k in _TLS_KEYWORDS if k in client_kwargs})
+    return {
+        "timeout": timeout,
+        "config_key": config_key,
+        "mc_key": mc_key,
+        "ssl_context": ctx,
+        "server_hostname": name,
+    }
+
+
 def discover(
     endpoint: str,
     *,
@@ -416,18 +490,12 @@ def discover(
 ) -> DiscoveredClient:
     """A client for the cluster behind ``endpoint`` (``host:port``), refreshed every
     ``interval`` seconds. ``behaviors`` and ``client_kwargs`` (``binary``, the TLS keywords, ...)
-    go to the client. The first fetch's failure raises (there is no list to keep yet)."""
-    config = fetch_config(endpoint, timeout=timeout, config_key=config_key, mc_key=mc_key)
+    go to the client; with TLS keywords the endpoint is asked over TLS too. The first fetch's
+    failure raises (there is no list to keep yet)."""
+    args = _fetch_args(timeout, config_key, mc_key, client_kwargs)
+    config = fetch_config(endpoint, **args)
     mc = DiscoveredClient(list(config.servers), behaviors, **client_kwargs)
-    mc.discovery = AutoDiscovery(
-        mc,
-        endpoint,
-        interval=interval,
-        timeout=timeout,
-        config_key=config_key,
-        mc_key=mc_key,
-        config=config,
-    )
+    mc.discovery = AutoDiscovery(mc, endpoint, interval=interval, config=config, **args)
     mc.discovery.start()
     return mc
 
@@ -446,19 +514,10 @@ async def discover_aio(
     (``set_servers`` and its events on the loop's thread), stopped by ``await mc.close()``."""
     from .aio import Client as AioClient
 
-    config = await fetch_config_async(
-        endpoint, timeout=timeout, config_key=config_key, mc_key=mc_key
-    )
+    args = _fetch_args(timeout, config_key, mc_key, client_kwargs)
+    config = await fetch_config_async(endpoint, **args)
     mc = AioClient(list(config.servers), behaviors, **client_kwargs)
-    discovery = AutoDiscovery(
-        mc,
-        endpoint,
-        interval=interval,
-        timeout=timeout,
-        config_key=config_key,
-        mc_key=mc_key,
-        config=config,
-    )
+    discovery = AutoDiscovery(mc, endpoint, interval=interval, config=config, **args)
     mc.discovery = discovery
     discovery.start_task()
     return mc

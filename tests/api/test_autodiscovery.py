@@ -212,3 +212,16 @@ def test_aio_discovery_refreshes_in_a_task_and_close_stops_it(servers):
             assert task.done()
 
     asyncio.run(main())
+
+
+def test_tls_context_follows_the_clients_tls_keywords():
+    import ssl
+
+    from fastmc.autodiscovery import tls_context
+
+    assert tls_context() == (None, None)
+    ctx, name = tls_context(tls=True, tls_server_name="cfg.example")
+    assert ctx is not None and ctx.verify_mode == ssl.CERT_REQUIRED and ctx.check_hostname
+    assert name == "cfg.example"
+    with pytest.raises(ValueError, match="both tls_cert_file and tls_key_file"):
+        tls_context(tls_cert_file="client.pem")
