@@ -14,6 +14,7 @@ from typing import Any
 
 import fastmc
 import fastmc.aio
+from fastmc.autodiscovery import ClusterConfig, DiscoveredClient, discover, parse_cluster_config
 
 
 def counters(mc: fastmc.Client, names: list[str]) -> dict[str, int]:
@@ -45,6 +46,10 @@ def main(server: str) -> None:
     where: int = copy.hash("greeting")
     payload, flags = mc.serialize({"a": 1})
     assert mc.deserialize(payload, flags) == {"a": 1}
+    added, removed = mc.set_servers([server, (fastmc.server_type_tcp, "127.0.0.1", 11211)])
+    mc.on("server_added", lambda addr, event, detail: print(addr, event, detail))
+    mc.set_servers([server])
+    assert len(added) == 1 and not removed and mc.addresses == [server]
 
     pool = fastmc.ClientPool(mc, 2)
     with pool.reserve() as pooled:
@@ -89,7 +94,17 @@ async def main_async(server: str) -> None:
         gone: bool = await mc.delete_multi(["a", "b"], key_prefix="aio:")
         stats: list[tuple[bytes, dict[str, bytes]]] = await mc.get_stats()
         behaviors: fastmc.consts.BehaviorDict = mc.get_behaviors()
-        print(value, failed, found, n, gone, len(stats), behaviors["cas"])
+        change: tuple[list[str], list[str]] = mc.set_servers([server])  # no I/O: not awaited
+        print(value, failed, found, n, gone, len(stats), behaviors["cas"], change)
+
+
+def discovered(endpoint: str) -> None:
+    config: ClusterConfig = parse_cluster_config(b"12\nnode1|10.0.0.1|11211\n")
+    print(config.version, config.servers)
+    with discover(endpoint, interval=30.0, behaviors={"ketama": True}) as mc:
+        assert isinstance(mc, DiscoveredClient) and mc.discovery is not None
+        mc.discovery.refresh()
+        mc.get("k")
 
 
 async def async_mistakes(mc: fastmc.aio.Client) -> None:
@@ -106,6 +121,8 @@ def mistakes(mc: fastmc.Client) -> None:
     mc.set_multi(["a", "b"])  # type: ignore[arg-type]
     fastmc.Client(["127.0.0.1"], binary="yes")  # type: ignore[arg-type]
     total: str = mc.incr("n")  # type: ignore[assignment]
+    mc.set_servers("127.0.0.1:11211", 2)  # type: ignore[call-arg]
+    mc.set_servers([42])  # type: ignore[list-item]
     print(total)
 
 

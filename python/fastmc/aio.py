@@ -22,7 +22,7 @@ from collections.abc import Collection, Iterable, Mapping
 from typing import TYPE_CHECKING, Any, Literal, NoReturn, TypeVar
 
 from . import _fastmc, stampede
-from .client import _behaviors_numeric, _behaviors_symbolic, _native_init_args
+from .client import _behaviors_numeric, _behaviors_symbolic, _native_init_args, _set_servers
 from .consts import BehaviorDict
 
 if TYPE_CHECKING:
@@ -31,6 +31,8 @@ if TYPE_CHECKING:
     from typing_extensions import Self
 
     from ._fastmc import _Key
+    from ._fastmc import _ServerSpec as _AnyServerSpec
+    from .autodiscovery import AutoDiscovery
     from .client import _ServerSpec
 
 _K = TypeVar("_K", bound="_Key")
@@ -43,6 +45,9 @@ class Client(_fastmc.aio_client):
 
     binary: bool
     addresses: list[_ServerSpec]
+    discovery: AutoDiscovery | None = None
+    """What refreshes the server list when the client came from
+    :func:`fastmc.autodiscovery.discover_aio` (stopped by ``close()``)."""
 
     def __init__(
         self,
@@ -110,6 +115,8 @@ class Client(_fastmc.aio_client):
 
     async def close(self) -> None:
         """Finish the requests in flight, stop the I/O threads and close the connections."""
+        if self.discovery is not None:
+            self.discovery.stop()
         self._shutdown()
         while self._in_flight:
             await asyncio.sleep(0.001)
@@ -131,7 +138,13 @@ class Client(_fastmc.aio_client):
     ) -> None:
         await self.close()
 
-    # -- behaviors (no I/O) ----------------------------------------------------------------------
+    # -- behaviors and servers (no I/O) ----------------------------------------------------------
+
+    def set_servers(self, servers: Iterable[_AnyServerSpec]) -> tuple[list[str], list[str]]:
+        """Replace the server list, as :meth:`fastmc.Client.set_servers` does (a plain method:
+        no I/O). Workers start for added servers; a removed server's worker runs the requests
+        already queued to it (on the new list) and exits."""
+        return _set_servers(self, _fastmc.aio_client.set_servers, servers)
 
     def get_behaviors(self) -> BehaviorDict:
         return BehaviorDict(self, _behaviors_symbolic(super().get_behaviors()))

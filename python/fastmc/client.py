@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any, NoReturn, Union
 
@@ -18,12 +19,17 @@ if TYPE_CHECKING:
     from typing_extensions import Self, TypeAlias
 
     from ._fastmc import _Key
+    from ._fastmc import _ServerSpec as _AnyServerSpec
     from .stampede import _OnWaitTimeout
 
     # What Client takes as a server: a spec string or a (type, host, port) tuple.
     _ServerSpec: TypeAlias = Union[str, tuple[int, str, int]]
 
 _MISS_SENTINEL = object()
+
+# One server-list change at a time (any client): the native swap and ``addresses`` agree.
+# Reentrant: a server_added callback may call set_servers itself.
+_MEMBERSHIP_LOCK = threading.RLock()
 
 _known_behaviors = set(_fastmc.all_behaviors) | set(_fastmc.fastmc_behaviors) | {"namespace"}
 
@@ -82,6 +88,29 @@ def translate_server_specs(
         else:
             addr_tups.append(translate_server_spec(server))
     return addr_tups
+
+
+def _set_servers(
+    client: Any,
+    native: Any,
+    servers: Iterable[_AnyServerSpec],
+) -> tuple[list[str], list[str]]:
+    """``set_servers`` of either client: ``native`` is its class's native method. Strings are
+    translated as the constructor translates them; tuples (3 or 4 items) go on as they are."""
+    if isinstance(servers, (str, bytes)):
+        raise TypeError("set_servers takes a list of servers, not one string: %r" % (servers,))
+    addresses = list(servers)
+    specs = [s if isinstance(s, tuple) else translate_server_spec(s) for s in addresses]
+    with _MEMBERSHIP_LOCK:
+        # Assigned first: the native call delivers the events, and a callback may set
+        # another list, which must stay the last one.
+        old, client.addresses = client.addresses, addresses
+        try:
+            change: tuple[list[str], list[str]] = native(client, specs)
+        except BaseException:
+            client.addresses = old
+            raise
+    return change
 
 
 def _behaviors_symbolic(behaviors: dict[str, Any]) -> dict[str, Any]:
@@ -205,6 +234,15 @@ class Client(_fastmc.client):
 
     def __contains__(self, key: _Key) -> bool:
         return self.get(key, _MISS_SENTINEL) is not _MISS_SENTINEL
+
+    def set_servers(self, servers: Iterable[_AnyServerSpec]) -> tuple[list[str], list[str]]:
+        """Replace the server list (the constructor's forms), atomically: every call runs on
+        the old list or on the new one. Servers in both lists keep their connections, health
+        and metrics; with a consistent distribution only the keys of added and removed servers
+        move. No I/O. ``addresses`` becomes the new list. Returns ``(added, removed)`` as
+        ``host:port`` names; fires ``server_added``/``server_removed`` (docs/operations.md).
+        """
+        return _set_servers(self, _fastmc.client.set_servers, servers)
 
     def get_behaviors(self) -> BehaviorDict:
         behaviors = super().get_behaviors()

@@ -129,7 +129,9 @@ impl Client {
         probe: Probe,
         now: &mut Instant,
     ) -> Result<(Connection, bool)> {
-        let server = &self.servers[s];
+        let Some(server) = snap.topo.servers.get(s) else {
+            return Err(Error::NoServers);
+        };
         if let Err(e) = server.check_health(*now) {
             server.metrics.down_skips.fetch_add(1, Ordering::Relaxed);
             server.metrics.error(&e);
@@ -174,14 +176,14 @@ impl Client {
             return None;
         }
         let wire = snap.wire_key(key, verify_keys).ok()?;
-        let s = snap.route(key, &wire).min(self.servers.len() - 1);
+        let s = snap.route(key, &wire);
+        let server = snap.topo.servers.get(s)?;
         let mut now = Instant::now();
         let (mut conn, reused) =
             match self.checkout_for(snap, s, Probe::BeforeNoreply(now), &mut now) {
                 Ok(c) => c,
                 Err(e) => return Some(Err(e)),
             };
-        let server = &self.servers[s];
         if conn.unsynced() >= MAX_UNSYNCED {
             server.checkin(conn);
             return None;
@@ -196,7 +198,7 @@ impl Client {
             conn.add_unsynced(1);
             conn.sent_noreply(now);
             if server.record_success() {
-                self.note_event(EventKind::Up, s, None);
+                self.note_event(EventKind::Up, &server.address, None);
             }
             server.checkin(conn);
             return Some(Ok(ok));
@@ -228,7 +230,10 @@ impl Client {
         {
             return false;
         }
-        match self.servers[a.batch.server].connect(&snap.opts) {
+        let Some(server) = snap.topo.servers.get(a.batch.server) else {
+            return false;
+        };
+        match server.connect(&snap.opts) {
             Ok(c) => {
                 a.restart_on(c);
                 true
@@ -381,7 +386,11 @@ impl Client {
     /// Return a clean connection to the pool; otherwise drop it, fail what is left and note
     /// the server's failure.
     fn finish(&self, snap: &Snapshot, mut a: InFlight, sink: &mut dyn Sink) {
-        let server = &self.servers[a.batch.server];
+        let Some(server) = snap.topo.servers.get(a.batch.server) else {
+            let e = a.failed.take().unwrap_or(Error::NoServers);
+            a.fail_rest(sink, &e);
+            return;
+        };
         let m = &server.metrics;
         let read = a.conn.read_total().saturating_sub(a.read_before);
         let b = &a.batch;
@@ -407,10 +416,10 @@ impl Client {
                         .answered((!a.replies.error_reply).then_some(a.last_progress));
                 }
                 if server.record_success() {
-                    self.note_event(EventKind::Up, a.batch.server, None);
+                    self.note_event(EventKind::Up, &server.address, None);
                 }
                 let conn = if a.batch.probe_after {
-                    self.probe_meta(a.batch.server, a.conn)
+                    self.probe_meta(server, a.conn)
                 } else {
                     Some(a.conn)
                 };

@@ -40,12 +40,13 @@ impl Client {
         let mut unsupported = Vec::new();
         let mut p = plan(
             &snap,
-            self.servers.len(),
+            snap.topo.servers.len(),
             keys,
             false,
             per_key,
             |b, i, w| {
-                let no = self
+                let no = snap
+                    .topo
                     .servers
                     .get(b.server)
                     .map_or(true, |s| s.meta_support() == MetaSupport::No);
@@ -82,12 +83,12 @@ impl Client {
     /// connection of its own (see `probe`). A server that cannot be reached stays unknown; its
     /// keys fail as any request to it would.
     fn learn_meta_support(&self, snap: &Snapshot) {
-        for (i, s) in self.servers.iter().enumerate() {
+        for s in &snap.topo.servers {
             if s.meta_support() != MetaSupport::Unknown || s.check_health(Instant::now()).is_err() {
                 continue;
             }
             if let Ok((conn, _)) = s.checkout(&snap.opts, Probe::UnlessAnswered(Instant::now())) {
-                if let Some(conn) = self.probe_meta(i, conn) {
+                if let Some(conn) = self.probe_meta(s, conn) {
                     s.checkin(conn);
                 }
             }

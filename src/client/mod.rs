@@ -5,6 +5,7 @@
 //!
 //! The files of this folder, in the order a request travels:
 //! - `snapshot`: the configuration one operation runs with (ring, behaviors, socket options);
+//! - `topology`: the server set a snapshot routes over, and `set_servers`, which replaces it;
 //! - `plan`: keys validated, routed and encoded into one `ServerBatch` per server;
 //! - `ops`: the operations themselves (which requests, which sink, read-backs);
 //! - `driver`: connections checked out and driven to completion (the only `poll`);
@@ -25,6 +26,7 @@ mod probe;
 mod replies;
 mod sink;
 mod snapshot;
+mod topology;
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -35,9 +37,10 @@ use parking_lot::{Mutex, RwLock};
 use crate::behaviors::{Behaviors, Rejected};
 use crate::connection::Address;
 use crate::error::{Error, Result};
-use crate::ring::RingServer;
-use crate::server::{Probe, Server};
-use snapshot::{ring_server, Snapshot};
+use crate::server::Probe;
+use snapshot::Snapshot;
+pub use topology::Membership;
+use topology::Topology;
 
 pub use crate::protocol::StoreItem;
 
@@ -142,18 +145,21 @@ pub enum StoreStatus {
 /// One server's `stats` reply: (name, value) pairs.
 pub type Stats = Vec<(Vec<u8>, Vec<u8>)>;
 
-/// A memcached client over a fixed list of servers, shared by any number of threads: no lock is
-/// held across I/O (each server keeps its own pool of idle connections), and a configuration
-/// change publishes a new `Snapshot` that operations already running do not see.
+/// A memcached client over a list of servers, shared by any number of threads: no lock is held
+/// across I/O (each server keeps its own pool of idle connections), and a configuration change
+/// (behaviors, or the server list: `set_servers`) publishes a new `Snapshot` that operations
+/// already running do not see.
 pub struct Client {
-    servers: Vec<Server>,
-    ring_servers: Vec<RingServer>,
     snapshot: RwLock<Arc<Snapshot>>,
     /// A server may have been ejected or come back: the next snapshot checks the ring.
     maybe_ejected: AtomicBool,
     /// Server state changes not yet handed to the caller (`take_events`).
     events: Mutex<Vec<ServerEvent>>,
     has_events: AtomicBool,
+    /// The weighted ring is on only because a server of the current list has a weight above 1
+    /// (not by a behavior): `set_servers` starts from it off, as a fresh client would. Written
+    /// under the snapshot's write lock.
+    weighted_by_servers: AtomicBool,
 }
 
 /// A change of a server's state.
@@ -167,6 +173,10 @@ pub enum EventKind {
     Ejected,
     /// Back in the ring after an ejection.
     Rejoined,
+    /// Put in the server list by `set_servers`.
+    Added,
+    /// Taken out of the server list by `set_servers`.
+    Removed,
 }
 
 #[derive(Clone, Debug)]
@@ -191,31 +201,25 @@ impl Client {
         if specs.is_empty() {
             return Err(Error::NoServers);
         }
-        let ring_servers: Vec<RingServer> = specs.iter().map(ring_server).collect();
-        for s in &ring_servers {
-            behaviors.ring.note_server_added(s.weight);
-        }
-        Ok(Self::assemble(specs, ring_servers, behaviors, namespace))
+        let topo = Topology::fresh(specs, 0);
+        let by_servers = topology::note_servers(&mut behaviors.ring, &topo);
+        Ok(Self::assemble(topo, behaviors, namespace, by_servers))
     }
 
     fn assemble(
-        specs: Vec<ServerSpec>,
-        ring_servers: Vec<RingServer>,
+        topo: Topology,
         behaviors: Behaviors,
         namespace: Vec<u8>,
+        weighted_by_servers: bool,
     ) -> Client {
-        let live = vec![true; specs.len()];
-        let snap = Snapshot::new(behaviors, namespace, &ring_servers, live);
+        let live = vec![true; topo.servers.len()];
+        let snap = Snapshot::new(behaviors, namespace, Arc::new(topo), live);
         Client {
-            servers: specs
-                .into_iter()
-                .map(|s| Server::new(s.address, s.weight))
-                .collect(),
-            ring_servers,
             snapshot: RwLock::new(Arc::new(snap)),
             maybe_ejected: AtomicBool::new(false),
             events: Mutex::new(Vec::new()),
             has_events: AtomicBool::new(false),
+            weighted_by_servers: AtomicBool::new(weighted_by_servers),
         }
     }
 
@@ -225,25 +229,37 @@ impl Client {
     pub fn clone_client(&self) -> Client {
         let snap = self.snapshot.read().clone();
         let mut behaviors = snap.behaviors.clone();
-        behaviors.ring = behaviors.ring.after_clone(&self.ring_servers);
-        let specs = self
-            .servers
-            .iter()
-            .map(|s| ServerSpec {
-                address: s.address.clone(),
-                weight: s.weight,
-            })
-            .collect();
-        Self::assemble(
-            specs,
-            self.ring_servers.clone(),
-            behaviors,
-            snap.namespace.clone(),
-        )
+        behaviors.ring = behaviors.ring.after_clone(&snap.topo.ring_servers);
+        let topo = Topology::fresh(snap.topo.specs.clone(), 0);
+        // The clone's flag comes from its servers' weights alone.
+        let by_servers = behaviors.ring.weighted;
+        Self::assemble(topo, behaviors, snap.namespace.clone(), by_servers)
     }
 
+    /// The current server set (no ejection check: for listings, not for routing).
+    fn topo(&self) -> Arc<Topology> {
+        self.snapshot.read().topo.clone()
+    }
+
+    /// The servers as given, in order (the constructor's list or the last `set_servers`).
     pub fn addresses(&self) -> Vec<Address> {
-        self.servers.iter().map(|s| s.address.clone()).collect()
+        self.topo().addresses()
+    }
+
+    /// The current server list with the weights given.
+    pub fn server_specs(&self) -> Vec<ServerSpec> {
+        self.topo().specs.clone()
+    }
+
+    /// Bumped by every change of the server list.
+    pub fn topology_version(&self) -> u64 {
+        self.snapshot.read().topo.version
+    }
+
+    /// The current servers' addresses with the topology version they belong to.
+    pub fn versioned_addresses(&self) -> (u64, Vec<Address>) {
+        let topo = self.topo();
+        (topo.version, topo.addresses())
     }
 
     pub fn behaviors(&self) -> Behaviors {
@@ -262,15 +278,20 @@ impl Client {
         let mut guard = self.snapshot.write();
         let mut b = guard.behaviors.clone();
         let r = f(&mut b);
+        if b.ring != guard.behaviors.ring {
+            // Placement behaviors set: the weighted flag is theirs now.
+            self.weighted_by_servers.store(false, Ordering::Relaxed);
+        }
         // Behaviors before a rejected one stay applied, as in libmemcached.
         let live = guard.live.clone();
         let namespace = guard.namespace.clone();
-        let new = Snapshot::new(b, namespace, &self.ring_servers, live);
+        let topo = guard.topo.clone();
+        let new = Snapshot::new(b, namespace, topo.clone(), live);
         let reconnect = !guard.opts.opens_as(&new.opts);
         *guard = Arc::new(new);
         drop(guard);
         if reconnect {
-            for s in &self.servers {
+            for s in &topo.servers {
                 s.drop_idle();
             }
         }
@@ -282,12 +303,8 @@ impl Client {
         let cur = &**guard;
         let behaviors = cur.behaviors.clone();
         let live = cur.live.clone();
-        *guard = Arc::new(Snapshot::new(
-            behaviors,
-            namespace,
-            &self.ring_servers,
-            live,
-        ));
+        let topo = cur.topo.clone();
+        *guard = Arc::new(Snapshot::new(behaviors, namespace, topo, live));
     }
 
     /// The snapshot for one operation; rebuilds the ring first if a server was ejected or came
@@ -298,13 +315,18 @@ impl Client {
             return snap;
         }
         let now = Instant::now();
-        for (i, s) in self.servers.iter().enumerate() {
+        for s in &snap.topo.servers {
             if s.rejoined(now) {
                 s.metrics.rejoins.fetch_add(1, Ordering::Relaxed);
-                self.note_event(EventKind::Rejoined, i, None);
+                self.note_event(EventKind::Rejoined, &s.address, None);
             }
         }
-        let live: Vec<bool> = self.servers.iter().map(|s| !s.is_ejected(now)).collect();
+        let live: Vec<bool> = snap
+            .topo
+            .servers
+            .iter()
+            .map(|s| !s.is_ejected(now))
+            .collect();
         if live.iter().all(|&l| l) {
             self.maybe_ejected.store(false, Ordering::Relaxed);
         }
@@ -313,10 +335,14 @@ impl Client {
         }
         let mut guard = self.snapshot.write();
         let cur = &**guard;
+        if !Arc::ptr_eq(&cur.topo, &snap.topo) {
+            // The server list changed meanwhile; `set_servers` looked at ejections itself.
+            return guard.clone();
+        }
         let new = Arc::new(Snapshot::new(
             cur.behaviors.clone(),
             cur.namespace.clone(),
-            &self.ring_servers,
+            cur.topo.clone(),
             live,
         ));
         *guard = new.clone();
@@ -332,26 +358,29 @@ impl Client {
         snap.ring.internal_for(snap.hashed(key, &wire))
     }
 
-    /// The server (index in the list as given) each key maps to now; a key that cannot be
-    /// sent maps to the first server (it is refused there without I/O).
-    pub fn route_keys(&self, keys: &[&[u8]]) -> Vec<usize> {
+    /// The server (index in the list as given) each key maps to now, with the topology version
+    /// the indices belong to; a key that cannot be sent maps to the first server (it is refused
+    /// there without I/O).
+    pub fn route_keys(&self, keys: &[&[u8]]) -> (u64, Vec<usize>) {
         let snap = self.snapshot();
-        keys.iter()
+        let routes = keys
+            .iter()
             .map(|k| match snap.wire_key(k, snap.behaviors.verify_keys) {
                 Ok(w) => snap.route(k, &w),
                 Err(_) => 0,
             })
-            .collect()
+            .collect();
+        (snap.topo.version, routes)
     }
 
     /// The socket buffer sizes pylibmc reads back for `_socket_send_size`/`_socket_recv_size`
     /// when they were never set: those of a live connection to the first server (the kernel
     /// grows a connected TCP socket's buffers), or 0 when it cannot be reached.
     pub fn socket_buffer_sizes(&self) -> (usize, usize) {
-        let Some(first) = self.servers.first() else {
+        let snap = self.snapshot();
+        let Some(first) = snap.topo.servers.first() else {
             return (0, 0);
         };
-        let snap = self.snapshot();
         match first.checkout(&snap.opts, Probe::Never) {
             Ok((conn, _)) => {
                 let sizes = conn.buffer_sizes();
@@ -363,17 +392,14 @@ impl Client {
     }
 
     /// Queue a server state change for `take_events` (plain Rust: no callback runs here).
-    pub(crate) fn note_event(&self, kind: EventKind, server: usize, detail: Option<String>) {
-        let Some(s) = self.servers.get(server) else {
-            return;
-        };
+    pub(crate) fn note_event(&self, kind: EventKind, address: &Address, detail: Option<String>) {
         let mut q = self.events.lock();
         if q.len() >= MAX_EVENTS {
             q.remove(0);
         }
         q.push(ServerEvent {
             kind,
-            address: s.address.clone(),
+            address: address.clone(),
             detail,
         });
         self.has_events.store(true, Ordering::Release);
@@ -392,19 +418,20 @@ impl Client {
 
     /// Every server's metrics, in server order (`metrics::MetricsSnapshot`).
     pub fn metrics(&self) -> Vec<(Address, crate::metrics::MetricsSnapshot)> {
-        self.servers
+        self.topo()
+            .servers
             .iter()
             .map(|s| (s.address.clone(), s.metrics_snapshot()))
             .collect()
     }
 
     pub fn server_count(&self) -> usize {
-        self.servers.len()
+        self.topo().servers.len()
     }
 
     /// Close all idle connections (sending `quit`) and forget server failures.
     pub fn disconnect_all(&self) {
-        for s in &self.servers {
+        for s in &self.topo().servers {
             s.disconnect_idle();
             s.reset_health();
         }
@@ -413,15 +440,15 @@ impl Client {
     /// Note a server failure; a newly ejected server makes the next operation rebuild the ring.
     fn server_failed(&self, snap: &Snapshot, server: usize, e: &Error) {
         if e.is_server_failure() {
-            if let Some(s) = self.servers.get(server) {
+            if let Some(s) = snap.topo.servers.get(server) {
                 let (down, ejected) = s.record_failure(Instant::now(), &snap.policy);
                 if down {
-                    self.note_event(EventKind::Down, server, Some(e.to_string()));
+                    self.note_event(EventKind::Down, &s.address, Some(e.to_string()));
                 }
                 if ejected {
                     s.metrics.ejections.fetch_add(1, Ordering::Relaxed);
                     self.maybe_ejected.store(true, Ordering::Relaxed);
-                    self.note_event(EventKind::Ejected, server, Some(e.to_string()));
+                    self.note_event(EventKind::Ejected, &s.address, Some(e.to_string()));
                 }
             }
         }

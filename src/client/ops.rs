@@ -10,6 +10,7 @@ use super::plan::{
 use super::sink::{unexpected, GetSink, LineSink, Sink, StatsSink};
 use super::snapshot::Snapshot;
 use super::{Client, Fetched, Stats, StoreStatus};
+use crate::connection::Address;
 use crate::error::{Error, Result};
 use crate::metrics::Family;
 use crate::protocol::{binary, meta, text, Reply, ReplyKind, StoreCmd, StoreItem};
@@ -149,7 +150,7 @@ impl Client {
     fn fetch(&self, keys: &[&[u8]], with_cas: bool, touch: Option<u32>) -> Fetched {
         let snap = self.snapshot();
         let with_cas = with_cas || snap.behaviors.cas;
-        let n = self.servers.len();
+        let n = snap.topo.servers.len();
         let mut p = plan(&snap, n, keys, true, 0, |b, i, _| b.keys.push(i));
         for batch in &mut p.batches {
             batch.encode_gets(&p.wire_keys, with_cas, snap.behaviors.binary, touch);
@@ -185,7 +186,7 @@ impl Client {
         let keys: Vec<&[u8]> = items.iter().map(|it| it.key).collect();
         let bin = snap.behaviors.binary;
         let quiet = !bin && !noreply && keys.len() > 1 && meta::has_quiet_store(cmd);
-        let modes = WriteModes::new(&self.servers, quiet);
+        let modes = WriteModes::new(&snap.topo.servers, quiet);
         let encoder = StoreEncoder {
             cmd,
             items,
@@ -198,11 +199,18 @@ impl Client {
         // No room for values ahead: each encoder reserves exactly what its request takes, and a
         // guess from the average value would reserve twice a single value (or, for a value too
         // big to send, far more than is ever written).
-        let mut p = plan(&snap, self.servers.len(), &keys, false, 0, |b, i, w| {
-            if let Err(e) = encoder.encode(b, i, w) {
-                too_big.push((i, e));
-            }
-        });
+        let mut p = plan(
+            &snap,
+            snap.topo.servers.len(),
+            &keys,
+            false,
+            0,
+            |b, i, w| {
+                if let Err(e) = encoder.encode(b, i, w) {
+                    too_big.push((i, e));
+                }
+            },
+        );
         p.rejected.append(&mut too_big);
         close_batches(
             &mut p.batches,
@@ -243,8 +251,8 @@ impl Client {
             }
         }
         let bin = snap.behaviors.binary;
-        let modes = WriteModes::new(&self.servers, !bin && !noreply && keys.len() > 1);
-        let n = self.servers.len();
+        let modes = WriteModes::new(&snap.topo.servers, !bin && !noreply && keys.len() > 1);
+        let n = snap.topo.servers.len();
         let mut p = plan(&snap, n, keys, false, REQUEST_BYTES, |b, i, w| {
             if bin {
                 let opaque = b.next_opaque();
@@ -280,7 +288,7 @@ impl Client {
     pub fn arith_multi(&self, incr: bool, keys: &[&[u8]], delta: u64) -> Vec<Result<Option<u64>>> {
         let snap = self.snapshot();
         let bin = snap.behaviors.binary;
-        let n = self.servers.len();
+        let n = snap.topo.servers.len();
         let p = plan(&snap, n, keys, false, REQUEST_BYTES, |b, i, w| {
             if bin {
                 let opaque = b.next_opaque();
@@ -309,7 +317,7 @@ impl Client {
                 return vec![r];
             }
         }
-        let n = self.servers.len();
+        let n = snap.topo.servers.len();
         // libmemcached's touch does not apply verify_keys (pylibmc sends such a key).
         let check = KeyCheck::Protocol;
         let mut p = plan_checked(&snap, n, keys, check, false, REQUEST_BYTES, |b, i, w| {
@@ -338,28 +346,36 @@ impl Client {
     /// `flush_all` on every server; one outcome per server.
     pub fn flush_all(&self, delay: u32) -> Vec<Result<()>> {
         let snap = self.snapshot();
-        let batches = self.per_server(ReplyKind::Ok, |buf| {
+        let batches = per_server(&snap, ReplyKind::Ok, |buf| {
             if snap.behaviors.binary {
                 binary::encode_flush(buf, delay);
             } else {
                 text::encode_flush_all(buf, delay);
             }
         });
-        let sink = LineSink::new(self.servers.len(), flushed, None);
+        let sink = LineSink::new(snap.topo.servers.len(), flushed, None);
         let sink = self.execute(&snap, Family::Admin, batches, Vec::new(), sink, false);
         sink.out.finish()
     }
 
-    /// `stats [args]` on every server; one outcome per server, in server order.
-    pub fn stats(&self, args: &[u8]) -> Vec<Result<Stats>> {
+    /// `stats [args]` on every server; one outcome per server, in server order, with the
+    /// server's address (from the same server list the request went to).
+    pub fn stats(&self, args: &[u8]) -> Vec<(Address, Result<Stats>)> {
         let snap = self.snapshot();
-        let n = self.servers.len();
+        let n = snap.topo.servers.len();
+        let addrs = snap.topo.addresses();
         if args.iter().any(|&b| b == b'\r' || b == b'\n') {
-            return (0..n)
-                .map(|_| Err(Error::BadKey("stats arguments contain a line break".into())))
+            return addrs
+                .into_iter()
+                .map(|a| {
+                    (
+                        a,
+                        Err(Error::BadKey("stats arguments contain a line break".into())),
+                    )
+                })
                 .collect();
         }
-        let batches = self.per_server(ReplyKind::Stats, |buf| {
+        let batches = per_server(&snap, ReplyKind::Stats, |buf| {
             if snap.behaviors.binary {
                 binary::encode_stats(buf, args);
             } else {
@@ -374,20 +390,20 @@ impl Client {
             StatsSink::new(n),
             true,
         );
-        sink.finish()
+        addrs.into_iter().zip(sink.finish()).collect()
     }
+}
 
-    /// One batch per server with one request `encode` writes (its outcome is the server's).
-    fn per_server(&self, kind: ReplyKind, encode: impl Fn(&mut Vec<u8>)) -> Vec<ServerBatch> {
-        (0..self.servers.len())
-            .map(|s| {
-                let mut batch = ServerBatch::new(s);
-                encode(&mut batch.wbuf);
-                batch.push_req(kind, s as u32);
-                batch
-            })
-            .collect()
-    }
+/// One batch per server with one request `encode` writes (its outcome is the server's).
+fn per_server(snap: &Snapshot, kind: ReplyKind, encode: impl Fn(&mut Vec<u8>)) -> Vec<ServerBatch> {
+    (0..snap.topo.servers.len())
+        .map(|s| {
+            let mut batch = ServerBatch::new(s);
+            encode(&mut batch.wbuf);
+            batch.push_req(kind, s as u32);
+            batch
+        })
+        .collect()
 }
 
 /// How the batches of a store or delete are closed: `kind` is the classic reply kind.

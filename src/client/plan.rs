@@ -8,6 +8,7 @@
 //! snapshot; never does I/O.
 
 use std::borrow::Cow;
+use std::sync::Arc;
 
 use super::snapshot::Snapshot;
 use crate::error::Error;
@@ -340,7 +341,7 @@ pub(super) struct WriteModes(Vec<WriteMode>);
 
 impl WriteModes {
     /// Ask the servers only when quiet meta commands are `wanted`.
-    pub fn new(servers: &[Server], wanted: bool) -> WriteModes {
+    pub fn new(servers: &[Arc<Server>], wanted: bool) -> WriteModes {
         if !wanted {
             return WriteModes(Vec::new());
         }

@@ -18,7 +18,7 @@ use super::Client;
 use crate::connection::Connection;
 use crate::error::{Error, Result};
 use crate::protocol::{meta, parse_text_reply, Parsed, Reply, ReplyKind};
-use crate::server::MetaSupport;
+use crate::server::{MetaSupport, Server};
 
 /// The longest a probe waits for its answer. A server or proxy that stays silent on `mn` costs
 /// this once (and the connection), and is then known not to speak meta.
@@ -28,8 +28,7 @@ impl Client {
     /// Ask server `server` on `conn`, which owes nothing, whether it speaks the meta protocol
     /// (unless that is known already). Returns the connection when it is still fit for the
     /// pool.
-    pub(super) fn probe_meta(&self, server: usize, mut conn: Connection) -> Option<Connection> {
-        let s = self.servers.get(server)?;
+    pub(super) fn probe_meta(&self, s: &Server, mut conn: Connection) -> Option<Connection> {
         if s.meta_support() != MetaSupport::Unknown {
             return Some(conn);
         }

@@ -1,23 +1,27 @@
-//! The configuration one operation runs with: behaviors, namespace, the ring built over the
-//! servers that are live, socket options and failure policy, derived once per change. An
-//! operation takes an `Arc<Snapshot>` and never sees a half-applied change.
+//! The configuration one operation runs with: behaviors, namespace, the server set (`Topology`)
+//! and the ring built over its servers that are live, socket options and failure policy,
+//! derived once per change. An operation takes an `Arc<Snapshot>` and never sees a
+//! half-applied change: not of behaviors, not of the server list.
 //!
-//! Owns `Snapshot`. Uses `behaviors`, `ring`, `connection::SocketOptions`, `server::FailurePolicy`
-//! and `protocol`'s key checks.
+//! Owns `Snapshot`. Uses `behaviors`, `ring`, `topology`, `connection::SocketOptions`,
+//! `server::FailurePolicy` and `protocol`'s key checks.
 
 use std::borrow::Cow;
+use std::sync::Arc;
 
-use super::ServerSpec;
+use super::topology::Topology;
 use crate::behaviors::Behaviors;
-use crate::connection::{Address, SocketOptions};
+use crate::connection::SocketOptions;
 use crate::error::Result;
 use crate::protocol::{validate_binary_key, validate_text_key};
-use crate::ring::{Ring, RingServer};
+use crate::ring::Ring;
 use crate::server::FailurePolicy;
 
 pub(super) struct Snapshot {
     pub behaviors: Behaviors,
     pub namespace: Vec<u8>,
+    /// The servers; batch and ring indices are positions in `topo.servers`.
+    pub topo: Arc<Topology>,
     pub ring: Ring,
     /// Per server, whether it is in the ring (not ejected).
     pub live: Vec<bool>,
@@ -25,30 +29,14 @@ pub(super) struct Snapshot {
     pub policy: FailurePolicy,
 }
 
-/// A server as the ring sees it (libmemcached hashes the host name and the default port).
-pub(super) fn ring_server(spec: &ServerSpec) -> RingServer {
-    match &spec.address {
-        Address::Tcp { host, port } => RingServer {
-            host: host.clone(),
-            port: if *port == 0 { 11211 } else { *port },
-            weight: spec.weight.max(1),
-        },
-        Address::Unix(path) => RingServer {
-            host: path.clone(),
-            port: 0,
-            weight: spec.weight.max(1),
-        },
-    }
-}
-
 impl Snapshot {
     pub fn new(
         behaviors: Behaviors,
         namespace: Vec<u8>,
-        servers: &[RingServer],
+        topo: Arc<Topology>,
         live: Vec<bool>,
     ) -> Self {
-        let ring = Ring::build(&behaviors.ring, servers, &live);
+        let ring = Ring::build(&behaviors.ring, &topo.ring_servers, &live);
         let opts = SocketOptions {
             binary: behaviors.binary,
             security: behaviors.security.clone(),
@@ -72,6 +60,7 @@ impl Snapshot {
         Snapshot {
             behaviors,
             namespace,
+            topo,
             ring,
             live,
             opts,

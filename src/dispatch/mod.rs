@@ -17,6 +17,14 @@
 //! A forked child gets fresh workers (threads do not survive `fork`): checked on every submit
 //! against the fork generation the workers were started in (`crate::fork`, no system call).
 //!
+//! The server list may change (`Client::set_servers`): the workers follow the client's topology
+//! version, checked on every submit. A server in both lists keeps its worker; a new one gets a
+//! worker; a removed server's worker is retired: it loses its sender, runs every request already
+//! queued to it (on the client's current servers, since the blocking call routes again) and
+//! exits. A request routed on another list than the workers' goes to a spanning worker, whose
+//! blocking call routes it on the current list: never lost, never answered from the wrong
+//! server. Spanning workers are not tied to a server and serve every list.
+//!
 //! Uses `client::Client` (execution, routing) and `std::sync::mpsc` (the hand-off: since Rust
 //! 1.67 it is crossbeam-channel's implementation). Never Python.
 
@@ -33,6 +41,7 @@ use std::sync::Arc;
 use parking_lot::{Mutex, RwLock};
 
 use crate::client::Client;
+use crate::connection::Address;
 use crate::error::{Error, Result};
 use request::{Outcome, Request};
 
@@ -77,25 +86,62 @@ pub(crate) struct Job {
     done: Done,
 }
 
-/// The workers of one process.
+/// The workers of one process for one server list.
 struct Workers {
     generation: u64,
+    /// The topology version `servers` follows (indices are positions in that list).
+    version: u64,
     servers: Vec<Sender<Job>>,
+    addresses: Vec<Address>,
     admin: Sender<Job>,
-    spanning: Spanning,
+    /// Not tied to a server: shared by the workers of every list.
+    spanning: Arc<Spanning>,
 }
 
 impl Workers {
     fn start(client: &Arc<Client>) -> Result<Workers> {
-        let n = client.server_count();
-        let servers = (0..n)
+        let (version, addresses) = client.versioned_addresses();
+        let servers = (0..addresses.len())
             .map(|i| spawn(client, format!("fastmc-io-{i}")))
             .collect::<Result<Vec<_>>>()?;
         Ok(Workers {
             generation: crate::fork::generation(),
+            version,
             servers,
+            addresses,
             admin: spawn(client, "fastmc-io-admin".into())?,
-            spanning: Spanning::new(client),
+            spanning: Arc::new(Spanning::new(client)),
+        })
+    }
+
+    /// The workers for the client's current server list: kept servers keep their worker (the
+    /// same address listed twice: one worker each, in order), new ones get one. The workers
+    /// not carried over are retired when the last holder of `self` lets go.
+    fn follow(&self, client: &Arc<Client>) -> Result<Workers> {
+        let (version, addresses) = client.versioned_addresses();
+        let mut taken = vec![false; self.addresses.len()];
+        let mut servers = Vec::with_capacity(addresses.len());
+        for (i, a) in addresses.iter().enumerate() {
+            let kept = self
+                .addresses
+                .iter()
+                .enumerate()
+                .position(|(j, b)| !taken[j] && b == a);
+            match kept.and_then(|j| Some((j, self.servers.get(j)?))) {
+                Some((j, tx)) => {
+                    taken[j] = true;
+                    servers.push(tx.clone());
+                }
+                None => servers.push(spawn(client, format!("fastmc-io-{version}-{i}"))?),
+            }
+        }
+        Ok(Workers {
+            generation: self.generation,
+            version,
+            servers,
+            addresses,
+            admin: self.admin.clone(),
+            spanning: self.spanning.clone(),
         })
     }
 }
@@ -223,16 +269,34 @@ impl Dispatcher {
         self.workers.write().take();
     }
 
-    /// The workers of this process, started anew after a fork.
+    /// Start workers for servers added to the client's list and retire those of removed ones
+    /// now, instead of at the next submit.
+    pub fn follow_servers(&self) {
+        let _ = self.workers();
+    }
+
+    /// The workers of this process for the client's current server list: started anew after
+    /// a fork, updated after a change of the list.
     fn workers(&self) -> Option<Arc<Workers>> {
         let w = self.workers.read().clone()?;
         let now = crate::fork::generation();
-        if w.generation == now {
+        let version = self.client.topology_version();
+        if w.generation == now && w.version == version {
             return Some(w);
         }
         let mut slot = self.workers.write();
         match &*slot {
-            Some(cur) if cur.generation == now => Some(cur.clone()),
+            Some(cur) if cur.generation == now && cur.version == version => Some(cur.clone()),
+            Some(cur) if cur.generation == now => {
+                // Should a thread fail to start, the old workers go on serving: the blocking
+                // calls route every request on the current list anyway.
+                let Ok(next) = cur.follow(&self.client) else {
+                    return Some(cur.clone());
+                };
+                let next = Arc::new(next);
+                *slot = Some(next.clone());
+                Some(next)
+            }
             Some(_) => {
                 let fresh = Arc::new(Workers::start(&self.client).ok()?);
                 *slot = Some(fresh.clone());
@@ -258,8 +322,14 @@ impl Dispatcher {
             }
             return;
         }
-        let routes = self.client.route_keys(&keys.refs());
+        let (version, routes) = self.client.route_keys(&keys.refs());
         let first = routes.first().copied().unwrap_or(0);
+        if version != workers.version {
+            // Routed on another list than the workers follow: a spanning worker runs it whole,
+            // and its blocking call routes it on the list current then.
+            workers.spanning.submit(Job { req, done });
+            return;
+        }
         if routes.iter().all(|&s| s == first) {
             if let Some(tx) = workers.servers.get(first) {
                 let _ = tx.send(Job { req, done });

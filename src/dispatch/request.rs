@@ -3,6 +3,7 @@
 //! `client` (result types) and `protocol` (`StoreCmd`, `StoreItem`).
 
 use crate::client::{Client, Fetched, MetaOutcome, Stats, StoreItem, StoreStatus};
+use crate::connection::Address;
 use crate::error::Result;
 use crate::protocol::StoreCmd;
 
@@ -148,7 +149,7 @@ pub enum Outcome {
     Found(Vec<Result<bool>>),
     Numbers(Vec<Result<Option<u64>>>),
     Flushed(Vec<Result<()>>),
-    Stats(Vec<Result<Stats>>),
+    Stats(Vec<(Address, Result<Stats>)>),
     Meta(Vec<Result<MetaOutcome>>),
 }
 

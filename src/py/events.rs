@@ -12,11 +12,13 @@ use pyo3::types::PyDict;
 use crate::client::{Client, EventKind, ServerEvent};
 
 /// The event names `Client.on` takes.
-pub const NAMES: [(&str, EventKind); 4] = [
+pub const NAMES: [(&str, EventKind); 6] = [
     ("server_down", EventKind::Down),
     ("server_up", EventKind::Up),
     ("server_ejected", EventKind::Ejected),
     ("server_rejoined", EventKind::Rejoined),
+    ("server_added", EventKind::Added),
+    ("server_removed", EventKind::Removed),
 ];
 
 fn name_of(kind: EventKind) -> &'static str {
@@ -75,6 +77,8 @@ fn deliver_all(py: Python<'_>, listeners: &Listeners, events: Vec<ServerEvent>) 
             EventKind::Ejected => (30, format!("server {server} ejected from the ring")),
             EventKind::Up => (20, format!("server {server} is answering again")),
             EventKind::Rejoined => (20, format!("server {server} is back in the ring")),
+            EventKind::Added => (20, format!("server {server} added to the server list")),
+            EventKind::Removed => (20, format!("server {server} removed from the server list")),
         };
         let text = match &ev.detail {
             Some(d) => format!("{text}: {d}"),

@@ -323,3 +323,38 @@ def test_sasl_over_tls(pki, sasl_server):
             bad.get("st")
     finally:
         proc.stop()
+
+
+def test_discovery_asks_a_tls_endpoint_over_tls(tls_server, pki):
+    """Auto-discovery with the client's TLS keywords asks the configuration endpoint over TLS
+    too (here memcached itself, which answers ERROR to ``config get``: the legacy key)."""
+    import asyncio
+    import ssl
+
+    from fastmc.autodiscovery import discover, discover_aio, fetch_config
+
+    ca = str(pki / "ca.pem")
+    host, port = tls_server.address.rsplit(":", 1)
+    seed = fastmc.Client([tls_server.address], tls_ca_file=ca)
+    assert seed.set(
+        "AmazonElastiCache:cluster", b"5\nlocalhost|%s|%s\n" % (host.encode(), port.encode())
+    )
+    try:
+        with discover(tls_server.address, interval=3600, tls_ca_file=ca) as mc:
+            assert mc.addresses == [tls_server.address]
+            assert mc.discovery.config.version == 5
+            assert mc.set("via-discovery", 1) and mc.get("via-discovery") == 1
+
+        async def aio():
+            amc = await discover_aio(tls_server.address, interval=3600, tls_ca_file=ca)
+            try:
+                assert await amc.get("via-discovery") == 1
+            finally:
+                await amc.close()
+
+        asyncio.run(aio())
+        wrong = ssl.create_default_context(cafile=str(pki / "otherca.pem"))
+        with pytest.raises(ssl.SSLCertVerificationError):
+            fetch_config(tls_server.address, ssl_context=wrong)
+    finally:
+        seed.delete("AmazonElastiCache:cluster")

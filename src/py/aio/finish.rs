@@ -6,7 +6,6 @@
 use pyo3::prelude::*;
 use pyo3::IntoPyObjectExt;
 
-use crate::connection::Address;
 use crate::dispatch::request::{Keys, Outcome};
 use crate::error::Error as CoreError;
 use crate::protocol::StoreCmd;
@@ -57,9 +56,7 @@ pub(super) enum Finish {
         objs: Vec<Py<PyAny>>,
     },
     Flush,
-    Stats {
-        addrs: Vec<Address>,
-    },
+    Stats,
     LeaseGet {
         key: Vec<u8>,
     },
@@ -143,9 +140,7 @@ impl Finish {
                 Ok(multi::touch_multi_reply(py, &e, &o, v)?.into_any())
             }
             (Finish::Flush, Outcome::Flushed(v)) => admin::flush_reply(v)?.into_py_any(py),
-            (Finish::Stats { addrs }, Outcome::Stats(v)) => {
-                Ok(admin::stats_reply(py, v, addrs)?.into_any())
-            }
+            (Finish::Stats, Outcome::Stats(v)) => Ok(admin::stats_reply(py, v)?.into_any()),
             (Finish::LeaseGet { key }, Outcome::Meta(mut v)) => {
                 lease::lease_reply(slf, &key, v.pop())?.into_py_any(py)
             }

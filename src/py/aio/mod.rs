@@ -395,10 +395,9 @@ impl PyAioClient {
     #[pyo3(signature = (stat_args=MaybeArg::Missing))]
     fn _get_stats(slf: &Bound<'_, Self>, stat_args: MaybeArg<'_, '_>) -> PyResult<Py<PyAny>> {
         let args = stats_args(stat_args)?;
-        let addrs = slf.as_super().get().core()?.addresses();
         Self::submit(
             slf,
-            Prepared::Submit(Request::Stats { args }, Finish::Stats { addrs }),
+            Prepared::Submit(Request::Stats { args }, Finish::Stats),
         )
     }
 
@@ -477,6 +476,20 @@ impl PyAioClient {
             super::events::deliver(slf.py(), &base.listeners, &core);
         }
         first_err.map_or(Ok(()), Err)
+    }
+
+    /// The blocking client's `set_servers` (no I/O), then the workers follow the new list at
+    /// once: new servers get theirs, removed ones' workers run what is queued to them and exit.
+    fn set_servers(
+        slf: &Bound<'_, Self>,
+        servers: &Bound<'_, PyAny>,
+    ) -> PyResult<super::client::membership::Change> {
+        let change = super::client::membership::set_servers(slf.as_super(), servers)?;
+        let dispatch = slf.get().dispatch.read().clone();
+        if let Some(d) = dispatch {
+            super::io::released(slf.py(), || d.follow_servers());
+        }
+        Ok(change)
     }
 
     /// Stop the worker threads once they have run what they were given; later calls fail.

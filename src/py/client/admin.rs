@@ -71,10 +71,8 @@ pub(super) fn get_stats(
 ) -> PyResult<Py<PyList>> {
     let py = slf.py();
     let args = stats_args(stat_args)?;
-    let (results, addrs) = detached(py, slf.get(), |core| {
-        Ok((core.stats(&args), core.addresses()))
-    })?;
-    stats_reply(py, results, addrs)
+    let results = detached(py, slf.get(), |core| Ok(core.stats(&args)))?;
+    stats_reply(py, results)
 }
 
 /// get_stats's group, as pylibmc converts and checks it.
@@ -94,11 +92,13 @@ pub(crate) fn stats_args(stat_args: MaybeArg<'_, '_>) -> PyResult<Vec<u8>> {
 /// What get_stats returns for the core's outcomes, one per server address.
 pub(crate) fn stats_reply(
     py: Python<'_>,
-    results: Vec<crate::error::Result<crate::client::Stats>>,
-    addrs: Vec<crate::connection::Address>,
+    results: Vec<(
+        crate::connection::Address,
+        crate::error::Result<crate::client::Stats>,
+    )>,
 ) -> PyResult<Py<PyList>> {
     let out = PyList::empty(py);
-    for (i, (r, addr)) in results.into_iter().zip(addrs).enumerate() {
+    for (i, (addr, r)) in results.into_iter().enumerate() {
         let stats = match r {
             Ok(s) => s,
             Err(CoreError::UnknownCommand) | Err(CoreError::ClientError(_)) => {

@@ -9,6 +9,7 @@ pub(crate) mod admin;
 mod codec;
 mod init;
 pub(crate) mod lease;
+pub(crate) mod membership;
 mod metrics;
 pub(crate) mod multi;
 pub(crate) mod single;
@@ -80,8 +81,8 @@ fn event_kind(event: &str) -> PyResult<crate::client::EventKind> {
         .map(|(_, k)| *k)
         .ok_or_else(|| {
             pyo3::exceptions::PyValueError::new_err(format!(
-                "unknown event {event:?}: use server_down, server_up, server_ejected or \
-                 server_rejoined"
+                "unknown event {event:?}: use server_down, server_up, server_ejected, \
+                 server_rejoined, server_added or server_removed"
             ))
         })
 }
@@ -487,7 +488,8 @@ impl PyClient {
     }
 
     /// fastmc extension: call `callback(server, event, detail)` on a server state change:
-    /// "server_down", "server_up", "server_ejected", "server_rejoined".
+    /// "server_down", "server_up", "server_ejected", "server_rejoined", and on a change of the
+    /// server list: "server_added", "server_removed".
     fn on(slf: &Bound<'_, Self>, event: &str, callback: Py<PyAny>) -> PyResult<()> {
         let kind = event_kind(event)?;
         slf.get().listeners.add(kind, callback);
@@ -498,6 +500,15 @@ impl PyClient {
     fn off(slf: &Bound<'_, Self>, event: &str, callback: &Bound<'_, PyAny>) -> PyResult<bool> {
         let kind = event_kind(event)?;
         Ok(slf.get().listeners.remove(slf.py(), kind, callback))
+    }
+
+    /// fastmc extension: replace the server list (the constructor's forms); servers in both
+    /// lists keep their connections, health and metrics. No I/O. Returns `(added, removed)`.
+    fn set_servers(
+        slf: &Bound<'_, Self>,
+        servers: &Bound<'_, PyAny>,
+    ) -> PyResult<membership::Change> {
+        membership::set_servers(slf, servers)
     }
 
     /// fastmc extension: every server's counters and latency percentiles (no I/O).

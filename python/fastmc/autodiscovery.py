@@ -1,0 +1,523 @@
+"""Cluster auto-discovery: a client whose server list follows a configuration endpoint.
+
+ElastiCache for memcached (engine 1.4.14 and later) and Google Cloud Memorystore for Memcached's
+discovery endpoint answer ``config get cluster`` with::
+
+    CONFIG cluster 0 <length>\\r\\n
+    <version>\\n
+    <host>|<ip>|<port> <host>|<ip>|<port> ...\\n
+    \\r\\n
+    END\\r\\n
+
+Older ElastiCache engines answer ``ERROR`` to it and keep the same body in the key
+``AmazonElastiCache:cluster`` instead (what ``pylibmc.autoconf`` reads); :func:`fetch_config`
+tries the command first and falls back to the key. A node is addressed by its IP when the
+configuration gives one, by its host name otherwise.
+
+:func:`discover` builds a :class:`fastmc.Client` from the endpoint and refreshes its server list
+in the background (a daemon thread, every ``interval`` seconds); :func:`discover_aio` does the
+same for :class:`fastmc.aio.Client` with a task on the running loop. A refresh applies the
+configuration through ``set_servers`` only when its version or its node list changed; a refresh
+that fails (endpoint unreachable, malformed answer) is logged on the ``fastmc`` logger and the
+current list is kept. ``close()`` stops the refreshing (docs/operations.md). With the client's
+TLS keywords (``tls=True``, ``tls_ca_file``, ...) the endpoint is asked over TLS too, verified
+the same way (:func:`tls_context`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import socket
+import ssl
+import threading
+import time
+import weakref
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Callable
+
+from .client import Client
+
+if TYPE_CHECKING:
+    from types import TracebackType
+
+    from typing_extensions import Self
+
+    from . import aio
+
+__all__ = [
+    "AutoDiscovery",
+    "ClusterConfig",
+    "DiscoveredClient",
+    "DiscoveryError",
+    "MalformedConfig",
+    "NoAutoconfFound",
+    "UnsupportedAutoconfMethod",
+    "discover",
+    "discover_aio",
+    "fetch_config",
+    "fetch_config_async",
+    "parse_cluster_config",
+    "tls_context",
+]
+
+_log = logging.getLogger("fastmc")
+
+# A configuration answer larger than this is refused (a cluster has at most a few hundred nodes).
+_MAX_REPLY = 1 << 20
+
+
+class DiscoveryError(Exception):
+    """The cluster configuration could not be fetched or understood."""
+
+
+class UnsupportedAutoconfMethod(DiscoveryError):
+    """The endpoint does not know ``config get`` (it answered ``ERROR``)."""
+
+
+class NoAutoconfFound(DiscoveryError):
+    """The endpoint has no cluster configuration (neither the command nor the legacy key)."""
+
+
+class MalformedConfig(DiscoveryError, ValueError):
+    """The endpoint's answer is not a cluster configuration."""
+
+
+@dataclass(frozen=True)
+class ClusterConfig:
+    """One cluster configuration: its version and its nodes as ``host:port`` server specs."""
+
+    version: int
+    servers: tuple[str, ...]
+
+
+def _node_spec(node: str) -> str:
+    fields = node.split("|")
+    if len(fields) != 3:
+        raise MalformedConfig("node %r is not host|ip|port" % (node,))
+    host, ip, port = fields
+    if not port.isdigit() or not 0 < int(port) < 65536:
+        raise MalformedConfig("node %r has no valid port" % (node,))
+    address = ip or host
+    if not address:
+        raise MalformedConfig("node %r has neither a host name nor an IP" % (node,))
+    if not all(c.isalnum() or c in ".-_:%" for c in address):
+        raise MalformedConfig("node %r has an invalid address" % (node,))
+    if ":" in address:  # an IPv6 address
+        address = "[%s]" % (address,)
+    return "%s:%d" % (address, int(port))
+
+
+def parse_cluster_config(body: bytes | str) -> ClusterConfig:
+    """The configuration in a ``config get cluster`` body (or the legacy key's value):
+    ``<version>\\n<host|ip|port> ...\\n``. Raises :class:`MalformedConfig` on anything else."""
+    if isinstance(body, bytes):
+        try:
+            body = body.decode("ascii")
+        except UnicodeDecodeError:
+            raise MalformedConfig("the configuration is not ASCII: %r" % (body[:100],)) from None
+    lines = body.strip().split("\n")
+    if len(lines) != 2:
+        raise MalformedConfig(
+            "expected a version line and a node line, got %r" % (body[:200],),
+        )
+    version, nodes = lines[0].strip(), lines[1].split()
+    if not version.isdigit():
+        raise MalformedConfig("the configuration version %r is not a number" % (version,))
+    if not nodes:
+        raise MalformedConfig("the configuration lists no node")
+    return ClusterConfig(int(version), tuple(_node_spec(n) for n in nodes))
+
+
+def _key_bytes(key: bytes | str) -> bytes:
+    k = key.encode("ascii") if isinstance(key, str) else bytes(key)
+    if not k or any(c <= 32 or c == 127 for c in k):
+        raise ValueError("invalid configuration key %r" % (key,))
+    return k
+
+
+class _Reply:
+    """The answer to one request, parsed as bytes arrive (no I/O): ``feed`` returns
+    ``(done, body)``; ``body`` is None for a missing key."""
+
+    def __init__(self, command: bool) -> None:
+        self.command = command
+        self.buf = b""
+
+    def feed(self, chunk: bytes) -> tuple[bool, bytes | None]:
+        self.buf += chunk
+        if len(self.buf) > _MAX_REPLY:
+            raise MalformedConfig("the configuration answer is over %d bytes" % (_MAX_REPLY,))
+        head, sep, rest = self.buf.partition(b"\r\n")
+        if not sep:
+            return False, None
+        words = head.split()
+        if head == b"END":
+            if self.command:  # no such configuration: the legacy key may have it
+                raise UnsupportedAutoconfMethod("the endpoint has no configuration %r" % (head,))
+            return True, None
+        if head == b"ERROR" or head.startswith((b"CLIENT_ERROR", b"SERVER_ERROR")):
+            if self.command and head == b"ERROR":
+                raise UnsupportedAutoconfMethod("the endpoint does not know config get")
+            raise DiscoveryError("the endpoint answered %r" % (head.decode("latin-1"),))
+        want = b"CONFIG" if self.command else b"VALUE"
+        if len(words) != 4 or words[0] != want or not words[3].isdigit():
+            raise MalformedConfig("unexpected answer %r" % (head[:200].decode("latin-1"),))
+        n = int(words[3])
+        if len(rest) < n + 7:  # the body, \r\n, END\r\n
+            return False, None
+        body, tail = rest[:n], rest[n:]
+        if not tail.startswith(b"\r\nEND\r\n"):
+            raise MalformedConfig("the configuration block is not closed by END")
+        return True, body
+
+
+_TLS_KEYWORDS = ("tls", "tls_ca_file", "tls_cert_file", "tls_key_file", "tls_server_name")
+
+
+def tls_context(
+    tls: bool = False,
+    tls_ca_file: str | None = None,
+    tls_cert_file: str | None = None,
+    tls_key_file: str | None = None,
+    tls_server_name: str | None = None,
+) -> tuple[ssl.SSLContext | None, str | None]:
+    """The TLS context and server name to ask a configuration endpoint with, from the client's
+    TLS keywords, which it verifies as the client verifies its servers: against ``tls_ca_file``
+    or else the system's CA store, under ``tls_server_name`` or else the endpoint's host, with
+    the client certificate ``tls_cert_file``/``tls_key_file`` if given. ``(None, None)`` when
+    none is given (plain TCP)."""
+    if not (tls or tls_ca_file or tls_cert_file or tls_key_file or tls_server_name):
+        return None, None
+    ctx = ssl.create_default_context(cafile=tls_ca_file)
+    if tls_cert_file or tls_key_file:
+        if not (tls_cert_file and tls_key_file):
+            raise ValueError("a TLS client certificate needs both tls_cert_file and tls_key_file")
+        ctx.load_cert_chain(tls_cert_file, tls_key_file)
+    return ctx, tls_server_name
+
+
+def _split_endpoint(endpoint: str) -> tuple[str, int]:
+    host, sep, port = endpoint.rpartition(":")
+    if not sep or not port.isdigit() or not host:
+        raise ValueError("the configuration endpoint must be host:port, not %r" % (endpoint,))
+    return host.strip("[]"), int(port)
+
+
+def _requests(config_key: bytes | str, mc_key: bytes | str) -> list[tuple[bytes, bool]]:
+    return [
+        (b"config get " + _key_bytes(config_key) + b"\r\n", True),
+        (b"get " + _key_bytes(mc_key) + b"\r\n", False),
+    ]
+
+
+def _outcome(body: bytes | None, endpoint: str) -> ClusterConfig:
+    if body is None:
+        raise NoAutoconfFound("no cluster configuration at %s" % (endpoint,))
+    return parse_cluster_config(body)
+
+
+def fetch_config(
+    endpoint: str,
+    *,
+    timeout: float = 2.0,
+    config_key: bytes | str = "cluster",
+    mc_key: bytes | str = "AmazonElastiCache:cluster",
+    ssl_context: ssl.SSLContext | None = None,
+    server_hostname: str | None = None,
+) -> ClusterConfig:
+    """Ask ``endpoint`` (``host:port``) for the cluster configuration: ``config get
+    <config_key>``, or, where that is unknown, the legacy key ``mc_key``. ``timeout`` bounds
+    the whole exchange; ``ssl_context`` asks over TLS (verified as ``server_hostname``, or the
+    endpoint's host). Raises :class:`DiscoveryError` (or ``OSError`` for the network and TLS)."""
+    host, port = _split_endpoint(endpoint)
+    deadline = time.monotonic() + timeout
+    with contextlib.ExitStack() as stack:
+        sock = stack.enter_context(socket.create_connection((host, port), timeout=timeout))
+        if ssl_context is not None:
+            sock = stack.enter_context(
+                ssl_context.wrap_socket(sock, server_hostname=server_hostname or host)
+            )
+        for request, command in _requests(config_key, mc_key):
+            sock.sendall(request)
+            reply = _Reply(command)
+            try:
+                while True:
+                    sock.settimeout(max(0.001, deadline - time.monotonic()))
+                    chunk = sock.recv(65536)
+                    if not chunk:
+                        raise DiscoveryError("the endpoint closed the connection")
+                    done, body = reply.feed(chunk)
+                    if done:
+                        return _outcome(body, endpoint)
+            except UnsupportedAutoconfMethod:
+                continue
+    raise DiscoveryError("unreachable")  # pragma: no cover (the legacy get always decides)
+
+
+async def fetch_config_async(
+    endpoint: str,
+    *,
+    timeout: float = 2.0,
+    config_key: bytes | str = "cluster",
+    mc_key: bytes | str = "AmazonElastiCache:cluster",
+    ssl_context: ssl.SSLContext | None = None,
+    server_hostname: str | None = None,
+) -> ClusterConfig:
+    """:func:`fetch_config` on the running event loop."""
+    host, port = _split_endpoint(endpoint)
+    tls = (ssl_context, server_hostname or host) if ssl_context is not None else None
+    return await asyncio.wait_for(_exchange(host, port, endpoint, config_key, mc_key, tls), timeout)
+
+
+async def _exchange(
+    host: str,
+    port: int,
+    endpoint: str,
+    config_key: bytes | str,
+    mc_key: bytes | str,
+    tls: tuple[ssl.SSLContext, str] | None,
+) -> ClusterConfig:
+    if tls is None:
+        reader, writer = await asyncio.open_connection(host, port)
+    else:
+        reader, writer = await asyncio.open_connection(
+            host, port, ssl=tls[0], server_hostname=tls[1]
+        )
+    try:
+        for request, command in _requests(config_key, mc_key):
+            writer.write(request)
+            await writer.drain()
+            reply = _Reply(command)
+            try:
+                while True:
+                    chunk = await reader.read(65536)
+                    if not chunk:
+                        raise DiscoveryError("the endpoint closed the connection")
+                    done, body = reply.feed(chunk)
+                    if done:
+                        return _outcome(body, endpoint)
+            except UnsupportedAutoconfMethod:
+                continue
+        raise DiscoveryError("unreachable")  # pragma: no cover
+    finally:
+        writer.close()
+        with contextlib.suppress(OSError):
+            await writer.wait_closed()
+
+
+class AutoDiscovery:
+    """Keeps ``client``'s server list in step with a configuration endpoint. ``refresh()``
+    fetches once and applies a changed configuration; ``start()`` refreshes every ``interval``
+    seconds on a daemon thread (which holds the client only weakly) until ``stop()``."""
+
+    def __init__(
+        self,
+        client: Client | aio.Client,
+        endpoint: str,
+        *,
+        interval: float = 60.0,
+        timeout: float = 2.0,
+        config_key: bytes | str = "cluster",
+        mc_key: bytes | str = "AmazonElastiCache:cluster",
+        config: ClusterConfig | None = None,
+        ssl_context: ssl.SSLContext | None = None,
+        server_hostname: str | None = None,
+    ) -> None:
+        if not interval > 0:
+            raise ValueError("the refresh interval must be positive, not %r" % (interval,))
+        _split_endpoint(endpoint)
+        self.endpoint = endpoint
+        self.interval = interval
+        self.timeout = timeout
+        self.config_key = config_key
+        self.mc_key = mc_key
+        self.ssl_context = ssl_context
+        self.server_hostname = server_hostname
+        self.config = config
+        """The configuration applied last."""
+        self._client: Callable[[], Client | aio.Client | None] = weakref.ref(client)
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._task: asyncio.Task[None] | None = None
+        self._lock = threading.RLock()
+
+    def _fetch_args(self) -> dict[str, Any]:
+        return {
+            "timeout": self.timeout,
+            "config_key": self.config_key,
+            "mc_key": self.mc_key,
+            "ssl_context": self.ssl_context,
+            "server_hostname": self.server_hostname,
+        }
+
+    def fetch(self) -> ClusterConfig:
+        return fetch_config(self.endpoint, **self._fetch_args())
+
+    def apply(self, config: ClusterConfig) -> bool:
+        """Apply ``config`` unless its version and nodes are those applied last; whether the
+        client's list was set."""
+        client = self._client()
+        with self._lock:
+            if client is None or config == self.config:
+                return False
+            added, removed = client.set_servers(list(config.servers))
+            old = self.config
+            self.config = config
+        _log.info(
+            "cluster configuration of %s: version %s -> %d, %d servers (added %s, removed %s)",
+            self.endpoint,
+            old.version if old else "none",
+            config.version,
+            len(config.servers),
+            added,
+            removed,
+        )
+        return True
+
+    def refresh(self) -> bool:
+        """Fetch the configuration and apply it if it changed. A failure is logged (WARNING)
+        and the current list kept; returns whether the list was set."""
+        try:
+            config = self.fetch()
+        except (DiscoveryError, OSError, ValueError) as e:
+            self._failed(e)
+            return False
+        return self.apply(config)
+
+    async def refresh_async(self) -> bool:
+        """:meth:`refresh` on the running event loop."""
+        try:
+            config = await fetch_config_async(self.endpoint, **self._fetch_args())
+        except (DiscoveryError, OSError, ValueError, asyncio.TimeoutError) as e:
+            self._failed(e)
+            return False
+        return self.apply(config)
+
+    def _failed(self, e: BaseException) -> None:
+        _log.warning(
+            "cluster configuration refresh from %s failed, keeping %d servers: %s",
+            self.endpoint,
+            len(self.config.servers) if self.config else 0,
+            "%s: %s" % (type(e).__name__, e),
+        )
+
+    def start(self) -> None:
+        """Refresh every ``interval`` seconds on a daemon thread."""
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._run, name="fastmc-discovery", daemon=True)
+            self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.interval):
+            if self._client() is None:
+                return
+            self.refresh()
+
+    def start_task(self) -> None:
+        """Refresh every ``interval`` seconds in a task of the running event loop."""
+        if self._task is None:
+            self._task = asyncio.get_running_loop().create_task(self._run_async())
+
+    async def _run_async(self) -> None:
+        while not self._stop.is_set():
+            await asyncio.sleep(self.interval)
+            if self._stop.is_set() or self._client() is None:
+                return
+            await self.refresh_async()
+
+    def stop(self) -> None:
+        """Stop refreshing (waits for a refresh in progress on the thread to finish)."""
+        self._stop.set()
+        thread, self._thread = self._thread, None
+        if thread is not None and thread is not threading.current_thread():
+            thread.join()
+        task, self._task = self._task, None
+        if task is not None:
+            task.cancel()
+
+
+class DiscoveredClient(Client):
+    """A :class:`fastmc.Client` whose servers follow a configuration endpoint
+    (:func:`discover`). ``discovery`` is its :class:`AutoDiscovery`; ``close()`` (or leaving a
+    ``with`` block) stops the refreshing and closes the idle connections."""
+
+    discovery: AutoDiscovery | None = None
+
+    def close(self) -> None:
+        if self.discovery is not None:
+            self.discovery.stop()
+        self.disconnect_all()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+
+def _fetch_args(
+    timeout: float, config_key: bytes | str, mc_key: bytes | str, client_kwargs: dict[str, Any]
+) -> dict[str, Any]:
+    """How a discovering client asks its endpoint: over TLS when the client's TLS keywords say
+    so, verified as the client verifies its servers."""
+    ctx, name = tls_context(**{k: client_kwargs[k] for k in _TLS_KEYWORDS if k in client_kwargs})
+    return {
+        "timeout": timeout,
+        "config_key": config_key,
+        "mc_key": mc_key,
+        "ssl_context": ctx,
+        "server_hostname": name,
+    }
+
+
+def discover(
+    endpoint: str,
+    *,
+    interval: float = 60.0,
+    timeout: float = 2.0,
+    config_key: bytes | str = "cluster",
+    mc_key: bytes | str = "AmazonElastiCache:cluster",
+    behaviors: Mapping[str, Any] | None = None,
+    **client_kwargs: Any,
+) -> DiscoveredClient:
+    """A client for the cluster behind ``endpoint`` (``host:port``), refreshed every
+    ``interval`` seconds. ``behaviors`` and ``client_kwargs`` (``binary``, the TLS keywords, ...)
+    go to the client; with TLS keywords the endpoint is asked over TLS too. The first fetch's
+    failure raises (there is no list to keep yet)."""
+    args = _fetch_args(timeout, config_key, mc_key, client_kwargs)
+    config = fetch_config(endpoint, **args)
+    mc = DiscoveredClient(list(config.servers), behaviors, **client_kwargs)
+    mc.discovery = AutoDiscovery(mc, endpoint, interval=interval, config=config, **args)
+    mc.discovery.start()
+    return mc
+
+
+async def discover_aio(
+    endpoint: str,
+    *,
+    interval: float = 60.0,
+    timeout: float = 2.0,
+    config_key: bytes | str = "cluster",
+    mc_key: bytes | str = "AmazonElastiCache:cluster",
+    behaviors: Mapping[str, Any] | None = None,
+    **client_kwargs: Any,
+) -> aio.Client:
+    """:func:`discover` for the asyncio client: the refresh runs as a task of the running loop
+    (``set_servers`` and its events on the loop's thread), stopped by ``await mc.close()``."""
+    from .aio import Client as AioClient
+
+    args = _fetch_args(timeout, config_key, mc_key, client_kwargs)
+    config = await fetch_config_async(endpoint, **args)
+    mc = AioClient(list(config.servers), behaviors, **client_kwargs)
+    discovery = AutoDiscovery(mc, endpoint, interval=interval, config=config, **args)
+    mc.discovery = discovery
+    discovery.start_task()
+    return mc
