@@ -163,5 +163,9 @@ def _emit_calibration(ctx: NetCtx, label: str, base: dict, c: dict) -> None:
         "quarter as many after the run), one at a time, through the same veth pair and holder "
         "as the clients. The run uses the corrected delay, so that the raw ping-pong's median is "
         f"the nominal RTT; the threads target uses that median ({c['final']['median_us']:.0f} "
-        "µs).\n\n" + md_table(headers, rows),
+        "µs). Steps (delay each way → median, µs): "
+        + ", ".join(f"{d:.0f} → {m:.0f}" for d, m in c["steps"])
+        + ("" if c["converged"] else " — **did not converge to within 5%: the machine was busy**")
+        + ".\n\n"
+        + md_table(headers, rows),
     )

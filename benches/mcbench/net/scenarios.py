@@ -201,6 +201,8 @@ def run_threads(ctx: NetCtx, rtt: str, rtt_us: float) -> dict:
 
 def draw(ctx: NetCtx, results: dict, path: str) -> None:
     """One panel per RTT: every multi row's time ÷ the raw floor's, per client (log scale)."""
+    if not results:
+        return
     try:
         import matplotlib
 

@@ -65,6 +65,7 @@ class Tally:
     errors: dict = field(default_factory=dict)  # exception class -> count
     timeouts: list = field(default_factory=list)  # seconds each call that timed out took
     failures: list = field(default_factory=list)  # (start, end, op, exception class)
+    durations: list = field(default_factory=list)  # (start, seconds) of every call
     wrong: list = field(default_factory=list)  # descriptions of wrong values
     missed: int = 0  # gets of a stored key that returned None
     multi_left_out: int = 0  # get_multi calls that left out stored keys
@@ -104,9 +105,12 @@ class Worker:
         self.t.calls[op] = self.t.calls.get(op, 0) + 1
         t0 = time.monotonic()
         try:
-            return True, fn(*args)
+            res = fn(*args)
+            self.t.durations.append((t0, time.monotonic() - t0))
+            return True, res
         except Exception as e:  # every failure is counted by class
             t1 = time.monotonic()
+            self.t.durations.append((t0, t1 - t0))
             name = type(e).__name__ + (" (timeout)" if _is_timeout(e) else "")
             self.t.errors[name] = self.t.errors.get(name, 0) + 1
             self.t.failures.append((t0, t1, op, name))
@@ -202,6 +206,7 @@ def _merge(workers: list) -> Tally:
             t.errors[name] = t.errors.get(name, 0) + n
         t.timeouts += w.t.timeouts
         t.failures += w.t.failures
+        t.durations += w.t.durations
         t.wrong += w.t.wrong
         t.missed += w.t.missed
         t.multi_left_out += w.t.multi_left_out
@@ -274,6 +279,8 @@ def report(
             "healed phase",
             f"{args.heal_seconds:g} s, {end['packets'] - lossy['packets']:,.0f} packets",
         ],
+        ["call latency, lossy phase", _latency([d for t0, d in t.durations if t0 < t_heal])],
+        ["call latency, healed phase", _latency([d for t0, d in t.durations if t0 >= t_heal])],
         [
             "calls",
             f"{total:,} (" + ", ".join(f"{k} {v:,}" for k, v in sorted(t.calls.items())) + ")",
@@ -326,6 +333,16 @@ def report(
     if args.strict and any(r[2] == "FAIL" for r in results):
         return 3
     return 0
+
+
+def _latency(xs: list) -> str:
+    if len(xs) < 100:
+        return f"{len(xs)} calls"
+    q = statistics.quantiles([x * 1e3 for x in xs], n=1000)
+    return (
+        f"{len(xs):,} calls: p50 {fmt_num(q[499])}, p99 {fmt_num(q[989])}, p99.9 "
+        f"{fmt_num(q[998])}, max {fmt_num(max(xs) * 1e3)} ms"
+    )
 
 
 def _durations(xs: list, tmo_s: float) -> str:
