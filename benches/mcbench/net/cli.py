@@ -22,12 +22,13 @@ from .scenarios import NET_PEERS, NetCtx, draw, run_all
 
 HOLDER = os.path.join(REPO_DIR, "target", "netdelay", "release", "netdelay")
 ECHO = f"{SERVER_IP}:7"
-MECHANISM = (
-    "netem is not in this kernel, so the delay is made by `netdelay` (benches/netdelay): "
-    "iptables sends every packet crossing the veth pair, both ways, to NFQUEUE, and netdelay "
-    "holds each one for half the round trip before its verdict (accept, or drop for loss); "
-    "a reordered packet is held longer, so later packets overtake it"
-)
+MECHANISM = {
+    "netdelay": "sch_netem is not in this kernel, so the delay is made by netdelay "
+    "(benches/netdelay): iptables sends every packet crossing the veth pair, both ways, to "
+    "NFQUEUE, and netdelay holds each one for half the round trip before its verdict (accept, "
+    "or drop for loss); a reordered packet is held longer, so later packets overtake it",
+    "netem": "sch_netem on both ends of the veth pair, half the round trip each way",
+}
 
 
 def parser() -> argparse.ArgumentParser:
@@ -37,6 +38,12 @@ def parser() -> argparse.ArgumentParser:
     ap.add_argument("--peers", default=",".join(NET_PEERS), help="peers (default: %(default)s)")
     ap.add_argument("--out", default="results", help="folder for bench-net.md/.json, net.png")
     ap.add_argument("--strict", action="store_true", help="exit 3 when a target fails")
+    ap.add_argument(
+        "--delay",
+        choices=("auto", "netem", "netdelay"),
+        default="auto",
+        help="what makes the delay: netem where the kernel has it (auto), or netdelay",
+    )
     ap.add_argument("--holder", default=HOLDER, help="the netdelay binary")
     ap.add_argument("--pings", type=int, default=1000, help="calibration round trips per step")
     ap.add_argument("--soak", action="store_true", help="run the loss and reordering soak")
@@ -53,16 +60,14 @@ def main(argv: list | None = None) -> int:
     if os.geteuid() != 0:
         print("bench_net.py needs root (network namespaces, iptables)", file=sys.stderr)
         return 1
-    if not os.access(args.holder, os.X_OK):
-        print(f"no netdelay at {args.holder}: `make bench-net` builds it", file=sys.stderr)
-        return 1
     signal.signal(signal.SIGTERM, _sigterm)
     for ns in clean_stale():
         print(f"removed namespace {ns}, left by an earlier run", flush=True)
     net = Net(args.holder)
     try:
         net.up()
-        holder = net.start_holder(delay_us=0)
+        holder = net.start_delay(args.delay, delay_us=0)
+        print(f"delay: {holder.name}", flush=True)
         count = args.soak_servers if args.soak else args.servers
         servers = net.start_memcached(count)
         script = os.path.join(REPO_DIR, "benches", "bench_net.py")
@@ -91,7 +96,7 @@ def bench(args: argparse.Namespace, net: Net, holder: object, servers: list) -> 
     mod, modname, err = import_fastmc()
     infos = [server_info(a) for a in servers]
     s = dataclasses.replace(
-        Settings.make(True), single_ops=200, single_rounds=3, thread_ops=500, thread_rounds=3
+        Settings.make(True), single_ops=200, single_rounds=5, thread_ops=500, thread_rounds=3
     )
     ctx = NetCtx(
         s,
@@ -131,7 +136,7 @@ def bench(args: argparse.Namespace, net: Net, holder: object, servers: list) -> 
     env = environment(ctx, True, infos)
     env["servers"] = f"{len(servers)} memcached in the server namespace, {SERVER_IP} only"
     env["pinning"] = "off (client, servers and netdelay share the machine's CPUs)"
-    env["network"] = MECHANISM
+    env["network"] = MECHANISM[holder.name]  # type: ignore[attr-defined]
     env["holder stats"] = str(holder.stats())  # type: ignore[attr-defined]
     env["runtime"] = f"{perf_counter() - started:.1f} s"
     summ = summary(ctx)

@@ -89,6 +89,8 @@ def setns(ns: str) -> None:
 class Holder:
     """The running netdelay: its settings are changed through its stdin."""
 
+    name = "netdelay"
+
     def __init__(self, proc: subprocess.Popen) -> None:
         self.proc = proc
 
@@ -108,6 +110,46 @@ class Holder:
     def stats(self) -> dict:
         words = self.command("stats").split()
         return {k: float(v) for k, v in zip(words[::2], words[1::2])}
+
+
+class Netem:
+    """The delay, loss and reordering by sch_netem on both ends of the link, where the kernel
+    has it: the same `set` and `stats` as Holder. netem reorders by sending a packet at once
+    (the others wait the delay), so `reorder_extra_us` does not apply."""
+
+    name = "netem"
+
+    def __init__(self, net: Net) -> None:
+        self.links = ((net.client_ns, "veth-c"), (net.server_ns, "veth-s"))
+        self.settings = {"delay_us": 0.0, "loss": 0.0, "reorder": 0.0}
+
+    def set(self, **settings: float) -> None:
+        self.settings.update((k, v) for k, v in settings.items() if k in self.settings)
+        s = self.settings
+        opts = f"delay {s['delay_us']:.0f}us"
+        if s["loss"] > 0:
+            opts += f" loss {s['loss'] * 100:g}%"
+        if s["reorder"] > 0:
+            opts += f" reorder {s['reorder'] * 100:g}%"
+        for ns, dev in self.links:
+            tc = ["tc", "-n", ns, "qdisc", "replace", "dev", dev, "root", "netem", *opts.split()]
+            subprocess.run(tc, check=True, capture_output=True)
+
+    def stats(self) -> dict:
+        """packets (sent and dropped), dropped, reordered (not counted by netem: 0)."""
+        sent = dropped = 0
+        for ns, dev in self.links:
+            out = subprocess.run(
+                ["tc", "-s", "-n", ns, "qdisc", "show", "dev", dev],
+                capture_output=True,
+                text=True,
+                check=True,
+            ).stdout
+            m = re.search(r"Sent \d+ bytes (\d+) pkt \(dropped (\d+)", out)
+            if m:
+                sent += int(m.group(1))
+                dropped += int(m.group(2))
+        return {"packets": sent + dropped, "dropped": dropped, "reordered": 0.0}
 
 
 class Net:
@@ -134,9 +176,6 @@ class Net:
             _ip("-n", ns, "addr", "add", f"{ip}/24", "dev", dev)
             _ip("-n", ns, "link", "set", dev, "up")
             _ip("-n", ns, "link", "set", "lo", "up")
-        for chain, way in (("PREROUTING", "-i"), ("OUTPUT", "-o")):
-            rule = f"-t mangle -A {chain} {way} veth-s -j NFQUEUE --queue-num {QUEUE}"
-            self.run(self.server_ns, ["iptables", *rule.split()])
 
     def run(self, ns: str, args: list) -> None:
         subprocess.run(["ip", "netns", "exec", ns, *args], check=True, capture_output=True)
@@ -152,7 +191,29 @@ class Net:
         self.procs.append(p)
         return p
 
+    def has_netem(self) -> bool:
+        """Whether this kernel has sch_netem (tried on the client's end of the link)."""
+        r = _ip("-n", self.client_ns, "link", "show", "veth-c", check=False)  # the link exists
+        tc = ["tc", "-n", self.client_ns, "qdisc", "add", "dev", "veth-c", "root", "netem"]
+        ok = r.returncode == 0 and subprocess.run(tc, capture_output=True).returncode == 0
+        if ok:
+            subprocess.run([*tc[:4], "del", *tc[5:7], "root"], capture_output=True)
+        return ok
+
+    def start_delay(self, mechanism: str = "auto", **settings: float) -> Holder | Netem:
+        """netem where the kernel has it (unless `mechanism` is "netdelay"), else netdelay."""
+        if mechanism == "netem" or (mechanism == "auto" and self.has_netem()):
+            netem = Netem(self)
+            netem.set(**settings)
+            return netem
+        return self.start_holder(**settings)
+
     def start_holder(self, **settings: float) -> Holder:
+        if not os.access(self.holder_bin, os.X_OK):
+            raise RuntimeError(f"no netdelay at {self.holder_bin}: `make bench-net` builds it")
+        for chain, way in (("PREROUTING", "-i"), ("OUTPUT", "-o")):
+            rule = f"-t mangle -A {chain} {way} veth-s -j NFQUEUE --queue-num {QUEUE}"
+            self.run(self.server_ns, ["iptables", *rule.split()])
         args = [self.holder_bin, "--queue", str(QUEUE)]
         for k, v in settings.items():
             args += [f"--{k.replace('_', '-')}", str(v)]

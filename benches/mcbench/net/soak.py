@@ -194,6 +194,7 @@ def run(args: argparse.Namespace, net: Any, holder: Any, servers: list, echo: st
         for th in ths:
             th.join(timeout=10)
     end = holder.stats()
+    cal["mechanism"] = holder.name
     return report(args, modname, mod, cal, workers, t_start, t_heal, base, lossy, end)
 
 
@@ -257,7 +258,7 @@ def report(
         [
             "network",
             f"RTT {args.soak_rtt:g} ms (raw ping-pong median "
-            f"{cal['final']['median_us']:.0f} µs, {cal['delay_us']:.0f} µs held each way)",
+            f"{cal['final']['median_us']:.0f} µs, {cal['delay_us']:.0f} µs held each way by {cal['mechanism']})",
         ],
         [
             "load",
