@@ -45,6 +45,11 @@ def parser() -> argparse.ArgumentParser:
         help="what makes the delay: netem where the kernel has it (auto), or netdelay",
     )
     ap.add_argument("--holder", default=HOLDER, help="the netdelay binary")
+    ap.add_argument(
+        "--slow-start-after-idle",
+        action="store_true",
+        help="keep Linux's default, net.ipv4.tcp_slow_start_after_idle=1 (default: 0)",
+    )
     ap.add_argument("--pings", type=int, default=1000, help="calibration round trips per step")
     ap.add_argument("--soak", action="store_true", help="run the loss and reordering soak")
     soak.add_arguments(ap)
@@ -63,7 +68,7 @@ def main(argv: list | None = None) -> int:
     signal.signal(signal.SIGTERM, _sigterm)
     for ns in clean_stale():
         print(f"removed namespace {ns}, left by an earlier run", flush=True)
-    net = Net(args.holder)
+    net = Net(args.holder, args.slow_start_after_idle)
     try:
         net.up()
         holder = net.start_delay(args.delay, delay_us=0)
@@ -137,6 +142,7 @@ def bench(args: argparse.Namespace, net: Net, holder: object, servers: list) -> 
     env["servers"] = f"{len(servers)} memcached in the server namespace, {SERVER_IP} only"
     env["pinning"] = "off (client, servers and netdelay share the machine's CPUs)"
     env["network"] = MECHANISM[holder.name]  # type: ignore[attr-defined]
+    env["tcp"] = _tcp_settings(net)
     env["holder stats"] = str(holder.stats())  # type: ignore[attr-defined]
     env["runtime"] = f"{perf_counter() - started:.1f} s"
     summ = summary(ctx)
@@ -152,6 +158,16 @@ def bench(args: argparse.Namespace, net: Net, holder: object, servers: list) -> 
     print("\n## Summary: targets\n\n" + summ)
     print(f"\nwrote {md_path} (+ .json, net.png)")
     return exit_status(ctx, args, completed)
+
+
+def _tcp_settings(net: Net) -> str:
+    """The TCP settings of the client namespace that shape a batch's round trips."""
+    keys = ("tcp_congestion_control", "tcp_slow_start_after_idle")
+    out = []
+    for k in keys:
+        with open(f"/proc/sys/net/ipv4/{k}") as f:  # this process is in the client namespace
+            out.append(f"{k}={f.read().strip()}")
+    return ", ".join(out) + ", MTU 1500 (veth)"
 
 
 def _emit_calibration(ctx: NetCtx, label: str, base: dict, c: dict) -> None:

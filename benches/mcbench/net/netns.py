@@ -155,8 +155,9 @@ class Netem:
 class Net:
     """Two namespaces, the veth pair, the NFQUEUE rules, netdelay, and the servers."""
 
-    def __init__(self, holder_bin: str) -> None:
+    def __init__(self, holder_bin: str, slow_start_after_idle: bool = False) -> None:
         self.holder_bin = holder_bin
+        self.slow_start_after_idle = slow_start_after_idle
         self.client_ns = f"{PREFIX}{os.getpid()}c"
         self.server_ns = f"{PREFIX}{os.getpid()}s"
         self.procs: list[subprocess.Popen] = []
@@ -176,6 +177,12 @@ class Net:
             _ip("-n", ns, "addr", "add", f"{ip}/24", "dev", dev)
             _ip("-n", ns, "link", "set", dev, "up")
             _ip("-n", ns, "link", "set", "lo", "up")
+            # Linux shrinks an idle connection's congestion window back to 10 segments (after
+            # an RTO's worth of silence). Between a client's timed calls, the other clients
+            # run for up to a second, so a 1,000-key reply would pay an extra round trip or
+            # not depending on the order of the round: off unless asked for.
+            flag = int(self.slow_start_after_idle)
+            self.run(ns, ["sysctl", "-qw", f"net.ipv4.tcp_slow_start_after_idle={flag}"])
 
     def run(self, ns: str, args: list) -> None:
         subprocess.run(["ip", "netns", "exec", ns, *args], check=True, capture_output=True)

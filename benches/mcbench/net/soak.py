@@ -69,6 +69,7 @@ class Tally:
     wrong: list = field(default_factory=list)  # descriptions of wrong values
     missed: int = 0  # gets of a stored key that returned None
     multi_left_out: int = 0  # get_multi calls that left out stored keys
+    left_out_durations: list = field(default_factory=list)  # seconds each of those took
     keys_left_out: int = 0
 
 
@@ -132,11 +133,13 @@ class Worker:
             self.maybe[k] = {v} if ok and res else self.maybe[k] | {v}
         elif x < 0.9:
             keys = self.rng.sample(self.keys, MULTI_KEYS)
+            t0 = time.monotonic()
             ok, got = self.call("get_multi", self.mc.get_multi, keys)
             if ok:
                 left = [k for k in keys if k not in got and None not in self.maybe[k]]
                 if left:
                     self.t.multi_left_out += 1
+                    self.t.left_out_durations.append(time.monotonic() - t0)
                     self.t.keys_left_out += len(left)
                 for k, val in got.items():
                     self.check(k, val)
@@ -211,6 +214,7 @@ def _merge(workers: list) -> Tally:
         t.wrong += w.t.wrong
         t.missed += w.t.missed
         t.multi_left_out += w.t.multi_left_out
+        t.left_out_durations += w.t.left_out_durations
         t.keys_left_out += w.t.keys_left_out
     return t
 
@@ -237,13 +241,17 @@ def report(
     dropped = lossy["dropped"] - base["dropped"]
     reordered = lossy["reordered"] - base["reordered"]
     down = sum(n for name, n in t.errors.items() if name.startswith("ServerDown"))
-    longest = max(t.timeouts, default=None)
+    # A get_multi that left out a server's keys after waiting about a timeout hit that timeout
+    # too (it does not raise while another server answered): held to the same limit.
+    absorbed = [d for d in t.left_out_durations if d >= 0.9 * tmo_s]
+    longest = max(t.timeouts + absorbed, default=None)
     outcomes = [
         ("soak_wrong", len(t.wrong), f"{len(t.wrong)} of {total:,} calls"),
         (
             "soak_timeout",
             (longest / tmo_s) if longest is not None else 0.0,
-            f"{len(t.timeouts)} timeouts, longest {fmt_num(longest and longest * 1e3)} ms"
+            f"{len(t.timeouts)} raised, {len(absorbed)} get_multi partial after ≥ 0.9× the "
+            f"timeout; longest {fmt_num(longest and longest * 1e3)} ms"
             f" (×{fmt_num(longest and longest / tmo_s)})",
         ),
         (
@@ -287,15 +295,17 @@ def report(
             f"{total:,} (" + ", ".join(f"{k} {v:,}" for k, v in sorted(t.calls.items())) + ")",
         ],
         ["exceptions", ", ".join(f"{k} {v:,}" for k, v in sorted(t.errors.items())) or "none"],
+        ["exceptions by operation", _by_op(t.failures)],
         ["calls that raised ServerDown", f"{down:,} ({down / max(total, 1):.2%})"],
         ["all calls that raised", f"{len(t.failures):,} ({len(t.failures) / max(total, 1):.2%})"],
         [
             "get_multi calls that left out stored keys",
             f"{t.multi_left_out:,} of {t.calls.get('get_multi', 0):,} ({t.keys_left_out:,} keys)",
         ],
+        ["those get_multi calls: duration", _durations(t.left_out_durations, tmo_s)],
         ["gets of a stored key that returned None", f"{t.missed:,}"],
         ["wrong values", f"{len(t.wrong):,}" + (f" (first: {t.wrong[0]})" if t.wrong else "")],
-        ["timed-out calls: duration", _durations(t.timeouts, tmo_s)],
+        ["calls that raised a timeout: duration", _durations(t.timeouts, tmo_s)],
         ["failures after the loss stopped", f"{len(after):,}; last {fmt_num(last_fail)} s after"],
     ]
     results = []
@@ -336,6 +346,13 @@ def report(
     return 0
 
 
+def _by_op(failures: list) -> str:
+    count: dict = {}
+    for _t0, _t1, op, name in failures:
+        count[op, name] = count.get((op, name), 0) + 1
+    return ", ".join(f"{op}: {name} {n:,}" for (op, name), n in sorted(count.items())) or "none"
+
+
 def _latency(xs: list) -> str:
     if len(xs) < 100:
         return f"{len(xs)} calls"
@@ -348,7 +365,7 @@ def _latency(xs: list) -> str:
 
 def _durations(xs: list, tmo_s: float) -> str:
     if not xs:
-        return "no call timed out"
+        return "none"
     ms = sorted(x * 1e3 for x in xs)
     over = sum(1 for x in xs if x > tmo_s * TARGETS["soak_timeout"].limit)
     under = sum(1 for x in xs if x < tmo_s * 0.9)
