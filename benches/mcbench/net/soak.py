@@ -244,14 +244,15 @@ def report(
     # A get_multi that left out a server's keys after waiting about a timeout hit that timeout
     # too (it does not raise while another server answered): held to the same limit.
     absorbed = [d for d in t.left_out_durations if d >= 0.9 * tmo_s]
-    longest = max(t.timeouts + absorbed, default=None)
+    failed = [f[1] - f[0] for f in t.failures]  # every call that raised, timeouts included
+    longest = max(failed + absorbed, default=None)
     outcomes = [
         ("soak_wrong", len(t.wrong), f"{len(t.wrong)} of {total:,} calls"),
         (
             "soak_timeout",
             (longest / tmo_s) if longest is not None else 0.0,
-            f"{len(t.timeouts)} raised, {len(absorbed)} get_multi partial after ≥ 0.9× the "
-            f"timeout; longest {fmt_num(longest and longest * 1e3)} ms"
+            f"{len(failed)} raised ({len(t.timeouts)} a timeout), {len(absorbed)} get_multi "
+            f"partial after ≥ 0.9× the timeout; longest {fmt_num(longest and longest * 1e3)} ms"
             f" (×{fmt_num(longest and longest / tmo_s)})",
         ),
         (
@@ -296,8 +297,8 @@ def report(
         ],
         ["exceptions", ", ".join(f"{k} {v:,}" for k, v in sorted(t.errors.items())) or "none"],
         ["exceptions by operation", _by_op(t.failures)],
-        ["calls that raised ServerDown", f"{down:,} ({down / max(total, 1):.2%})"],
-        ["all calls that raised", f"{len(t.failures):,} ({len(t.failures) / max(total, 1):.2%})"],
+        ["calls that raised ServerDown", f"{down:,} ({_pct(down, total)})"],
+        ["all calls that raised", f"{len(t.failures):,} ({_pct(len(t.failures), total)})"],
         [
             "get_multi calls that left out stored keys",
             f"{t.multi_left_out:,} of {t.calls.get('get_multi', 0):,} ({t.keys_left_out:,} keys)",
@@ -306,6 +307,7 @@ def report(
         ["gets of a stored key that returned None", f"{t.missed:,}"],
         ["wrong values", f"{len(t.wrong):,}" + (f" (first: {t.wrong[0]})" if t.wrong else "")],
         ["calls that raised a timeout: duration", _durations(t.timeouts, tmo_s)],
+        ["every call that raised: duration", _durations(failed, tmo_s)],
         ["failures after the loss stopped", f"{len(after):,}; last {fmt_num(last_fail)} s after"],
     ]
     results = []
@@ -344,6 +346,10 @@ def report(
     if args.strict and any(r[2] == "FAIL" for r in results):
         return 3
     return 0
+
+
+def _pct(n: int, total: int) -> str:
+    return f"{100 * n / max(total, 1):.2g}%"
 
 
 def _by_op(failures: list) -> str:

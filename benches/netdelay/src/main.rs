@@ -11,8 +11,10 @@
 //!
 //! Commands on stdin, one per line, change the settings while it runs: `delay_us D`,
 //! `loss P`, `reorder P`, `reorder_extra_us E`, and `stats` (prints one line of counters:
-//! `packets N accepted N dropped N reordered N`). It exits when stdin closes, so it dies with
-//! the process that started it. No dependency: the few libc calls are declared here.
+//! `packets N accepted N dropped N reordered N late_us_avg X lead_us Y`: how late accepted
+//! packets left on average, and how far ahead it asks to be woken). Each command is answered
+//! with one line. It exits when stdin closes, so it dies with the process that started it. No
+//! dependency: the few libc calls are declared here.
 
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
