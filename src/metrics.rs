@@ -52,7 +52,6 @@ fn bucket_top(i: usize) -> u64 {
 
 pub struct Histogram {
     buckets: Vec<AtomicU64>,
-    count: AtomicU64,
     sum_ns: AtomicU64,
     max_ns: AtomicU64,
 }
@@ -61,7 +60,6 @@ impl Default for Histogram {
     fn default() -> Self {
         Histogram {
             buckets: (0..BUCKETS).map(|_| AtomicU64::new(0)).collect(),
-            count: AtomicU64::new(0),
             sum_ns: AtomicU64::new(0),
             max_ns: AtomicU64::new(0),
         }
@@ -74,9 +72,11 @@ impl Histogram {
         if let Some(b) = self.buckets.get(bucket(ns)) {
             b.fetch_add(1, Relaxed);
         }
-        self.count.fetch_add(1, Relaxed);
+        // (The count is the buckets' sum.) A new maximum is rare: read before writing.
         self.sum_ns.fetch_add(ns, Relaxed);
-        self.max_ns.fetch_max(ns, Relaxed);
+        if ns > self.max_ns.load(Relaxed) {
+            self.max_ns.fetch_max(ns, Relaxed);
+        }
     }
 
     pub fn snapshot(&self) -> LatencySnapshot {
@@ -99,7 +99,7 @@ impl Histogram {
         // A bucket's top may lie above the largest value recorded in it.
         let max_ns = self.max_ns.load(Relaxed);
         LatencySnapshot {
-            count: self.count.load(Relaxed),
+            count: total,
             sum_ns: self.sum_ns.load(Relaxed),
             p50_ns: pct(0.50).min(max_ns),
             p90_ns: pct(0.90).min(max_ns),
@@ -162,7 +162,9 @@ impl ServerMetrics {
             h.record(elapsed);
         }
         self.bytes_out.fetch_add(out as u64, Relaxed);
-        self.bytes_in.fetch_add(inn, Relaxed);
+        if inn != 0 {
+            self.bytes_in.fetch_add(inn, Relaxed);
+        }
     }
 
     pub fn error(&self, e: &Error) {

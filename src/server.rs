@@ -67,6 +67,9 @@ pub struct Server {
     pub weight: u32,
     idle: Mutex<Vec<Connection>>,
     health: Mutex<Health>,
+    /// Whether `health` holds anything but a clean record (written under its lock): lets the
+    /// healthy common case check and clear it without taking the lock.
+    troubled: std::sync::atomic::AtomicBool,
     /// Whether the server speaks the meta protocol: `META_UNKNOWN` until a probe answered.
     meta: AtomicU8,
     pub metrics: Arc<ServerMetrics>,
@@ -86,6 +89,7 @@ impl Server {
             weight,
             idle: Mutex::new(Vec::new()),
             health: Mutex::new(Health::default()),
+            troubled: std::sync::atomic::AtomicBool::new(false),
             meta: AtomicU8::new(META_UNKNOWN),
             metrics: Arc::new(ServerMetrics::default()),
             out_of_ring: std::sync::atomic::AtomicBool::new(false),
@@ -109,6 +113,9 @@ impl Server {
 
     /// Fail fast while the server is in its retry window or ejected.
     pub fn check_health(&self, now: Instant) -> Result<()> {
+        if !self.troubled.load(Ordering::Relaxed) {
+            return Ok(());
+        }
         let h = self.health.lock();
         if let Some(t) = h.ejected_until {
             if now < t {
@@ -141,6 +148,7 @@ impl Server {
         // The server may come back as another program: probe its protocols again.
         self.meta.store(META_UNKNOWN, Ordering::Relaxed);
         let mut h = self.health.lock();
+        self.troubled.store(true, Ordering::Relaxed);
         let was_healthy = h.failures == 0 && h.retry_at.is_none() && h.ejected_until.is_none();
         h.failures = h.failures.saturating_add(1);
         h.retry_at = Some(now + policy.retry_timeout);
@@ -162,7 +170,11 @@ impl Server {
 
     /// A successful exchange clears the failure record; true if the server had failed.
     pub fn record_success(&self) -> bool {
+        if !self.troubled.load(Ordering::Relaxed) {
+            return false;
+        }
         let mut h = self.health.lock();
+        self.troubled.store(false, Ordering::Relaxed);
         if h.failures != 0 || h.retry_at.is_some() || h.ejected_until.is_some() {
             *h = Health::default();
             return true;
@@ -172,7 +184,9 @@ impl Server {
 
     /// Forget failures (pylibmc's `disconnect_all` resets libmemcached's failure state).
     pub fn reset_health(&self) {
-        *self.health.lock() = Health::default();
+        let mut h = self.health.lock();
+        *h = Health::default();
+        self.troubled.store(false, Ordering::Relaxed);
     }
 
     /// An idle connection if there is a usable one, else a new one. The flag says whether the

@@ -35,7 +35,8 @@ class Settings:
     memory_keys: int
     aio_ops: int  # single operations per concurrency row, spread over the tasks
     aio_rounds: int
-    aio_multi_rounds: dict  # keys -> rounds
+    aio_multi_rounds: dict  # keys -> rounds of fastmc.aio and the blocking client, interleaved
+    aio_multi_peer_rounds: dict  # keys -> of those, the first rounds that time the peers too
     aio_probes: int  # gets timed one by one for the latency row
     stampede_seconds: int  # expiries (and invalidations) per stampede run, one a second
 
@@ -64,7 +65,8 @@ _QUICK_FULL: dict = {
     "memory_keys": (2_000, 2_000),
     "aio_ops": (4_000, 20_000),
     "aio_rounds": (3, 5),
-    "aio_multi_rounds": ({100: 15, 1_000: 5, 10_000: 2}, {100: 51, 1_000: 21, 10_000: 5}),
+    "aio_multi_rounds": ({100: 41, 1_000: 15, 10_000: 9}, {100: 101, 1_000: 41, 10_000: 21}),
+    "aio_multi_peer_rounds": ({100: 15, 1_000: 5, 10_000: 2}, {100: 51, 1_000: 21, 10_000: 5}),
     "aio_probes": (500, 3_000),
     "stampede_seconds": (3, 10),
 }

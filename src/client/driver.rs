@@ -15,15 +15,21 @@ use rustix::event::{PollFd, PollFlags};
 
 use super::inflight::InFlight;
 use super::plan::ServerBatch;
-use super::sink::Sink;
+use super::sink::{unexpected, LineSink, Sink, Tally};
 use super::snapshot::Snapshot;
 use super::{Client, EventKind};
+use crate::connection::Connection;
 use crate::error::{Error, Result};
+use crate::metrics::Family;
 use crate::server::Probe;
 
 /// After this many unwaited `noreply` writes on a connection, the next one waits for the server
-/// to catch up (`ServerBatch::prepend_sync`): what it may owe stays bounded.
-const MAX_UNSYNCED: u32 = 1024;
+/// to catch up (`ServerBatch::prepend_sync`): what it may owe stays bounded. memcached answers a
+/// `noreply` command only when it cannot parse it, so the debt is rarely more than a count. The
+/// wait is rare too: a wait every 1,024 writes cost a loop of `noreply` writes on one CPU with
+/// its server a third more time (each wait hands the CPU to the server, and the scheduler then
+/// keeps preempting the client), more than the write itself costs in the client.
+const MAX_UNSYNCED: u32 = 1 << 16;
 
 /// A `Duration` as `poll` takes it.
 pub(super) fn to_timespec(d: Duration) -> rustix::event::Timespec {
@@ -83,13 +89,6 @@ impl Client {
         replay_safe: bool,
         now: &mut Instant,
     ) -> Option<InFlight> {
-        let server = &self.servers[batch.server];
-        if let Err(e) = server.check_health(*now) {
-            server.metrics.down_skips.fetch_add(1, Ordering::Relaxed);
-            server.metrics.error(&e);
-            sink.fail(&batch.keys, &e);
-            return None;
-        }
         let probe = if replay_safe {
             Probe::Never
         } else if batch.forget {
@@ -97,12 +96,8 @@ impl Client {
         } else {
             Probe::UnlessAnswered(*now)
         };
-        match server.checkout(&snap.opts, probe) {
+        match self.checkout_for(snap, batch.server, probe, now) {
             Ok((mut conn, reused)) => {
-                if !reused {
-                    // Connecting may have taken a while: the next checkout needs the time.
-                    *now = Instant::now();
-                }
                 conn.begin_request();
                 if conn.unsynced() > 0 && (!batch.forget || conn.unsynced() >= MAX_UNSYNCED) {
                     batch.prepend_sync();
@@ -118,12 +113,107 @@ impl Client {
                 ))
             }
             Err(e) => {
-                server.metrics.error(&e);
-                self.server_failed(snap, batch.server, &e);
                 sink.fail(&batch.keys, &e);
                 None
             }
         }
+    }
+
+    /// A connection to server `s` for a batch, unless the server is in its retry window or
+    /// ejected (`ServerDown`/`ServerDead` at once) or the connect fails (counted against the
+    /// server). `now` is read again after a checkout that had to connect.
+    fn checkout_for(
+        &self,
+        snap: &Snapshot,
+        s: usize,
+        probe: Probe,
+        now: &mut Instant,
+    ) -> Result<(Connection, bool)> {
+        let server = &self.servers[s];
+        if let Err(e) = server.check_health(*now) {
+            server.metrics.down_skips.fetch_add(1, Ordering::Relaxed);
+            server.metrics.error(&e);
+            return Err(e);
+        }
+        match server.checkout(&snap.opts, probe) {
+            Ok((conn, reused)) => {
+                if !reused {
+                    // Connecting may have taken a while: the next checkout needs the time.
+                    *now = Instant::now();
+                }
+                Ok((conn, reused))
+            }
+            Err(e) => {
+                server.metrics.error(&e);
+                self.server_failed(snap, s, &e);
+                Err(e)
+            }
+        }
+    }
+
+    /// One `noreply` text write of one key (a loop of `set(..., noreply=True)`): the steps of
+    /// `run` for a batch of one (route, health, checkout with the `noreply` peek rule, send,
+    /// accounting) without a plan, a sink or an in-flight record, so that the call is one
+    /// `send` and little else. `ok` is the outcome a `noreply` write reports (and tallies); `per_key`
+    /// is what the request takes besides the key.
+    /// `None` when the case is not this simple (binary, TLS, an invalid key, a connection that
+    /// owes a sync): nothing was sent, and the caller takes the general path. A send that the
+    /// socket does not take whole, or that fails, goes on as the general path's batch would.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn forget_one<T: Clone + Tally>(
+        &self,
+        snap: &Snapshot,
+        family: Family,
+        key: &[u8],
+        verify_keys: bool,
+        per_key: usize,
+        ok: T,
+        encode: impl FnOnce(&mut Vec<u8>, &[u8]),
+    ) -> Option<Result<T>> {
+        if snap.behaviors.binary || snap.opts.security.tls.is_some() {
+            return None;
+        }
+        let wire = snap.wire_key(key, verify_keys).ok()?;
+        let s = snap.route(key, &wire).min(self.servers.len() - 1);
+        let mut now = Instant::now();
+        let (mut conn, reused) =
+            match self.checkout_for(snap, s, Probe::BeforeNoreply(now), &mut now) {
+                Ok(c) => c,
+                Err(e) => return Some(Err(e)),
+            };
+        let server = &self.servers[s];
+        if conn.unsynced() >= MAX_UNSYNCED {
+            server.checkin(conn);
+            return None;
+        }
+        let mut wbuf = Vec::with_capacity(wire.len() + per_key);
+        encode(&mut wbuf, &wire);
+        conn.begin_request();
+        let sent = conn.send_nonblocking(&wbuf).unwrap_or(0);
+        if sent == wbuf.len() {
+            server.metrics.batch(family, 1, now.elapsed(), sent, 0);
+            ok.tally(&server.metrics);
+            conn.add_unsynced(1);
+            conn.sent_noreply(now);
+            if server.record_success() {
+                self.note_event(EventKind::Up, s, None);
+            }
+            server.checkin(conn);
+            return Some(Ok(ok));
+        }
+        // The rest of the write (or its failure, which the general path retries on a new
+        // connection when nothing was sent) as a batch of one.
+        let mut batch = ServerBatch::new(s);
+        batch.wbuf = wbuf;
+        batch.keys.push(0);
+        batch.family = family;
+        batch.close_noreply();
+        let mut a = InFlight::new(batch, conn, false, reused, false, now);
+        a.wpos = sent;
+        let mut sink = LineSink::new(1, |_| Err(unexpected()), Some(ok));
+        let a = self.drive_one(snap, a, &mut sink);
+        self.finish(snap, a, &mut sink);
+        sink.out.finish().pop()
     }
 
     /// Replace a stale pooled connection that failed before any reply byte with a new one and

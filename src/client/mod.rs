@@ -107,32 +107,6 @@ impl Fetched {
         }
         out
     }
-
-    /// One `Fetched` of `n` outcomes from parts, each with the positions of its keys.
-    pub(crate) fn gather(n: usize, parts: Vec<(Vec<u32>, Fetched)>) -> Fetched {
-        let total = parts.iter().map(|(_, f)| f.data.len()).sum();
-        let mut data = Vec::with_capacity(total);
-        let mut items: Vec<Option<Result<Option<Item>>>> = (0..n).map(|_| None).collect();
-        for (idx, f) in parts {
-            let base = data.len();
-            data.extend_from_slice(&f.data);
-            for (i, r) in idx.into_iter().zip(f.items) {
-                let r = r.map(|o| o.map(|it| Item::new(it.flags, it.cas, base + it.start, it.len)));
-                if let Some(slot) = items.get_mut(i as usize) {
-                    *slot = Some(r);
-                }
-            }
-        }
-        Fetched {
-            items: items
-                .into_iter()
-                .map(|r| {
-                    r.unwrap_or_else(|| Err(Error::Protocol("no outcome for this key".into())))
-                })
-                .collect(),
-            data,
-        }
-    }
 }
 
 /// The full answer to one meta command (`Client::meta_command`): its code (`VA`, `HD`, `EN`,

@@ -173,6 +173,15 @@ impl Client {
     ) -> Vec<Result<StoreStatus>> {
         let snap = self.snapshot();
         let noreply = noreply || snap.behaviors.noreply;
+        if let ([it], true) = (items, noreply) {
+            let verify = snap.behaviors.verify_keys;
+            let (size, ok) = (it.data.len() + REQUEST_BYTES, StoreStatus::Stored);
+            let encode = |buf: &mut Vec<u8>, w: &[u8]| text::encode_store(buf, cmd, w, it, true);
+            if let Some(r) = self.forget_one(&snap, Family::Store, it.key, verify, size, ok, encode)
+            {
+                return vec![r];
+            }
+        }
         let keys: Vec<&[u8]> = items.iter().map(|it| it.key).collect();
         let bin = snap.behaviors.binary;
         let quiet = !bin && !noreply && keys.len() > 1 && meta::has_quiet_store(cmd);
@@ -218,6 +227,21 @@ impl Client {
     pub fn delete_multi(&self, keys: &[&[u8]], noreply: bool) -> Vec<Result<bool>> {
         let snap = self.snapshot();
         let noreply = noreply || snap.behaviors.noreply;
+        if let ([k], true) = (keys, noreply) {
+            let verify = snap.behaviors.verify_keys;
+            let encode = |buf: &mut Vec<u8>, w: &[u8]| text::encode_delete(buf, w, true);
+            if let Some(r) = self.forget_one(
+                &snap,
+                Family::Delete,
+                k,
+                verify,
+                REQUEST_BYTES,
+                true,
+                encode,
+            ) {
+                return vec![r];
+            }
+        }
         let bin = snap.behaviors.binary;
         let modes = WriteModes::new(&self.servers, !bin && !noreply && keys.len() > 1);
         let n = self.servers.len();
@@ -277,6 +301,14 @@ impl Client {
         let bin = snap.behaviors.binary;
         // The binary protocol has no quiet touch: every touch answers.
         let noreply = (noreply || snap.behaviors.noreply) && !bin;
+        if let ([k], true) = (keys, noreply) {
+            let encode = |buf: &mut Vec<u8>, w: &[u8]| text::encode_touch(buf, w, exptime, true);
+            // (libmemcached's touch does not apply verify_keys, as below.)
+            let f = Family::Touch;
+            if let Some(r) = self.forget_one(&snap, f, k, false, REQUEST_BYTES, true, encode) {
+                return vec![r];
+            }
+        }
         let n = self.servers.len();
         // libmemcached's touch does not apply verify_keys (pylibmc sends such a key).
         let check = KeyCheck::Protocol;

@@ -1,8 +1,12 @@
 //! The dispatcher: the blocking client driven from threads of its own, for callers that cannot
 //! block (the asyncio client). One worker thread per server, plus one for whole-client commands
-//! (flush, stats). A request goes to the worker of the server its keys map to (a multi-key
-//! request is split into one part per server and put back together in the caller's order), and
-//! its `Done` is called on that worker's thread with the outcome the blocking call returned.
+//! (flush, stats). A request goes to the worker of the server its keys map to, and its `Done` is
+//! called on that worker's thread with the outcome the blocking call returned. A request whose
+//! keys span several servers goes to a spanning worker instead, which runs it as the blocking
+//! client would (one poll loop over its servers, each with its own deadline): one hand-off
+//! instead of one per server, and no thread per server woken for a share of it. Spanning workers
+//! are started as needed, up to `MAX_SPANNING`, so that a request held up by a stalled server
+//! holds up only the requests that wait on that server too.
 //!
 //! Requests queue up while a worker is busy, and the worker takes all of them at once
 //! (`merge`): the gets of many callers travel as one `get_multi`, one write and one read. A
@@ -22,20 +26,25 @@ pub mod request;
 
 pub use mailbox::Mailbox;
 
-use std::sync::mpsc::{channel, Sender};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::mpsc::{channel, Receiver, Sender};
 use std::sync::Arc;
 
 use parking_lot::{Mutex, RwLock};
 
 use crate::client::Client;
 use crate::error::{Error, Result};
-use request::{assemble, Outcome, Request};
+use request::{Outcome, Request};
 
 /// At most this many queued requests are run as one batch by a worker.
 const MAX_BATCH: usize = 512;
 
 /// A worker thread's stack: it runs the blocking client only.
 const WORKER_STACK: usize = 256 * 1024;
+
+/// At most this many spanning workers: as many multi-server requests in flight at once before
+/// one waits for a worker (each is bounded by the client's timeouts).
+const MAX_SPANNING: usize = 16;
 
 type Callback = Box<dyn FnOnce(Option<Outcome>) + Send>;
 
@@ -73,6 +82,7 @@ struct Workers {
     generation: u64,
     servers: Vec<Sender<Job>>,
     admin: Sender<Job>,
+    spanning: Spanning,
 }
 
 impl Workers {
@@ -85,31 +95,107 @@ impl Workers {
             generation: crate::fork::generation(),
             servers,
             admin: spawn(client, "fastmc-io-admin".into())?,
+            spanning: Spanning::new(client),
         })
     }
+}
+
+/// `first` and what is queued behind it, up to `MAX_BATCH` jobs: one batch.
+fn take_batch(first: Job, rx: &Receiver<Job>) -> Vec<Job> {
+    let mut jobs = vec![first];
+    while jobs.len() < MAX_BATCH {
+        match rx.try_recv() {
+            Ok(j) => jobs.push(j),
+            Err(_) => break,
+        }
+    }
+    jobs
+}
+
+fn start_thread(name: String, body: impl FnOnce() + Send + 'static) -> Result<()> {
+    std::thread::Builder::new()
+        .name(name)
+        .stack_size(WORKER_STACK)
+        .spawn(body)
+        .map(|_| ())
+        .map_err(|e| Error::NotSupported(format!("cannot start an I/O thread: {e}")))
 }
 
 fn spawn(client: &Arc<Client>, name: String) -> Result<Sender<Job>> {
     let (tx, rx) = channel::<Job>();
     let client = client.clone();
-    std::thread::Builder::new()
-        .name(name)
-        .stack_size(WORKER_STACK)
-        .spawn(move || {
-            // Until every sender is gone (the dispatcher was dropped or replaced).
-            while let Ok(first) = rx.recv() {
-                let mut jobs = vec![first];
-                while jobs.len() < MAX_BATCH {
-                    match rx.try_recv() {
-                        Ok(j) => jobs.push(j),
-                        Err(_) => break,
-                    }
-                }
-                merge::run(&client, jobs);
-            }
-        })
-        .map_err(|e| Error::NotSupported(format!("cannot start an I/O thread: {e}")))?;
+    // Until every sender is gone (the dispatcher was dropped or replaced).
+    start_thread(name, move || {
+        while let Ok(first) = rx.recv() {
+            merge::run(&client, take_batch(first, &rx));
+        }
+    })?;
     Ok(tx)
+}
+
+/// The spanning workers: one queue, taken from by whichever worker is free; a new worker is
+/// started when a request finds none free (up to `MAX_SPANNING`).
+struct Spanning {
+    client: Arc<Client>,
+    tx: Sender<Job>,
+    rx: Arc<Mutex<Receiver<Job>>>,
+    /// Workers started, and those waiting for a job.
+    started: AtomicUsize,
+    idle: Arc<AtomicUsize>,
+}
+
+impl Spanning {
+    fn new(client: &Arc<Client>) -> Spanning {
+        let (tx, rx) = channel::<Job>();
+        Spanning {
+            client: client.clone(),
+            tx,
+            rx: Arc::new(Mutex::new(rx)),
+            started: AtomicUsize::new(0),
+            idle: Arc::new(AtomicUsize::new(0)),
+        }
+    }
+
+    fn submit(&self, job: Job) {
+        if self.idle.load(Ordering::Acquire) == 0 {
+            self.grow();
+        }
+        // With no worker at all (none could be started), dropping the job reports it lost.
+        if self.started.load(Ordering::Acquire) > 0 {
+            let _ = self.tx.send(job);
+        }
+    }
+
+    fn grow(&self) {
+        let n = self.started.load(Ordering::Acquire);
+        if n >= MAX_SPANNING
+            || self
+                .started
+                .compare_exchange(n, n + 1, Ordering::AcqRel, Ordering::Acquire)
+                .is_err()
+        {
+            return;
+        }
+        let (client, rx, idle) = (self.client.clone(), self.rx.clone(), self.idle.clone());
+        let body = move || loop {
+            idle.fetch_add(1, Ordering::AcqRel);
+            // One worker waits in `recv` holding the lock; the others wait for the lock.
+            let next = {
+                let rx = rx.lock();
+                rx.recv().map(|first| {
+                    idle.fetch_sub(1, Ordering::AcqRel);
+                    take_batch(first, &rx)
+                })
+            };
+            match next {
+                Ok(jobs) => merge::run(&client, jobs),
+                Err(_) => return, // the dispatcher was dropped or replaced
+            }
+        };
+        if start_thread(format!("fastmc-io-span-{n}"), body).is_err() {
+            self.started.fetch_sub(1, Ordering::AcqRel);
+        }
+    }
 }
 
 /// Runs requests of a shared blocking client on worker threads.
@@ -180,61 +266,6 @@ impl Dispatcher {
             }
             return;
         }
-        // One part per server; the last part to finish assembles the outcome.
-        let mut parts: Vec<Vec<u32>> = vec![Vec::new(); workers.servers.len()];
-        for (i, &s) in routes.iter().enumerate() {
-            if let Some(p) = parts.get_mut(s) {
-                p.push(i as u32);
-            }
-        }
-        let parts: Vec<(usize, Vec<u32>)> = parts
-            .into_iter()
-            .enumerate()
-            .filter(|(_, p)| !p.is_empty())
-            .collect();
-        let gather = Arc::new(Gather {
-            n: routes.len(),
-            state: Mutex::new((parts.len(), Vec::with_capacity(parts.len()))),
-            done: Mutex::new(Some(done)),
-        });
-        for (server, idx) in parts {
-            let sub = req.subset(&idx);
-            let g = gather.clone();
-            let done = Done::new(move |o| g.part(idx, o));
-            if let Some(tx) = workers.servers.get(server) {
-                let _ = tx.send(Job { req: sub, done });
-            }
-        }
-    }
-}
-
-/// A part's outcome with the positions of its keys in the request.
-type Part = (Vec<u32>, Outcome);
-
-/// The parts of one request on their way back.
-struct Gather {
-    n: usize,
-    /// Parts still to come, and the outcomes of those that came.
-    state: Mutex<(usize, Vec<Part>)>,
-    done: Mutex<Option<Done>>,
-}
-
-impl Gather {
-    fn part(&self, idx: Vec<u32>, outcome: Option<Outcome>) {
-        let parts = {
-            let mut st = self.state.lock();
-            if let Some(o) = outcome {
-                st.1.push((idx, o));
-            }
-            st.0 -= 1;
-            if st.0 > 0 {
-                return;
-            }
-            std::mem::take(&mut st.1)
-        };
-        let done = self.done.lock().take();
-        if let (Some(done), Some(out)) = (done, assemble(self.n, parts)) {
-            done.call(out);
-        }
+        workers.spanning.submit(Job { req, done });
     }
 }

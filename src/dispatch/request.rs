@@ -1,11 +1,9 @@
 //! What the dispatcher carries: requests with owned keys and values (`Keys`, `Items`), and their
-//! outcomes, which are exactly the core client's result types. Also how one request is split
-//! into per-server parts and how the parts' outcomes are put back in the caller's order
-//! (`assemble`). No threads, no I/O. Uses `client` (result types) and `protocol` (`StoreCmd`,
-//! `StoreItem`).
+//! outcomes, which are exactly the core client's result types. No threads, no I/O. Uses
+//! `client` (result types) and `protocol` (`StoreCmd`, `StoreItem`).
 
 use crate::client::{Client, Fetched, MetaOutcome, Stats, StoreItem, StoreStatus};
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::protocol::StoreCmd;
 
 /// Keys in one buffer (one allocation however many keys).
@@ -43,14 +41,6 @@ impl Keys {
 
     pub fn refs(&self) -> Vec<&[u8]> {
         (0..self.len()).map(|i| self.get(i)).collect()
-    }
-
-    fn subset(&self, idx: &[u32]) -> Keys {
-        let mut k = Keys::with_capacity(idx.len());
-        for &i in idx {
-            k.push(self.get(i as usize));
-        }
-        k
     }
 }
 
@@ -101,14 +91,6 @@ impl Items {
 
     pub fn keys(&self) -> &Keys {
         &self.keys
-    }
-
-    fn subset(&self, idx: &[u32]) -> Items {
-        let mut out = Items::with_capacity(idx.len(), 0);
-        for &i in idx {
-            out.push(&self.get(i as usize));
-        }
-        out
     }
 }
 
@@ -185,53 +167,6 @@ impl Request {
         }
     }
 
-    /// The same request for the keys at `idx` only.
-    pub(super) fn subset(&self, idx: &[u32]) -> Request {
-        match self {
-            Request::Get { keys, cas } => Request::Get {
-                keys: keys.subset(idx),
-                cas: *cas,
-            },
-            Request::Store {
-                cmd,
-                items,
-                noreply,
-            } => Request::Store {
-                cmd: *cmd,
-                items: items.subset(idx),
-                noreply: *noreply,
-            },
-            Request::Delete { keys, noreply } => Request::Delete {
-                keys: keys.subset(idx),
-                noreply: *noreply,
-            },
-            Request::Arith { incr, keys, delta } => Request::Arith {
-                incr: *incr,
-                keys: keys.subset(idx),
-                delta: *delta,
-            },
-            Request::Touch {
-                keys,
-                exptime,
-                noreply,
-            } => Request::Touch {
-                keys: keys.subset(idx),
-                exptime: *exptime,
-                noreply: *noreply,
-            },
-            Request::Meta { verb, keys, flags } => Request::Meta {
-                verb: verb.clone(),
-                keys: keys.subset(idx),
-                flags: flags.clone(),
-            },
-            Request::Gat { keys, exptime } => Request::Gat {
-                keys: keys.subset(idx),
-                exptime: *exptime,
-            },
-            Request::Flush { .. } | Request::Stats { .. } => self.clone(),
-        }
-    }
-
     /// Run it on the blocking client (the worker's thread).
     pub(super) fn execute(&self, client: &Client) -> Outcome {
         match self {
@@ -264,59 +199,5 @@ impl Request {
                 Outcome::Fetched(client.gat_multi(&keys.refs(), *exptime))
             }
         }
-    }
-}
-
-/// A key whose part never answered (cannot happen unless a worker died mid-call).
-fn lost<T>() -> Result<T> {
-    Err(Error::Protocol("no outcome for this key".into()))
-}
-
-/// Put per-key results of parts back in the caller's order.
-fn place<T>(n: usize, parts: Vec<(Vec<u32>, Vec<Result<T>>)>) -> Vec<Result<T>> {
-    let mut out: Vec<Option<Result<T>>> = (0..n).map(|_| None).collect();
-    for (idx, results) in parts {
-        for (i, r) in idx.into_iter().zip(results) {
-            if let Some(slot) = out.get_mut(i as usize) {
-                *slot = Some(r);
-            }
-        }
-    }
-    out.into_iter().map(|r| r.unwrap_or_else(lost)).collect()
-}
-
-/// The outcome of a request of `n` keys from its parts' outcomes (each with the positions of
-/// its keys in the request). Parts of one request all have the same kind.
-pub(super) fn assemble(n: usize, parts: Vec<(Vec<u32>, Outcome)>) -> Option<Outcome> {
-    macro_rules! gather {
-        ($variant:ident) => {{
-            let mut v = Vec::with_capacity(parts.len());
-            for (idx, o) in parts {
-                match o {
-                    Outcome::$variant(r) => v.push((idx, r)),
-                    _ => return None,
-                }
-            }
-            Some(Outcome::$variant(place(n, v)))
-        }};
-    }
-    match parts.first().map(|(_, o)| o) {
-        None => None,
-        Some(Outcome::Fetched(_)) => {
-            let mut v = Vec::with_capacity(parts.len());
-            for (idx, o) in parts {
-                match o {
-                    Outcome::Fetched(f) => v.push((idx, f)),
-                    _ => return None,
-                }
-            }
-            Some(Outcome::Fetched(Fetched::gather(n, v)))
-        }
-        Some(Outcome::Stored(_)) => gather!(Stored),
-        Some(Outcome::Found(_)) => gather!(Found),
-        Some(Outcome::Numbers(_)) => gather!(Numbers),
-        Some(Outcome::Flushed(_)) => gather!(Flushed),
-        Some(Outcome::Stats(_)) => gather!(Stats),
-        Some(Outcome::Meta(_)) => gather!(Meta),
     }
 }

@@ -86,6 +86,51 @@ def test_a_stopped_server_stalls_only_its_own_tasks():
             p.stop()
 
 
+def test_requests_spanning_a_stopped_server_hold_up_no_other_request():
+    """Multi-key requests that span servers run on spanning workers, started as needed: ten
+    requests that wait on a stopped server do not delay one that spans the other two, nor
+    single-key gets."""
+    procs = [Memcached() for _ in range(3)]
+    try:
+        addrs = [p.address for p in procs]
+        sync = fastmc.Client(addrs, behaviors=FAST)
+        on = [keys_on(sync, i, 10, "s%d-" % i) for i in range(3)]
+        everything = dict.fromkeys(on[0] + on[1] + on[2], "v")
+        stopped = procs[0]
+
+        async def main():
+            async with fastmc.aio.Client(addrs, behaviors=FAST) as mc:
+                await mc.set_multi(everything)
+                sigstop(stopped.proc.pid)
+
+                async def spanning_stopped(i):
+                    t0 = time.monotonic()
+                    # get_multi leaves out a failed server's keys, as pylibmc's does
+                    got = await mc.get_multi([on[0][i], on[1][i]])
+                    assert got == {on[1][i]: "v"}
+                    return time.monotonic() - t0
+
+                held = [asyncio.ensure_future(spanning_stopped(i)) for i in range(10)]
+                await asyncio.sleep(0.02)
+                t0 = time.monotonic()
+                for j in range(10):
+                    assert await mc.get_multi([on[1][j], on[2][j]]) == {
+                        on[1][j]: "v",
+                        on[2][j]: "v",
+                    }
+                    assert await mc.get(on[2][j]) == "v"
+                healthy_time = time.monotonic() - t0
+                waited = await asyncio.gather(*held)
+                assert healthy_time < 0.2
+                assert min(waited) >= 0.25
+
+        asyncio.run(main())
+    finally:
+        for p in procs:
+            os.kill(p.proc.pid, signal.SIGCONT)
+            p.stop()
+
+
 def test_dead_server_raises_what_the_blocking_client_raises():
     port = free_port()
     addr = "127.0.0.1:%d" % port

@@ -31,12 +31,14 @@ def test_single_noreply_writes_are_not_waited_for(relayed):
 def test_unsynced_writes_are_bounded(relayed):
     _, relay = relayed
     mc = fastmc.Client([relay.address])
-    for i in range(3000):
+    n = 2 * 65_536 + 10
+    for i in range(n):
         mc.set("b%d" % i, i, noreply=True)
-    sent = relay.take_until(lambda b: b.count(b" noreply\r\n") >= 3000)
-    # every 1,024 unwaited writes, one waits for the server to catch up
+    sent = relay.take_until(lambda b: b.count(b" noreply\r\n") >= n)
+    # every 65,536 unwaited writes, one waits for the server to catch up
     assert sent.count(b"version\r\n") == 2
-    assert mc.get_multi(["b0", "b1500", "b2999"]) == {"b0": 0, "b1500": 1500, "b2999": 2999}
+    want = {"b0": 0, "b70000": 70000, "b%d" % (n - 1): n - 1}
+    assert mc.get_multi(list(want)) == want
 
 
 def test_answers_to_noreply_writes_are_never_taken_for_another_reply():
@@ -107,3 +109,54 @@ def test_behavior_changes_keep_the_connection_and_the_order_of_writes(mcd):
     mc.behaviors = {"tcp_keepalive": True}
     mc.set("k", 1)
     assert opened() == before + 1
+
+
+def test_single_noreply_writes_are_counted_like_any_other(mcd):
+    """A single noreply write takes a shorter path than a batch (one send, no plan): its
+    metrics are the same as a batch of one's."""
+    mc = fastmc.Client([mcd.address], behaviors={"_noreply": True})
+    for i in range(50):
+        mc.set("m%d" % i, i)
+    for i in range(20):
+        mc.delete("m%d" % i)
+    for i in range(20, 30):
+        mc.touch("m%d" % i, 100)
+    m = mc.metrics()[mcd.address]
+    assert m["requests"]["store"] == 50 and m["keys"]["store"] == 50
+    assert m["stored"] == 50
+    assert m["requests"]["delete"] == 20 and m["requests"]["touch"] == 10
+    assert m["latency"]["store"]["count"] == 50
+    assert m["bytes_sent"] == sum(
+        len(b"set m%d 0 0 %d noreply\r\n%d\r\n" % (i, len(str(i)), i)) for i in range(50)
+    ) + sum(len(b"delete m%d noreply\r\n" % i) for i in range(20)) + sum(
+        len(b"touch m%d 100 noreply\r\n" % i) for i in range(20, 30)
+    )
+    assert mc.get_multi(["m0", "m19", "m20", "m49"]) == {"m20": 20, "m49": 49}
+
+
+def test_a_noreply_write_the_socket_does_not_take_whole_is_finished(mcd):
+    """A value larger than the socket's send buffer: the first send takes part of it and the
+    rest goes out as a batch's would, then the next request reads the right reply."""
+    mc = fastmc.Client([mcd.address], behaviors={"_socket_send_size": 4096})
+    big = b"x" * 1_000_000
+    for i in range(5):
+        assert mc.set("big%d" % i, big, noreply=True) is True
+        assert mc.set("small%d" % i, i, noreply=True) is True
+    assert mc.get_multi(["big%d" % i for i in range(5)]) == {"big%d" % i: big for i in range(5)}
+    assert mc.get("small4") == 4
+
+
+def test_single_noreply_writes_check_keys_and_apply_the_prefix(mcd):
+    mc = fastmc.Client([mcd.address], behaviors={"_noreply": True})
+    with pytest.raises(fastmc.BadKeyProvided):
+        mc.set("a b", 1)
+    with pytest.raises(ValueError):
+        mc.delete("k" * 251)
+    ns = fastmc.Client([mcd.address], behaviors={"_noreply": True, "namespace": b"ns:"})
+    plain = fastmc.Client([mcd.address])
+    ns.set("k", 7)
+    assert ns.get("k") == 7  # (its marker: the server has run the write)
+    assert plain.get("ns:k") == 7
+    ns.delete("k")
+    assert ns.get("k") is None
+    assert plain.get("ns:k") is None

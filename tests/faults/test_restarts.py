@@ -191,7 +191,7 @@ def test_noreply_loop_loses_at_most_the_writes_of_one_round_trip_after_a_close(f
     server closes the connection in the middle of it, what was sent before the close and not
     yet read is lost (the server never saw it, as with any client), and so is at most the write
     sent before the peer's reset comes back; every later write goes out on a new connection. A
-    write whose connection broke under it may also raise instead (every 1,024th noreply write
+    write whose connection broke under it may also raise instead (every 65,536th noreply write
     waits for the server to catch up, and that wait can meet the close): raised, not lost."""
     mc = fastmc.Client([fake.address], behaviors=AGAIN)
     assert mc.set("start", 1)

@@ -82,7 +82,7 @@ def report(ctx: Ctx, cols: list, samples: Samples) -> None:
     ctx.report.emit(
         f"With and without noreply, {n:,} keys (ms per {n:,} keys)",
         f"{ctx.s.noreply_rounds} rounds. `acked` waits for every reply (pymemcache with "
-        "default_noreply=False); `noreply` is fastmc's noreply=True, pylibmc's _noreply "
+        "default_noreply=False); `noreply` is fastmc's and pylibmc's _noreply "
         "behavior, pymemcache's default, libmc's noreply=True, python-memcached's "
         "noreply=True. The noreply floor sends the noreply/quiet commands (text "
         "`noreply`, meta `q`) and waits for one marker, so it includes the time the server "

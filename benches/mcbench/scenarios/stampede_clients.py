@@ -7,6 +7,7 @@ names the key and the time it was computed (the reader checks both)."""
 
 from __future__ import annotations
 
+import functools
 import threading
 from typing import Any, Callable
 
@@ -19,10 +20,27 @@ class Pattern:
 
     def __init__(self, servers: list, key: str, mode: str, compute: Callable) -> None:
         self.servers, self.key, self.mode, self.compute = servers, key, mode, compute
+        self._plain: Any = None
+        self._plain_lock = threading.Lock()
 
     def read_fn(self) -> Callable[[], Any]: ...
 
     def invalidate(self) -> None: ...
+
+    @staticmethod
+    def ref_key(key: str) -> str:
+        """The reference key: always there, read with a plain get after each read."""
+        return key + ":ref"
+
+    def plain_fn(self) -> Callable[[], Any]:
+        """The reference read: fastmc's plain `get` of the reference key, one client per
+        pattern (per process), shared by its threads."""
+        with self._plain_lock:
+            if self._plain is None:
+                import fastmc
+
+                self._plain = fastmc.Client(self.servers)
+        return functools.partial(self._plain.get, self.ref_key(self.key))
 
 
 class NaivePylibmc(Pattern):
@@ -142,23 +160,6 @@ class Fastmc(Pattern):
 
     def invalidate(self) -> None:
         self.mc.invalidate(self.key)
-
-
-class PlainGet(Pattern):
-    """The reference: fastmc.Client.get of a key that is always there."""
-
-    name = "fastmc plain get"
-    has_async = True  # the asyncio shape reads with fastmc.aio.Client.get
-
-    def __init__(self, *a: Any) -> None:
-        super().__init__(*a)
-        import fastmc
-
-        self.mc = fastmc.Client(self.servers)
-
-    def read_fn(self) -> Callable[[], Any]:
-        mc, key = self.mc, self.key
-        return lambda: mc.get(key)
 
 
 PATTERNS = (NaivePylibmc, DogpilePylibmc, MetaMemcache, Fastmc)
