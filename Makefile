@@ -9,7 +9,7 @@ export VIRTUAL_ENV := $(abspath $(VENV))
 export PATH := $(abspath $(BIN)):$(PATH)
 
 .PHONY: help test bench bench-full develop develop-release lint check-rust pytest memcached venv \
-	fuzz soak random-diff wheels clean
+	fuzz soak random-diff wheels clean bench-net bench-net-soak net-tools
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | expand -t 18
@@ -56,6 +56,27 @@ bench: memcached venv develop-release ## the quick side-by-side benchmark (about
 
 bench-full: memcached venv develop-release ## the full benchmark (the figures in the README)
 	$(BIN)/python benches/bench.py $(if $(SERVERS),--servers $(SERVERS))
+
+# Over a simulated datacenter network (needs root): two network namespaces joined by a veth pair,
+# every packet held by benches/netdelay (an NFQUEUE program: this kernel has no netem) for half
+# the round trip. RTTS in ms; the results go to results/bench-net.md (docs/bench/net.md).
+RTTS ?= 0.2,1
+NETDELAY := target/netdelay/release/netdelay
+# The soak's interpreter: another worktree's build with NET_PYTHON=/path/to/it/.venv/bin/python
+NET_PYTHON ?= $(BIN)/python
+
+net-tools: ## iproute2 and iptables from Debian's packages, when missing
+	@command -v ip >/dev/null 2>&1 || (apt-get update -qq && apt-get install -y -qq iproute2 >/dev/null)
+	@command -v iptables >/dev/null 2>&1 || (apt-get update -qq && apt-get install -y -qq iptables >/dev/null)
+
+$(NETDELAY): benches/netdelay/src/main.rs benches/netdelay/Cargo.toml benches/netdelay/Cargo.lock
+	cargo build -q --release --locked --manifest-path benches/netdelay/Cargo.toml --target-dir target/netdelay
+
+bench-net: memcached venv develop-release net-tools $(NETDELAY) ## fastmc vs peers and raw floor through a simulated network
+	$(BIN)/python benches/bench_net.py --rtts $(RTTS)
+
+bench-net-soak: memcached net-tools $(NETDELAY) $(if $(filter $(BIN)/python,$(NET_PYTHON)),venv develop-release) ## SOAK_SECONDS under 1% loss and reordering
+	$(NET_PYTHON) benches/bench_net.py --soak --soak-seconds $(SOAK_SECONDS)
 
 # The soak test (8 threads, SOAK_SECONDS of mixed operations while servers are killed and
 # restarted); marked `soak`, so it is not part of `make test`.

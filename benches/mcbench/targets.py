@@ -162,6 +162,57 @@ TARGETS = {
         0,
         "No reader ever gets a value older than the configured stale window.",
     ),
+    "net_bound": Threshold(
+        "net",
+        "{rtt}, {label}: {op} {n:,} keys ≤ 1.1× raw floor",
+        "fastmc's time per multi call ÷ the raw floor's (bench.py's bound) through the same network",
+        "<=",
+        1.1,
+        "Over a simulated datacenter network, every multi row is within 1.1x of the raw "
+        "pipelined batch through the same network (prebuilt, read back unparsed).",
+    ),
+    "net_peers": Threshold(
+        "net",
+        "{rtt}, {label}: {op} {n:,} keys ahead of every peer",
+        "fastmc's time per multi call ÷ the fastest peer's, through the same network",
+        "<",
+        1.0,
+        "Over a simulated datacenter network, every multi row is faster than every peer's.",
+    ),
+    "net_threads": Threshold(
+        "net",
+        "{rtt}: {T} threads, single {op}s ≥ 90% of threads ÷ RTT",
+        "ops/s of one fastmc Client shared by the threads ÷ (threads ÷ the calibrated RTT)",
+        ">=",
+        0.9,
+        "Over a simulated network, one Client shared by 8 threads keeps all 8 round trips in "
+        "flight: within 10% of threads ÷ RTT operations per second.",
+    ),
+    "soak_wrong": Threshold(
+        "net soak",
+        "wrong values read under loss and reordering",
+        "values read that do not belong to the key, or are not a value written to it",
+        "<=",
+        0,
+        "Loss and reordering never give a caller another key's value or a value never written.",
+    ),
+    "soak_timeout": Threshold(
+        "net soak",
+        "calls that failed (timeouts included) took ≤ 1.1× the timeout",
+        "the longest call that raised (or get_multi that left out a server's keys after at least "
+        "0.9× the timeout) ÷ the configured timeout",
+        "<=",
+        1.1,
+        "A timeout is honoured within 10% under loss and reordering: no failing call waits longer.",
+    ),
+    "soak_recovery": Threshold(
+        "net soak",
+        "no failure once retry_timeout has passed after the loss stopped",
+        "calls that failed among those started more than retry_timeout after the loss stopped",
+        "<=",
+        0,
+        "When the network heals, every server is back within retry_timeout.",
+    ),
 }
 
 # The stampede scenario's stale window: a value may be served this many seconds past the end of
