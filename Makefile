@@ -35,10 +35,12 @@ develop: venv ## build the extension into the venv (debug profile)
 develop-release: venv ## build the extension into the venv (release profile, for benchmarks)
 	$(BIN)/maturin develop --release -q
 
-check-rust: ## cargo fmt, clippy -D warnings (with the [lints] table), cargo test
+check-rust: ## cargo fmt, clippy -D warnings (with the [lints] table), cargo test; netdelay's fmt and clippy
 	cargo fmt --check
 	cargo clippy --all-targets -- -D warnings
 	cargo test -q
+	cargo fmt --check --manifest-path benches/netdelay/Cargo.toml
+	cargo clippy --manifest-path benches/netdelay/Cargo.toml -- -D warnings
 
 lint: venv develop ## ruff check and format, stubtest, mypy --strict
 	$(BIN)/ruff check python tests benches examples release
