@@ -280,13 +280,17 @@ impl Client {
             if received {
                 a.last_progress = Instant::now();
             }
-            if a.conn.recv_blocking()? == 0 {
+            match a.conn.recv_blocking() {
                 // A signal interrupted the wait. Waiting again would restart the socket's
                 // timeout (periodic signals would stretch it forever): the poll loop goes on
                 // against the deadline counted from the last progress.
-                return Ok(false);
+                Ok(0) => return Ok(false),
+                Ok(_) => received = true,
+                // The socket's wait ran out (`SocketOptions::recv_wait`): the poll loop decides
+                // by the deadline whether the batch has timed out.
+                Err(Error::Timeout) => return Ok(false),
+                Err(e) => return Err(e),
             }
-            received = true;
         }
     }
 

@@ -43,6 +43,7 @@ impl Snapshot {
             connect_timeout: behaviors.connect_timeout(),
             read_timeout: behaviors.read_timeout(),
             write_timeout: behaviors.write_timeout(),
+            recv_wait: behaviors.read_timeout(),
             tcp_keepalive: behaviors.tcp_keepalive,
             send_buffer: behaviors
                 .socket_send_size
