@@ -13,10 +13,14 @@
 //! A server that cannot be connected to or does not answer the fresh connection either is failed
 //! exactly as before. The call's deadline does not move: the check runs inside the timeout.
 //!
-//! Owns `Check` and the ping. Uses `connection` and `protocol`; the driver decides when.
+//! Owns `Check`, the ping and `Client::start_checks` (which batches are due, their fresh
+//! connection). Uses `connection` and `protocol`; the driver's poll loop calls it.
 
 use std::time::{Duration, Instant};
 
+use super::inflight::InFlight;
+use super::snapshot::Snapshot;
+use super::Client;
 use crate::connection::{Connection, SocketOptions};
 use crate::error::{Error, Result};
 use crate::protocol::{binary, parse_text_reply, text, Parsed, ReplyKind};
@@ -33,6 +37,42 @@ pub(super) fn check_after(limit: Duration) -> Duration {
 /// and still has time left before its deadline (`limit` after the last progress).
 pub(super) fn due(last_progress: Instant, limit: Duration, now: Instant) -> bool {
     now >= last_progress + check_after(limit) && now < last_progress + limit
+}
+
+impl Client {
+    /// Check each batch that made no progress up to its check point on a fresh connection,
+    /// within what is left of its timeout: a read with no reply byte yet is sent again there,
+    /// anything else gets a ping. True if any was checked (connecting blocked meanwhile).
+    pub(super) fn start_checks(&self, snap: &Snapshot, flights: &mut [InFlight]) -> bool {
+        let mut any = false;
+        for a in flights
+            .iter_mut()
+            .filter(|a| !a.done() && !a.check.started())
+        {
+            let limit = Self::limit(snap, a);
+            let now = Instant::now();
+            if !due(a.last_progress, limit, now) {
+                continue;
+            }
+            any = true;
+            let left = (a.last_progress + limit).saturating_duration_since(now);
+            let opts = bounded(&snap.opts, left);
+            let fresh = match snap.topo.servers.get(a.batch.server) {
+                Some(server) => server.connect(&opts),
+                None => Err(Error::NoServers),
+            };
+            a.check = match fresh {
+                Ok(c) if a.replayable() => {
+                    // The deadline stays where it was: the check runs inside the timeout.
+                    a.restart_on(c);
+                    Check::Replayed(now + left)
+                }
+                Ok(c) => start_ping(c, snap.behaviors.binary),
+                Err(_) => Check::Failed,
+            };
+        }
+        any
+    }
 }
 
 /// The check of one stalled batch.
@@ -155,6 +195,33 @@ mod tests {
         assert!(due(t0, ms(500), t0 + ms(499)));
         // At the deadline it is too late: the batch times out instead.
         assert!(!due(t0, ms(500), t0 + ms(500)));
+    }
+
+    #[test]
+    fn a_check_waits_no_longer_than_what_is_left() {
+        let ms = Duration::from_millis;
+        let opts = SocketOptions {
+            binary: false,
+            security: Default::default(),
+            connect_timeout: ms(4000),
+            read_timeout: ms(500),
+            write_timeout: ms(5000),
+            recv_wait: ms(250),
+            tcp_keepalive: false,
+            send_buffer: None,
+            recv_buffer: None,
+        };
+        let o = bounded(&opts, ms(200));
+        let waits = [
+            o.connect_timeout,
+            o.read_timeout,
+            o.write_timeout,
+            o.recv_wait,
+        ];
+        assert_eq!(waits, [ms(200); 4]);
+        assert_eq!(bounded(&opts, ms(300)).recv_wait, ms(250));
+        // Never a zero wait (a socket refuses a zero timeout).
+        assert_eq!(bounded(&opts, Duration::ZERO).read_timeout, MIN_CHECK_AFTER);
     }
 
     #[test]

@@ -345,7 +345,7 @@ impl Client {
     }
 
     /// The no-progress timeout that applies to a batch now: the write timeout while it writes.
-    fn limit(snap: &Snapshot, a: &InFlight) -> Duration {
+    pub(super) fn limit(snap: &Snapshot, a: &InFlight) -> Duration {
         if a.writing() {
             snap.opts.write_timeout
         } else {
@@ -373,40 +373,6 @@ impl Client {
             }
         }
         wait
-    }
-
-    /// Check each batch that made no progress up to its check point on a fresh connection,
-    /// within what is left of its timeout (see `check`): a read with no reply byte yet is sent
-    /// again there, anything else gets a ping. True if any was checked.
-    fn start_checks(&self, snap: &Snapshot, flights: &mut [InFlight]) -> bool {
-        let mut any = false;
-        for a in flights
-            .iter_mut()
-            .filter(|a| !a.done() && !a.check.started())
-        {
-            let limit = Self::limit(snap, a);
-            let now = Instant::now();
-            if !check::due(a.last_progress, limit, now) {
-                continue;
-            }
-            any = true;
-            let left = (a.last_progress + limit).saturating_duration_since(now);
-            let opts = check::bounded(&snap.opts, left);
-            let fresh = match snap.topo.servers.get(a.batch.server) {
-                Some(server) => server.connect(&opts),
-                None => Err(Error::NoServers),
-            };
-            a.check = match fresh {
-                Ok(c) if a.replayable() => {
-                    // The deadline stays where it was: the check runs inside the timeout.
-                    a.restart_on(c);
-                    Check::Replayed(now + left)
-                }
-                Ok(c) => check::start_ping(c, snap.behaviors.binary),
-                Err(_) => Check::Failed,
-            };
-        }
-        any
     }
 
     /// Wait until one of the `waiting` batches can read or write (or `wait` passed); `ready`
