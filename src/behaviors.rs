@@ -43,9 +43,12 @@ pub const ALL_BEHAVIORS: [&str; 30] = [
 ];
 
 /// fastmc's own behaviors (not in pylibmc): applied after pylibmc's, read back with them.
-pub const FASTMC_BEHAVIORS: [&str; 1] = [
+pub const FASTMC_BEHAVIORS: [&str; 2] = [
     // 1: get_multi raises when a server fails instead of leaving its keys out of the result.
     "get_multi_raise_on_error",
+    // 1: a timeout marks the server down at once, as libmemcached does: no check of a stalled
+    // request on a fresh connection first (docs/failures.md#lossy-links).
+    "mark_down_at_once",
 ];
 
 /// libmemcached's "invalid arguments" return code, which pylibmc reports for rejected values.
@@ -84,6 +87,7 @@ pub struct Behaviors {
     pub socket_recv_size: Option<i32>,
     pub dead_timeout_s: i32,
     pub get_multi_raise_on_error: bool,
+    pub mark_down_at_once: bool,
     /// Speak the binary protocol (pylibmc's `binary=True`); fixed at construction.
     pub binary: bool,
     /// SASL credentials and TLS settings (constructor arguments, not behaviors in pylibmc).
@@ -118,6 +122,7 @@ impl Default for Behaviors {
             socket_recv_size: None,
             dead_timeout_s: 0,
             get_multi_raise_on_error: false,
+            mark_down_at_once: false,
             binary: false,
             security: Default::default(),
         }
@@ -194,6 +199,7 @@ impl Behaviors {
             "_socket_recv_size" => self.socket_recv_size = Some(v32),
             "dead_timeout" => self.dead_timeout_s = v32,
             "get_multi_raise_on_error" => self.get_multi_raise_on_error = on,
+            "mark_down_at_once" => self.mark_down_at_once = on,
             _ => {}
         }
         Ok(())
@@ -233,6 +239,7 @@ impl Behaviors {
             "_socket_recv_size" => self.socket_recv_size.map(i64::from),
             "dead_timeout" => Some(self.dead_timeout_s as i64),
             "get_multi_raise_on_error" => b(self.get_multi_raise_on_error),
+            "mark_down_at_once" => b(self.mark_down_at_once),
             _ => None,
         }
     }

@@ -134,6 +134,8 @@ pub struct ServerMetrics {
     /// Shared with the server's connections, which count themselves when dropped.
     closes: Arc<AtomicU64>,
     pub down_skips: AtomicU64,
+    /// Stalls that a fresh connection showed to be the connection's, not the server's.
+    pub transient: AtomicU64,
     pub ejections: AtomicU64,
     pub rejoins: AtomicU64,
     pub bytes_out: AtomicU64,
@@ -203,6 +205,7 @@ impl ServerMetrics {
             connects: load(&self.connects),
             closes: load(&self.closes),
             down_skips: load(&self.down_skips),
+            transient: load(&self.transient),
             ejections: load(&self.ejections),
             rejoins: load(&self.rejoins),
             bytes_out: load(&self.bytes_out),
@@ -229,6 +232,9 @@ pub struct MetricsSnapshot {
     pub connects: u64,
     pub closes: u64,
     pub down_skips: u64,
+    /// Stalls checked on a fresh connection that found the server alive: a read answered
+    /// there, or a write that failed without marking the server down.
+    pub transient: u64,
     pub ejections: u64,
     pub rejoins: u64,
     pub bytes_out: u64,

@@ -32,7 +32,8 @@ pub enum Probe {
     UnlessAnswered(Instant),
 }
 
-/// libmemcached's failure policy, from the behaviors.
+/// libmemcached's failure policy, from the behaviors, and whether a stall is checked on a
+/// fresh connection before it counts against the server (docs/failures.md#lossy-links).
 #[derive(Clone, Copy, Debug)]
 pub struct FailurePolicy {
     /// How long a failed server is skipped (`ServerDown`) before it is tried again.
@@ -42,6 +43,9 @@ pub struct FailurePolicy {
     pub failure_limit: u32,
     /// How long an ejected server stays out of the ring before it is retried.
     pub dead_timeout: Duration,
+    /// Check a stalled request on a fresh connection before its timeout counts against the
+    /// server (off with the behavior `mark_down_at_once`, libmemcached's way).
+    pub check_stalls: bool,
 }
 
 /// Whether a server speaks the meta protocol.

@@ -14,8 +14,9 @@ touch, admin — or ``class``, pylibmc's exception class):
   ``fastmc_misses_total``, ``fastmc_stored_total``, ``fastmc_not_stored_total``,
   ``fastmc_errors_total`` (by class), ``fastmc_timeouts_total``,
   ``fastmc_connections_opened_total``, ``fastmc_connections_closed_total``,
-  ``fastmc_server_down_skips_total``, ``fastmc_ejections_total``, ``fastmc_rejoins_total``,
-  ``fastmc_sent_bytes_total``, ``fastmc_received_bytes_total``;
+  ``fastmc_server_down_skips_total``, ``fastmc_transient_failures_total``,
+  ``fastmc_ejections_total``, ``fastmc_rejoins_total``, ``fastmc_sent_bytes_total``,
+  ``fastmc_received_bytes_total``;
 - gauges ``fastmc_connections_open`` and ``fastmc_connections_idle``;
 - summary ``fastmc_request_duration_seconds`` (count and sum by family) and gauge
   ``fastmc_request_duration_quantile_seconds`` with ``quantile`` 0.5, 0.9, 0.99 and 1 (the max),
@@ -47,6 +48,10 @@ _COUNTERS = [
     ("connections_opened", "Connections opened"),
     ("connections_closed", "Connections closed"),
     ("server_down_skips", "Requests failed at once because the server was marked down"),
+    (
+        "transient_failures",
+        "Stalled requests that a fresh connection showed the server alive for (not marked down)",
+    ),
     ("ejections", "Times the server was ejected from the ring"),
     ("rejoins", "Times an ejected server came back into the ring"),
 ]

@@ -13,6 +13,7 @@ use std::time::{Duration, Instant};
 
 use rustix::event::{PollFd, PollFlags};
 
+use super::check::{self, Check};
 use super::inflight::InFlight;
 use super::plan::ServerBatch;
 use super::sink::{unexpected, LineSink, Sink, Tally};
@@ -280,13 +281,17 @@ impl Client {
             if received {
                 a.last_progress = Instant::now();
             }
-            if a.conn.recv_blocking()? == 0 {
+            match a.conn.recv_blocking() {
                 // A signal interrupted the wait. Waiting again would restart the socket's
                 // timeout (periodic signals would stretch it forever): the poll loop goes on
                 // against the deadline counted from the last progress.
-                return Ok(false);
+                Ok(0) => return Ok(false),
+                Ok(_) => received = true,
+                // The socket's wait ran out: at the deadline, or at the check point when
+                // stalls are checked (`SocketOptions::recv_wait`). The poll loop decides which.
+                Err(Error::Timeout) => return Ok(false),
+                Err(e) => return Err(e),
             }
-            received = true;
         }
     }
 
@@ -302,14 +307,25 @@ impl Client {
         }
         let mut waiting: Vec<usize> = Vec::with_capacity(flights.len());
         let mut ready: Vec<PollFlags> = Vec::with_capacity(flights.len());
+        let mut pinged: Vec<(usize, PollFlags)> = Vec::new();
+        let checks = snap.policy.check_stalls;
         loop {
-            let wait = Self::expire(snap, flights);
+            let mut wait = Self::expire(snap, flights, checks);
+            // Connecting for a check blocks: first see what arrived meanwhile.
+            if checks && self.start_checks(snap, flights) {
+                wait = Duration::ZERO;
+            }
             waiting.clear();
             waiting.extend((0..flights.len()).filter(|&i| !flights[i].done()));
             if waiting.is_empty() {
                 return;
             }
-            Self::poll(flights, &waiting, wait, &mut ready);
+            Self::poll(flights, &waiting, wait, &mut ready, &mut pinged);
+            for &(i, events) in &pinged {
+                if !events.is_empty() {
+                    flights[i].check.serve_ping(snap.behaviors.binary);
+                }
+            }
             for (&i, &events) in waiting.iter().zip(&ready) {
                 if events.is_empty() {
                     continue;
@@ -328,30 +344,46 @@ impl Client {
         }
     }
 
+    /// The no-progress timeout that applies to a batch now: the write timeout while it writes.
+    pub(super) fn limit(snap: &Snapshot, a: &InFlight) -> Duration {
+        if a.writing() {
+            snap.opts.write_timeout
+        } else {
+            snap.opts.read_timeout
+        }
+    }
+
     /// Deadlines: no progress for the read (or write) timeout fails that server only. Returns
-    /// how long the next poll may wait.
-    fn expire(snap: &Snapshot, flights: &mut [InFlight]) -> Duration {
+    /// how long the next poll may wait (with `checks`, until the next check point at most).
+    fn expire(snap: &Snapshot, flights: &mut [InFlight], checks: bool) -> Duration {
         let now = Instant::now();
         let mut wait = Duration::from_secs(3600);
         for a in flights.iter_mut().filter(|a| !a.done()) {
-            let limit = if a.writing() {
-                snap.opts.write_timeout
-            } else {
-                snap.opts.read_timeout
-            };
-            let deadline = a.last_progress + limit;
+            let limit = Self::limit(snap, a);
+            let answered = a.conn.received_since_begin();
+            let deadline = a.check.deadline(a.last_progress, limit, answered);
             if deadline <= now {
                 a.failed = Some(Error::Timeout);
-            } else {
-                wait = wait.min(deadline - now);
+                continue;
+            }
+            wait = wait.min(deadline - now);
+            if checks && !a.check.started() {
+                let at = a.last_progress + check::check_after(limit);
+                wait = wait.min(at.saturating_duration_since(now));
             }
         }
         wait
     }
 
     /// Wait until one of the `waiting` batches can read or write (or `wait` passed); `ready`
-    /// gets each one's events.
-    fn poll(flights: &[InFlight], waiting: &[usize], wait: Duration, ready: &mut Vec<PollFlags>) {
+    /// gets each one's events, `pinged` those of the checks' pings (batch index, events).
+    fn poll(
+        flights: &[InFlight],
+        waiting: &[usize],
+        wait: Duration,
+        ready: &mut Vec<PollFlags>,
+        pinged: &mut Vec<(usize, PollFlags)>,
+    ) {
         let mut fds: Vec<PollFd<'_>> = waiting
             .iter()
             .map(|&i| {
@@ -363,10 +395,21 @@ impl Client {
                 PollFd::from_borrowed_fd(a.conn.fd(), flags)
             })
             .collect();
+        let n = fds.len();
+        pinged.clear();
+        for &i in waiting {
+            if let Some(p) = flights[i].check.ping() {
+                fds.push(PollFd::from_borrowed_fd(p.fd(), PollFlags::IN));
+                pinged.push((i, PollFlags::empty()));
+            }
+        }
         let ts = to_timespec(wait.max(Duration::from_millis(1)));
         let _ = rustix::event::poll(&mut fds, Some(&ts));
         ready.clear();
-        ready.extend(fds.iter().map(|f| f.revents()));
+        ready.extend(fds[..n].iter().map(|f| f.revents()));
+        for (p, f) in pinged.iter_mut().zip(&fds[n..]) {
+            p.1 = f.revents();
+        }
     }
 
     /// Write and read what `events` allow; true if anything moved.
@@ -415,6 +458,10 @@ impl Client {
                     a.conn
                         .answered((!a.replies.error_reply).then_some(a.last_progress));
                 }
+                if matches!(a.check, Check::Replayed(_)) {
+                    // A read that stalled was answered on a fresh connection.
+                    m.transient.fetch_add(1, Ordering::Relaxed);
+                }
                 if server.record_success() {
                     self.note_event(EventKind::Up, &server.address, None);
                 }
@@ -436,7 +483,11 @@ impl Client {
                 // A server that answered with an error line and then closed the connection
                 // (twemproxy, after a backend failed a multi-key get) is alive: only this
                 // connection is gone, and the next request opens another.
-                if !(a.replies.error_reply && e.is_stale_connection()) {
+                // A timeout while the server answered a ping on a fresh connection is this
+                // connection's (a lost packet), not the server's: it raises, nothing more.
+                if a.check.spares_server(&e) {
+                    m.transient.fetch_add(1, Ordering::Relaxed);
+                } else if !(a.replies.error_reply && e.is_stale_connection()) {
                     self.server_failed(snap, a.batch.server, &e);
                 }
             }

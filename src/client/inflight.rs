@@ -6,6 +6,7 @@
 
 use std::time::Instant;
 
+use super::check::Check;
 use super::plan::ServerBatch;
 use super::replies::Replies;
 use super::sink::Sink;
@@ -28,6 +29,8 @@ pub(super) struct InFlight {
     pub replies: Replies,
     pub last_progress: Instant,
     pub failed: Option<Error>,
+    /// Whether the batch stalled and what a fresh connection found (see `check`).
+    pub check: Check,
     /// When the batch started, and how many bytes its connection had read by then (metrics).
     pub started: Instant,
     pub read_before: u64,
@@ -55,6 +58,7 @@ impl InFlight {
             replies: Replies::default(),
             last_progress: now,
             failed: None,
+            check: Check::None,
             started: now,
             read_before,
         }
@@ -69,6 +73,12 @@ impl InFlight {
         self.record = 0;
         self.replies = Replies::default();
         self.last_progress = Instant::now();
+    }
+
+    /// Whether the batch may be sent again from the start on a fresh connection: it only reads
+    /// and nothing of its reply has arrived.
+    pub fn replayable(&self) -> bool {
+        self.replay_safe && !self.conn.received_since_begin() && self.replies.req == 0
     }
 
     /// Finished: failed, or every reply is in and every byte of the requests is out. (A server

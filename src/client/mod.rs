@@ -9,6 +9,7 @@
 //! - `plan`: keys validated, routed and encoded into one `ServerBatch` per server;
 //! - `ops`: the operations themselves (which requests, which sink, read-backs);
 //! - `driver`: connections checked out and driven to completion (the only `poll`);
+//! - `check`: a stalled batch checked on a fresh connection before it counts against its server;
 //! - `probe`: whether a server speaks the meta protocol, asked on a connection of its own;
 //! - `inflight`: one batch on its connection (writes, reads handed to `replies`);
 //! - `replies`: each reply unit matched to the request and keys it answers (no socket);
@@ -17,6 +18,7 @@
 //! This file: `Client` and its lifecycle, and the public result types. Depends on `server`,
 //! `connection`, `protocol`, `ring`, `behaviors`, `error`. Never on Python.
 
+mod check;
 mod driver;
 mod inflight;
 mod lease;

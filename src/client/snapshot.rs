@@ -37,12 +37,20 @@ impl Snapshot {
         live: Vec<bool>,
     ) -> Self {
         let ring = Ring::build(&behaviors.ring, &topo.ring_servers, &live);
+        let check_stalls = !behaviors.mark_down_at_once;
+        let read_timeout = behaviors.read_timeout();
         let opts = SocketOptions {
             binary: behaviors.binary,
             security: behaviors.security.clone(),
             connect_timeout: behaviors.connect_timeout(),
-            read_timeout: behaviors.read_timeout(),
+            read_timeout,
             write_timeout: behaviors.write_timeout(),
+            // A blocking read wakes at the check point to look at a stall (`check`).
+            recv_wait: if check_stalls {
+                super::check::check_after(read_timeout)
+            } else {
+                read_timeout
+            },
             tcp_keepalive: behaviors.tcp_keepalive,
             send_buffer: behaviors
                 .socket_send_size
@@ -56,6 +64,7 @@ impl Snapshot {
             auto_eject: behaviors.auto_eject,
             failure_limit: behaviors.failure_limit,
             dead_timeout: behaviors.dead_timeout(),
+            check_stalls,
         };
         Snapshot {
             behaviors,

@@ -38,6 +38,9 @@ pub struct SocketOptions {
     pub connect_timeout: Duration,
     pub read_timeout: Duration,
     pub write_timeout: Duration,
+    /// How long a blocking read waits before the caller looks at its deadlines again (at most
+    /// `read_timeout`; the handshake and SASL wait `read_timeout`).
+    pub recv_wait: Duration,
     pub tcp_keepalive: bool,
     pub send_buffer: Option<usize>,
     pub recv_buffer: Option<usize>,
@@ -53,6 +56,7 @@ impl SocketOptions {
             && self.connect_timeout == other.connect_timeout
             && self.read_timeout == other.read_timeout
             && self.write_timeout == other.write_timeout
+            && self.recv_wait == other.recv_wait
             && self.tcp_keepalive == other.tcp_keepalive
             && self.send_buffer == other.send_buffer
             && self.recv_buffer == other.recv_buffer
@@ -71,6 +75,15 @@ impl Stream {
             Stream::Tcp(s) => s.as_fd(),
             Stream::Unix(s) => s.as_fd(),
         }
+    }
+
+    /// The kernel's receive timeout for blocking reads.
+    pub(super) fn set_read_timeout(&self, d: Duration) -> Result<()> {
+        let r = match self {
+            Stream::Tcp(s) => s.set_read_timeout(Some(d)),
+            Stream::Unix(s) => s.set_read_timeout(Some(d)),
+        };
+        r.map_err(|e| Error::Connect(e.to_string()))
     }
 }
 

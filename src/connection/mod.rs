@@ -152,6 +152,9 @@ impl Connection {
         if let Some(c) = &opts.security.sasl {
             conn.authenticate(c)?;
         }
+        if opts.recv_wait < opts.read_timeout {
+            conn.stream.set_read_timeout(opts.recv_wait)?;
+        }
         Ok(conn)
     }
 

@@ -162,6 +162,8 @@ class FakeMemcached(ScriptedServer):
     command names that key:
 
     - ``"hang"``: stop answering (the reply so far is sent, nothing after);
+    - ``"hang_once"``: ``"hang"`` this once, then the rule is gone: the connection stalls as a
+      lossy link stalls it, and the next connection is served (a write is not executed);
     - ``"hang_mid"``: send half of this key's reply, then stop answering;
     - ``"close_mid"``: send half of this key's reply, then close the connection;
     - ``"long"``: a VALUE block longer than its header announces;
@@ -322,7 +324,11 @@ class FakeMemcached(ScriptedServer):
             pass  # a command line this fake does not parse: hang up
 
     def _action(self, key):
-        act = self.rules.get(key)
+        with self.lock:
+            act = self.rules.get(key)
+            if act == "hang_once":
+                del self.rules[key]
+                act = "hang"
         if act and act.startswith("delay:"):
             time.sleep(float(act[6:]))
             return None
@@ -604,11 +610,21 @@ class MiniMemcached(ScriptedServer):
 
 class Relay(ScriptedServer):
     """Forwards every connection to a real server on `target_port` of 127.0.0.1; what the
-    client sends is recorded (``take()``, ``take_until()``)."""
+    client sends is recorded (``take()``, ``take_until()``). ``lose = n`` drops the next `n`
+    reads from clients instead of forwarding them (requests lost on the way: their connections
+    stall, any other connection is served)."""
 
     def __init__(self, target_port):
         self.target_port = target_port
+        self.lose = 0
         super().__init__()
+
+    def _lost(self):
+        with self.lock:
+            if self.lose > 0:
+                self.lose -= 1
+                return True
+            return False
 
     def serve(self, c, cid):
         up = socket.create_connection(("127.0.0.1", self.target_port))
@@ -621,7 +637,8 @@ class Relay(ScriptedServer):
                 chunk = self.recv(c)  # recorded before it is forwarded
                 if not chunk:
                     return
-                up.sendall(chunk)
+                if not self._lost():
+                    up.sendall(chunk)
         finally:
             self._hang_up(c, up)
             back.join(5)

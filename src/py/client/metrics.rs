@@ -53,6 +53,7 @@ fn server<'py>(py: Python<'py>, m: &MetricsSnapshot) -> PyResult<Bound<'py, PyDi
     d.set_item("connections_open", m.connects.saturating_sub(m.closes))?;
     d.set_item("connections_idle", m.idle)?;
     d.set_item("server_down_skips", m.down_skips)?;
+    d.set_item("transient_failures", m.transient)?;
     d.set_item("ejections", m.ejections)?;
     d.set_item("rejoins", m.rejoins)?;
     d.set_item("bytes_sent", m.bytes_out)?;

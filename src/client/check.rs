@@ -1,0 +1,253 @@
+//! Whether a stalled request is its connection's fault or its server's. On a lossy link one lost
+//! packet stalls a TCP connection for the kernel's retransmit timeout (200 ms at least, doubled
+//! at each further loss), long enough for a short timeout to run out although the server is
+//! fine. libmemcached then marks the server down for `retry_timeout`, and every request to it
+//! fails with `ServerDown`. Here, once a batch has made no progress for half its timeout (the
+//! check point), a fresh connection is opened within what is left of the timeout:
+//! - a read none of whose reply has arrived is sent again on it (reads are safe to repeat), and
+//!   the old connection is closed: if the fresh one answers, the call succeeds;
+//! - anything else (a write, which is never sent twice, or a read half answered) stays on its
+//!   connection, and the fresh one carries a ping (`version`, binary NOOP): if the server answers
+//!   it, a timeout of the batch still raises but does not count against the server.
+//!
+//! A server that cannot be connected to or does not answer the fresh connection either is failed
+//! exactly as before. The call's deadline does not move: the check runs inside the timeout.
+//!
+//! Owns `Check`, the ping and `Client::start_checks` (which batches are due, their fresh
+//! connection). Uses `connection` and `protocol`; the driver's poll loop calls it.
+
+use std::time::{Duration, Instant};
+
+use super::inflight::InFlight;
+use super::snapshot::Snapshot;
+use super::Client;
+use crate::connection::{Connection, SocketOptions};
+use crate::error::{Error, Result};
+use crate::protocol::{binary, parse_text_reply, text, Parsed, ReplyKind};
+
+/// The shortest wait before a check: a timeout below 2 ms is checked at its end, never.
+const MIN_CHECK_AFTER: Duration = Duration::from_millis(1);
+
+/// How long a batch may make no progress before it is checked: half its timeout.
+pub(super) fn check_after(limit: Duration) -> Duration {
+    (limit / 2).max(MIN_CHECK_AFTER).min(limit)
+}
+
+/// Whether a batch that last made progress at `last_progress` is due for its check at `now`,
+/// and still has time left before its deadline (`limit` after the last progress).
+pub(super) fn due(last_progress: Instant, limit: Duration, now: Instant) -> bool {
+    now >= last_progress + check_after(limit) && now < last_progress + limit
+}
+
+impl Client {
+    /// Check each batch that made no progress up to its check point on a fresh connection,
+    /// within what is left of its timeout: a read with no reply byte yet is sent again there,
+    /// anything else gets a ping. True if any was checked (connecting blocked meanwhile).
+    pub(super) fn start_checks(&self, snap: &Snapshot, flights: &mut [InFlight]) -> bool {
+        let mut any = false;
+        for a in flights
+            .iter_mut()
+            .filter(|a| !a.done() && !a.check.started())
+        {
+            let limit = Self::limit(snap, a);
+            let now = Instant::now();
+            if !due(a.last_progress, limit, now) {
+                continue;
+            }
+            any = true;
+            let left = (a.last_progress + limit).saturating_duration_since(now);
+            let opts = bounded(&snap.opts, left);
+            let fresh = match snap.topo.servers.get(a.batch.server) {
+                Some(server) => server.connect(&opts),
+                None => Err(Error::NoServers),
+            };
+            a.check = match fresh {
+                Ok(c) if a.replayable() => {
+                    // The deadline stays where it was: the check runs inside the timeout.
+                    a.restart_on(c);
+                    Check::Replayed(now + left)
+                }
+                Ok(c) => start_ping(c, snap.behaviors.binary),
+                Err(_) => Check::Failed,
+            };
+        }
+        any
+    }
+}
+
+/// The check of one stalled batch.
+#[derive(Default)]
+pub(super) enum Check {
+    /// Not stalled so far (or checks are off).
+    #[default]
+    None,
+    /// Moved to a fresh connection and sent again (a read with no reply byte yet). Until a reply
+    /// byte arrives there, the batch's deadline stays this one (sending the request again is
+    /// not progress).
+    Replayed(Instant),
+    /// A ping waits for its answer on a fresh connection.
+    Pinging(Connection),
+    /// The server answered the ping: it is alive.
+    Alive,
+    /// No fresh connection could be opened, or the ping could not be sent or failed.
+    Failed,
+}
+
+impl Check {
+    pub fn started(&self) -> bool {
+        !matches!(self, Check::None)
+    }
+
+    /// The connection a ping waits on, to be polled with the batch's own.
+    pub fn ping(&self) -> Option<&Connection> {
+        match self {
+            Check::Pinging(c) => Some(c),
+            _ => None,
+        }
+    }
+
+    /// The deadline of a batch that last made progress at `last_progress`; `answered`: whether
+    /// a reply byte arrived on its connection.
+    pub fn deadline(&self, last_progress: Instant, limit: Duration, answered: bool) -> Instant {
+        match self {
+            Check::Replayed(until) if !answered => (last_progress + limit).min(*until),
+            _ => last_progress + limit,
+        }
+    }
+
+    /// Whether the batch's failure `e` is spared from counting against the server: a timeout
+    /// while the server answered on a fresh connection. Everything else counts as before.
+    pub fn spares_server(&self, e: &Error) -> bool {
+        matches!(self, Check::Alive) && matches!(e, Error::Timeout)
+    }
+
+    /// Read what the ping connection has (poll said so): `Alive` once a whole reply arrived,
+    /// `Failed` if the connection failed or sent what is not the protocol.
+    pub fn serve_ping(&mut self, binary: bool) {
+        let Check::Pinging(conn) = self else {
+            return;
+        };
+        match read_ping(conn, binary) {
+            Ok(false) => {}
+            Ok(true) => *self = Check::Alive,
+            Err(_) => *self = Check::Failed,
+        }
+    }
+}
+
+/// The socket options of a check's connection: nothing in it (connect, TLS handshake, SASL) may
+/// wait longer than the `left` of the batch's timeout.
+pub(super) fn bounded(opts: &SocketOptions, left: Duration) -> SocketOptions {
+    let left = left.max(MIN_CHECK_AFTER);
+    let mut o = opts.clone();
+    o.connect_timeout = o.connect_timeout.min(left);
+    o.read_timeout = o.read_timeout.min(left);
+    o.write_timeout = o.write_timeout.min(left);
+    o.recv_wait = o.recv_wait.min(left);
+    o
+}
+
+/// Send the ping on a fresh connection: `version` (text) or a NOOP (binary), both answered by
+/// any memcached. The connection is new, so its buffer takes the few bytes at once.
+pub(super) fn start_ping(mut conn: Connection, binary: bool) -> Check {
+    let mut req = Vec::with_capacity(binary::HEADER_LEN);
+    if binary {
+        binary::encode_noop(&mut req, binary::NOOP_OPAQUE);
+    } else {
+        text::encode_version(&mut req);
+    }
+    match conn.send_nonblocking(&req) {
+        Ok(n) if n == req.len() && !conn.pending_write() => Check::Pinging(conn),
+        _ => Check::Failed,
+    }
+}
+
+/// Whether a whole reply to the ping has arrived.
+fn read_ping(conn: &mut Connection, binary: bool) -> Result<bool> {
+    conn.recv_nonblocking()?;
+    let done = if binary {
+        matches!(binary::parse_response(conn.unread())?, Parsed::Done(..))
+    } else {
+        matches!(
+            parse_text_reply(ReplyKind::Version, conn.unread())?,
+            Parsed::Done(..)
+        )
+    };
+    Ok(done)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_check_point_is_half_the_timeout_and_inside_it() {
+        let ms = Duration::from_millis;
+        assert_eq!(check_after(ms(500)), ms(250));
+        assert_eq!(check_after(ms(1)), ms(1));
+        assert_eq!(
+            check_after(Duration::from_micros(300)),
+            Duration::from_micros(300)
+        );
+        let t0 = Instant::now();
+        assert!(!due(t0, ms(500), t0 + ms(249)));
+        assert!(due(t0, ms(500), t0 + ms(250)));
+        assert!(due(t0, ms(500), t0 + ms(499)));
+        // At the deadline it is too late: the batch times out instead.
+        assert!(!due(t0, ms(500), t0 + ms(500)));
+    }
+
+    #[test]
+    fn a_check_waits_no_longer_than_what_is_left() {
+        let ms = Duration::from_millis;
+        let opts = SocketOptions {
+            binary: false,
+            security: Default::default(),
+            connect_timeout: ms(4000),
+            read_timeout: ms(500),
+            write_timeout: ms(5000),
+            recv_wait: ms(250),
+            tcp_keepalive: false,
+            send_buffer: None,
+            recv_buffer: None,
+        };
+        let o = bounded(&opts, ms(200));
+        let waits = [
+            o.connect_timeout,
+            o.read_timeout,
+            o.write_timeout,
+            o.recv_wait,
+        ];
+        assert_eq!(waits, [ms(200); 4]);
+        assert_eq!(bounded(&opts, ms(300)).recv_wait, ms(250));
+        // Never a zero wait (a socket refuses a zero timeout).
+        assert_eq!(bounded(&opts, Duration::ZERO).read_timeout, MIN_CHECK_AFTER);
+    }
+
+    #[test]
+    fn only_a_timeout_with_the_server_alive_is_spared() {
+        assert!(Check::Alive.spares_server(&Error::Timeout));
+        assert!(!Check::Alive.spares_server(&Error::Protocol("x".into())));
+        let t0 = Instant::now();
+        for c in [Check::None, Check::Replayed(t0), Check::Failed] {
+            assert!(!c.spares_server(&Error::Timeout));
+            assert!(c.ping().is_none());
+        }
+        assert!(!Check::None.started() && Check::Failed.started());
+    }
+
+    #[test]
+    fn a_replay_keeps_the_deadline_until_its_reply_begins() {
+        let ms = Duration::from_millis;
+        let t0 = Instant::now();
+        let replayed = Check::Replayed(t0 + ms(500));
+        // Writing the request again moved the last progress: the deadline does not move.
+        assert_eq!(
+            replayed.deadline(t0 + ms(300), ms(500), false),
+            t0 + ms(500)
+        );
+        // Once the reply has begun, progress is progress again.
+        assert_eq!(replayed.deadline(t0 + ms(300), ms(500), true), t0 + ms(800));
+        assert_eq!(Check::None.deadline(t0, ms(500), false), t0 + ms(500));
+    }
+}
