@@ -154,7 +154,7 @@ fn connect_tcp(addr: &Address, host: &str, port: u16, opts: &SocketOptions) -> R
     let mut last = None;
     let mut found = None;
     for sa in addrs {
-        match TcpStream::connect_timeout(&sa, opts.connect_timeout) {
+        match connect_hedged(&sa, opts.connect_timeout) {
             Ok(s) => {
                 found = Some(s);
                 break;
@@ -174,4 +174,100 @@ fn connect_tcp(addr: &Address, host: &str, port: u16, opts: &SocketOptions) -> R
             .map_err(|e| Error::Connect(e.to_string()))?;
     }
     Ok(s)
+}
+
+/// A connect timeout at least this long gets a second attempt half-way (`connect_hedged`).
+const MIN_HEDGED: Duration = Duration::from_millis(20);
+
+/// Connect to `sa` within `timeout`. A SYN lost on the way, or its answer, costs Linux a 1 s
+/// retransmission, longer than most connect timeouts: over a lossy link a healthy server would
+/// fail the connect and be marked down. So when half the timeout passes without an answer, a
+/// second attempt starts on a new socket (a new SYN), and whichever connects first is kept. A
+/// refused connect fails at once, and a server that answers neither attempt fails at the
+/// timeout, as before.
+fn connect_hedged(sa: &std::net::SocketAddr, timeout: Duration) -> io::Result<TcpStream> {
+    use rustix::event::{poll, PollFd, PollFlags};
+    use rustix::io::Errno;
+    let start = std::time::Instant::now();
+    let deadline = start + timeout;
+    let mut hedge_at = (timeout >= MIN_HEDGED).then(|| start + timeout / 2);
+    let mut pending: Vec<std::os::fd::OwnedFd> = Vec::with_capacity(2);
+    let begin = |pending: &mut Vec<std::os::fd::OwnedFd>| -> io::Result<Option<TcpStream>> {
+        let family = if sa.is_ipv4() {
+            rustix::net::AddressFamily::INET
+        } else {
+            rustix::net::AddressFamily::INET6
+        };
+        let flags = rustix::net::SocketFlags::NONBLOCK | rustix::net::SocketFlags::CLOEXEC;
+        let fd = rustix::net::socket_with(family, rustix::net::SocketType::STREAM, flags, None)?;
+        match rustix::net::connect(&fd, sa) {
+            Ok(()) => Ok(Some(connected(fd)?)),
+            Err(Errno::INPROGRESS) | Err(Errno::INTR) => {
+                pending.push(fd);
+                Ok(None)
+            }
+            Err(e) => Err(e.into()),
+        }
+    };
+    if let Some(s) = begin(&mut pending)? {
+        return Ok(s);
+    }
+    let mut last_error: Option<io::Error> = None;
+    loop {
+        let now = std::time::Instant::now();
+        if now >= deadline {
+            return Err(last_error.unwrap_or_else(|| {
+                io::Error::new(io::ErrorKind::TimedOut, "connection timed out")
+            }));
+        }
+        if hedge_at.is_some_and(|at| now >= at) {
+            hedge_at = None;
+            if let Some(s) = begin(&mut pending)? {
+                return Ok(s);
+            }
+        }
+        let wake = hedge_at.map_or(deadline, |at| at.min(deadline));
+        let left = wake.saturating_duration_since(now);
+        let wait = rustix::event::Timespec {
+            tv_sec: left.as_secs() as _,
+            tv_nsec: left.subsec_nanos() as _,
+        };
+        let mut fds: Vec<PollFd<'_>> = pending
+            .iter()
+            .map(|fd| PollFd::new(fd, PollFlags::OUT))
+            .collect();
+        match poll(&mut fds, Some(&wait)) {
+            Ok(_) | Err(Errno::INTR) => {}
+            Err(e) => return Err(e.into()),
+        }
+        let ready: Vec<bool> = fds.iter().map(|f| !f.revents().is_empty()).collect();
+        drop(fds);
+        for i in (0..pending.len()).rev() {
+            if !ready[i] {
+                continue;
+            }
+            let fd = pending.remove(i);
+            match rustix::net::sockopt::socket_error(&fd)? {
+                Ok(()) => return connected(fd),
+                // Nobody listens there: fail now, as a dead server must.
+                Err(Errno::CONNREFUSED) => return Err(Errno::CONNREFUSED.into()),
+                Err(e) => last_error = Some(e.into()),
+            }
+        }
+        if pending.is_empty() {
+            if hedge_at.is_none() {
+                return Err(last_error.unwrap_or_else(|| {
+                    io::Error::new(io::ErrorKind::TimedOut, "connection timed out")
+                }));
+            }
+            // The first attempt failed early (unreachable, reset): the second goes now.
+            hedge_at = Some(now);
+        }
+    }
+}
+
+/// A connected non-blocking socket as a blocking `TcpStream`.
+fn connected(fd: std::os::fd::OwnedFd) -> io::Result<TcpStream> {
+    rustix::io::ioctl_fionbio(&fd, false)?;
+    Ok(TcpStream::from(fd))
 }

@@ -180,6 +180,50 @@ def test_connect_timeout_is_honoured():
             s.close()
 
 
+def test_a_lost_syn_costs_half_the_connect_timeout_not_the_connect():
+    """Over a lossy link a SYN (or its answer) may be lost, and Linux sends it again only after
+    1 s, longer than most connect timeouts: the connect would fail and a healthy server be
+    marked down. The first SYN here is dropped (the listener's accept queue is full); the queue
+    frees up 100 ms later. Half-way through the connect timeout a second attempt goes out on a
+    new socket and connects."""
+    addr, socks = stalled_listener()
+    lsock, fillers = socks[0], socks[1:]
+    stop = threading.Event()
+
+    def serve():
+        time.sleep(0.1)
+        lsock.settimeout(0.05)
+        conns = []
+        while not stop.is_set():
+            try:
+                c, _ = lsock.accept()
+            except OSError:
+                continue
+            conns.append(c)
+            c.settimeout(0.05)
+            try:
+                if c.recv(4096).startswith(b"get "):
+                    c.sendall(b"END\r\n")
+            except OSError:
+                pass
+        for c in conns:
+            c.close()
+
+    th = threading.Thread(target=serve)
+    th.start()
+    try:
+        mc = fastmc.Client([addr], behaviors={"connect_timeout": 500, "retry_timeout": -1})
+        t0 = time.monotonic()
+        assert mc.get("k") is None
+        elapsed = time.monotonic() - t0
+        assert 0.2 <= elapsed < 0.45, elapsed
+    finally:
+        stop.set()
+        th.join()
+        for s in socks:
+            s.close()
+
+
 def test_stalled_server_fails_only_its_keys_in_a_batch():
     """pylibmc masked connection errors as a shorter get_multi result (pylibmc #301). Here one of
     three servers is SIGSTOPped mid-life. In one batch the healthy servers' keys succeed with their
