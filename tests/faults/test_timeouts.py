@@ -187,7 +187,7 @@ def test_a_lost_syn_costs_half_the_connect_timeout_not_the_connect():
     frees up 100 ms later. Half-way through the connect timeout a second attempt goes out on a
     new socket and connects."""
     addr, socks = stalled_listener()
-    lsock, fillers = socks[0], socks[1:]
+    lsock = socks[0]
     stop = threading.Event()
 
     def serve():
