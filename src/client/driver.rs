@@ -32,6 +32,14 @@ use crate::server::Probe;
 /// keeps preempting the client), more than the write itself costs in the client.
 const MAX_UNSYNCED: u32 = 1 << 16;
 
+thread_local! {
+    /// `forget_one`'s request buffer, kept between calls on a thread.
+    static FORGET_BUF: std::cell::Cell<Vec<u8>> = const { std::cell::Cell::new(Vec::new()) };
+}
+
+/// A buffer that grew beyond this (a large value) is not kept.
+const FORGET_BUF_KEPT: usize = 16 * 1024;
+
 /// A `Duration` as `poll` takes it.
 pub(super) fn to_timespec(d: Duration) -> rustix::event::Timespec {
     rustix::event::Timespec {
@@ -157,8 +165,8 @@ impl Client {
     /// One `noreply` text write of one key (a loop of `set(..., noreply=True)`): the steps of
     /// `run` for a batch of one (route, health, checkout with the `noreply` peek rule, send,
     /// accounting) without a plan, a sink or an in-flight record, so that the call is one
-    /// `send` and little else. `ok` is the outcome a `noreply` write reports (and tallies); `per_key`
-    /// is what the request takes besides the key.
+    /// `send` and little else. `ok` is the outcome a `noreply` write reports (and tallies);
+    /// `per_key` is what the request takes besides the key.
     /// `None` when the case is not this simple (binary, TLS, an invalid key, a connection that
     /// owes a sync): nothing was sent, and the caller takes the general path. A send that the
     /// socket does not take whole, or that fails, goes on as the general path's batch would.
@@ -189,7 +197,10 @@ impl Client {
             server.checkin(conn);
             return None;
         }
-        let mut wbuf = Vec::with_capacity(wire.len() + per_key);
+        // The buffer of this thread's previous such write: no allocation per call.
+        let mut wbuf = FORGET_BUF.take();
+        wbuf.clear();
+        wbuf.reserve(wire.len() + per_key);
         encode(&mut wbuf, &wire);
         conn.begin_request();
         let sent = conn.send_nonblocking(&wbuf).unwrap_or(0);
@@ -202,6 +213,9 @@ impl Client {
                 self.note_event(EventKind::Up, &server.address, None);
             }
             server.checkin(conn);
+            if wbuf.capacity() <= FORGET_BUF_KEPT {
+                FORGET_BUF.set(wbuf);
+            }
             return Some(Ok(ok));
         }
         // The rest of the write (or its failure, which the general path retries on a new
