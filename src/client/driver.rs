@@ -22,7 +22,7 @@ use super::{Client, EventKind};
 use crate::connection::Connection;
 use crate::error::{Error, Result};
 use crate::metrics::Family;
-use crate::server::Probe;
+use crate::server::{Probe, Server};
 
 /// After this many unwaited `noreply` writes on a connection, the next one waits for the server
 /// to catch up (`ServerBatch::prepend_sync`): what it may owe stays bounded. memcached answers a
@@ -39,14 +39,6 @@ thread_local! {
 
 /// A buffer that grew beyond this (a large value) is not kept.
 const FORGET_BUF_KEPT: usize = 16 * 1024;
-
-/// A `Duration` as `poll` takes it.
-pub(super) fn to_timespec(d: Duration) -> rustix::event::Timespec {
-    rustix::event::Timespec {
-        tv_sec: d.as_secs() as _,
-        tv_nsec: d.subsec_nanos() as _,
-    }
-}
 
 impl Client {
     /// Check out connections for the batches and drive them to completion.
@@ -207,11 +199,8 @@ impl Client {
         if sent == wbuf.len() {
             server.metrics.batch(family, 1, now.elapsed(), sent, 0);
             ok.tally(&server.metrics);
-            conn.add_unsynced(1);
-            conn.sent_noreply(now);
-            if server.record_success() {
-                self.note_event(EventKind::Up, &server.address, None);
-            }
+            conn.sent_noreply(1, now);
+            self.answered_again(server);
             server.checkin(conn);
             if wbuf.capacity() <= FORGET_BUF_KEPT {
                 FORGET_BUF.set(wbuf);
@@ -231,6 +220,14 @@ impl Client {
         let a = self.drive_one(snap, a, &mut sink);
         self.finish(snap, a, &mut sink);
         sink.out.finish().pop()
+    }
+
+    /// A clean exchange with `server`: clear its failure record, and note that it is up again
+    /// if it had failed.
+    fn answered_again(&self, server: &Server) {
+        if server.record_success() {
+            self.note_event(EventKind::Up, &server.address, None);
+        }
     }
 
     /// Replace a stale pooled connection that failed before any reply byte with a new one and
@@ -417,7 +414,7 @@ impl Client {
                 pinged.push((i, PollFlags::empty()));
             }
         }
-        let ts = to_timespec(wait.max(Duration::from_millis(1)));
+        let ts = crate::connection::to_timespec(wait.max(Duration::from_millis(1)));
         let _ = rustix::event::poll(&mut fds, Some(&ts));
         ready.clear();
         ready.extend(fds[..n].iter().map(|f| f.revents()));
@@ -465,8 +462,8 @@ impl Client {
             None if a.conn.is_idle_clean() => {
                 if a.batch.forget {
                     sink.assume_ok(&a.batch.keys);
-                    a.conn.add_unsynced(a.batch.keys.len() as u32);
-                    a.conn.sent_noreply(a.last_progress);
+                    a.conn
+                        .sent_noreply(a.batch.keys.len() as u32, a.last_progress);
                 } else {
                     // The server answered at the last progress noted, or later.
                     a.conn
@@ -476,9 +473,7 @@ impl Client {
                     // A read that stalled was answered on a fresh connection.
                     m.transient.fetch_add(1, Ordering::Relaxed);
                 }
-                if server.record_success() {
-                    self.note_event(EventKind::Up, &server.address, None);
-                }
+                self.answered_again(server);
                 let conn = if a.batch.probe_after {
                     self.probe_meta(server, a.conn)
                 } else {

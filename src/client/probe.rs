@@ -13,8 +13,8 @@ use std::time::{Duration, Instant};
 
 use rustix::event::{PollFd, PollFlags};
 
-use super::driver::to_timespec;
 use super::Client;
+use crate::connection::to_timespec;
 use crate::connection::Connection;
 use crate::error::{Error, Result};
 use crate::protocol::{meta, parse_text_reply, Parsed, Reply, ReplyKind};

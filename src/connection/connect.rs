@@ -216,9 +216,7 @@ fn connect_hedged(sa: &std::net::SocketAddr, timeout: Duration) -> io::Result<Tc
     loop {
         let now = std::time::Instant::now();
         if now >= deadline {
-            return Err(last_error.unwrap_or_else(|| {
-                io::Error::new(io::ErrorKind::TimedOut, "connection timed out")
-            }));
+            return Err(last_error.unwrap_or_else(timed_out));
         }
         if hedge_at.is_some_and(|at| now >= at) {
             hedge_at = None;
@@ -227,11 +225,7 @@ fn connect_hedged(sa: &std::net::SocketAddr, timeout: Duration) -> io::Result<Tc
             }
         }
         let wake = hedge_at.map_or(deadline, |at| at.min(deadline));
-        let left = wake.saturating_duration_since(now);
-        let wait = rustix::event::Timespec {
-            tv_sec: left.as_secs() as _,
-            tv_nsec: left.subsec_nanos() as _,
-        };
+        let wait = super::to_timespec(wake.saturating_duration_since(now));
         let mut fds: Vec<PollFd<'_>> = pending
             .iter()
             .map(|fd| PollFd::new(fd, PollFlags::OUT))
@@ -256,14 +250,17 @@ fn connect_hedged(sa: &std::net::SocketAddr, timeout: Duration) -> io::Result<Tc
         }
         if pending.is_empty() {
             if hedge_at.is_none() {
-                return Err(last_error.unwrap_or_else(|| {
-                    io::Error::new(io::ErrorKind::TimedOut, "connection timed out")
-                }));
+                return Err(last_error.unwrap_or_else(timed_out));
             }
             // The first attempt failed early (unreachable, reset): the second goes now.
             hedge_at = Some(now);
         }
     }
+}
+
+/// What a connect that got no answer within its timeout fails with (std's words for it).
+fn timed_out() -> io::Error {
+    io::Error::new(io::ErrorKind::TimedOut, "connection timed out")
 }
 
 /// A connected non-blocking socket as a blocking `TcpStream`.

@@ -121,6 +121,14 @@ impl Drop for Connection {
     }
 }
 
+/// A `Duration` as `poll` takes it.
+pub(crate) fn to_timespec(d: Duration) -> rustix::event::Timespec {
+    rustix::event::Timespec {
+        tv_sec: d.as_secs() as _,
+        tv_nsec: d.subsec_nanos() as _,
+    }
+}
+
 pub(super) fn io_kind_is_timeout(e: &io::Error) -> bool {
     matches!(
         e.kind(),
@@ -208,8 +216,9 @@ impl Connection {
         self.closes = Some(closes);
     }
 
-    /// A `noreply` write went out at `at`.
-    pub fn sent_noreply(&mut self, at: Instant) {
+    /// `n` `noreply` commands went out at `at`, without a closing marker.
+    pub fn sent_noreply(&mut self, n: u32, at: Instant) {
+        self.unsynced = self.unsynced.saturating_add(n);
         self.noreply_sent_at = Some(at);
     }
 
@@ -256,11 +265,6 @@ impl Connection {
     /// `noreply` commands sent and not yet confirmed (see the field).
     pub fn unsynced(&self) -> u32 {
         self.unsynced
-    }
-
-    /// `n` more `noreply` commands went out without a closing marker.
-    pub fn add_unsynced(&mut self, n: u32) {
-        self.unsynced = self.unsynced.saturating_add(n);
     }
 
     /// The server answered a marker sent after every unsynced command.

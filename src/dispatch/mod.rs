@@ -330,20 +330,16 @@ impl Dispatcher {
             workers.spanning.submit(Job { req, done });
             return;
         }
+        // One key: its server's worker, where concurrent requests are merged. Routed on
+        // another list than the workers follow, a spanning worker runs it instead: its blocking
+        // call routes it on the list current then.
         let (version, routes) = self.client.route_keys(&keys.refs());
-        let first = routes.first().copied().unwrap_or(0);
-        if version != workers.version {
-            // Routed on another list than the workers follow: a spanning worker runs it whole,
-            // and its blocking call routes it on the list current then.
-            workers.spanning.submit(Job { req, done });
-            return;
-        }
-        if routes.iter().all(|&s| s == first) {
-            if let Some(tx) = workers.servers.get(first) {
+        let worker = routes.first().and_then(|&s| workers.servers.get(s));
+        match worker {
+            Some(tx) if version == workers.version => {
                 let _ = tx.send(Job { req, done });
             }
-            return;
+            _ => workers.spanning.submit(Job { req, done }),
         }
-        workers.spanning.submit(Job { req, done });
     }
 }
