@@ -30,6 +30,10 @@ PERIOD = 1.0  # it expires, or is invalidated, this often
 PAUSE = 0.001  # each reader's pause between reads
 WARMUP = 0.3  # seconds of reads before the window opens (not recorded)
 STALE_WINDOW = STAMPEDE_STALE_WINDOW  # seconds a value may be served past its period
+# A reader's two reads per round, the hot key's (True) and the reference's, in turns first:
+# the read right after the pause meets whatever woke with it (256 tasks whose timers fire
+# together), and that must not always be the same one.
+ORDERS = {True: (True, False), False: (False, True)}
 SHAPES = ("64 threads", "8 processes × 8 threads", "256 asyncio tasks")
 
 
@@ -73,6 +77,17 @@ class Log:
         self.ref_t0 = array.array("d")
         self.ref_dt = array.array("d")
 
+    def read(self, key: str, t0: float, dt: float, v: Any) -> None:
+        """A read of the hot key that started at `t0`, took `dt` and returned `v` (checked)."""
+        self.t0.append(t0)
+        self.dt.append(dt)
+        _check(key, v, time.time(), self)
+
+    def ref(self, t0: float, dt: float) -> None:
+        """A reference read (a plain get of another key)."""
+        self.ref_t0.append(t0)
+        self.ref_dt.append(dt)
+
 
 def _make_compute(key: str, log: Log) -> Callable[[], bytes]:
     def compute() -> bytes:
@@ -100,25 +115,23 @@ def _check(key: str, v: Any, now: float, log: Log) -> None:
 def _reader(p: Pattern, key: str, log: Log, t_warm: float, t_start: float, t_end: float) -> None:
     read, plain = p.read_fn(), p.plain_fn()
     pc, tt, sleep = time.perf_counter, time.time, time.sleep
+    hot_first = True
     while tt() < t_warm:
         sleep(0.005)
     while True:
         now = tt()
         if now >= t_end:
             return
-        a = pc()
-        v = read()
-        d = pc() - a
-        if now >= t_start:
-            log.t0.append(now)
-            log.dt.append(d)
-            _check(key, v, tt(), log)
-        t_ref, a = tt(), pc()
-        plain()
-        d = pc() - a
-        if now >= t_start:
-            log.ref_t0.append(t_ref)
-            log.ref_dt.append(d)
+        for hot in ORDERS[hot_first]:
+            t0, a = tt(), pc()
+            v = read() if hot else plain()
+            d = pc() - a
+            if now >= t_start:
+                if hot:
+                    log.read(key, t0, d, v)
+                else:
+                    log.ref(t0, d)
+        hot_first = not hot_first
         sleep(PAUSE)
 
 
@@ -199,24 +212,22 @@ async def _aio_run(servers: list, key: str, mode: str, times: tuple, n_inv: int)
 
     async def task() -> None:
         pc, tt = time.perf_counter, time.time
+        hot_first = True
         await asyncio.sleep(max(0.0, t_warm - tt()))
         while True:
             now = tt()
             if now >= t_end:
                 return
-            a = pc()
-            v = await mc.get_or_set(key, compute, **kw)
-            d = pc() - a
-            if now >= t_start:
-                log.t0.append(now)
-                log.dt.append(d)
-                _check(key, v, tt(), log)
-            t_ref, a = tt(), pc()
-            await mc.get(ref_key)
-            d = pc() - a
-            if now >= t_start:
-                log.ref_t0.append(t_ref)
-                log.ref_dt.append(d)
+            for hot in ORDERS[hot_first]:
+                t0, a = tt(), pc()
+                v = await (mc.get_or_set(key, compute, **kw) if hot else mc.get(ref_key))
+                d = pc() - a
+                if now >= t_start:
+                    if hot:
+                        log.read(key, t0, d, v)
+                    else:
+                        log.ref(t0, d)
+            hot_first = not hot_first
             await asyncio.sleep(PAUSE)
 
     async def invalidator() -> None:
