@@ -59,6 +59,17 @@ def _lock_key(key: _Key) -> _Key:
     return bytes(key) + _LOCK_SUFFIX.encode()
 
 
+def _lease_args(lease: int, recompute_early: int, on_wait_timeout: str) -> tuple[int, int]:
+    """The lease read's arguments, checked: (lease seconds, early-recompute seconds)."""
+    if on_wait_timeout not in ("compute", "raise"):
+        raise ValueError("on_wait_timeout must be 'compute' or 'raise'")
+    return max(1, int(lease)), max(0, int(recompute_early))
+
+
+# What a lease read answers when the caller just gets the value (no recompute, no wait).
+_SERVED = frozenset(("hit", "stale"))
+
+
 def _policy(
     key: _Key,
     time: int,
@@ -66,15 +77,14 @@ def _policy(
     wait: float | None,
     recompute_early: int,
     on_wait_timeout: str,
+    first: tuple[str, Any, int],
 ) -> Generator[_Step, Any, Any]:
-    if on_wait_timeout not in ("compute", "raise"):
-        raise ValueError("on_wait_timeout must be 'compute' or 'raise'")
-    lease = max(1, int(lease))
+    """Everything after the first lease read (``first``, which did not serve the value)."""
     wait_s = float(lease if wait is None else wait)
     waiter = _Waiter(wait_s)
+    state, value, cas = first
     while True:
-        state, value, cas = yield ("lease_get", key, lease, max(0, int(recompute_early)))
-        if state in ("hit", "stale"):
+        if state in _SERVED:
             return value
         if state == "unsupported":
             return (yield from _locked(key, time, lease, waiter, wait_s, on_wait_timeout))
@@ -84,6 +94,7 @@ def _policy(
         if pause is None:
             return (yield from _timed_out(key, wait_s, on_wait_timeout))
         yield ("sleep", pause)
+        state, value, cas = yield ("lease_get", key, lease, recompute_early)
 
 
 def _timed_out(key: _Key, wait: float, on_wait_timeout: str) -> Generator[_Step, Any, Any]:
@@ -158,8 +169,12 @@ def get_or_set(
             return mc._lease_release(*args)
         return getattr(mc, name)(*args)
 
-    gen = _policy(key, time, lease, wait, recompute_early, on_wait_timeout)
-    return _drive(gen, step)
+    lease, early = _lease_args(lease, recompute_early, on_wait_timeout)
+    # The common case, a value to serve, in one call: the policy only runs past it.
+    first = mc._lease_get(key, lease, early)
+    if first[0] in _SERVED:
+        return first[1]
+    return _drive(_policy(key, time, lease, wait, early, on_wait_timeout, first), step)
 
 
 def _advance(
@@ -188,7 +203,7 @@ def _drive(gen: Generator[_Step, Any, Any], step: Callable[[_Step], Any]) -> Any
 
 
 async def aget_or_set(
-    mc: Any,
+    self: Any,
     key: _Key,
     default: _Default,
     time: int = 0,
@@ -198,8 +213,15 @@ async def aget_or_set(
     recompute_early: int = 0,
     on_wait_timeout: _OnWaitTimeout = "compute",
 ) -> Any:
-    """The policy on an asyncio client; ``default`` may be a coroutine function."""
-    gen = _policy(key, time, lease, wait, recompute_early, on_wait_timeout)
+    """``fastmc.Client.get_or_set`` as a coroutine; ``default`` may also be a coroutine
+    function (awaited by the one caller that recomputes). It is ``fastmc.aio.Client.get_or_set``
+    itself, hence ``self``."""
+    mc = self
+    lease, early = _lease_args(lease, recompute_early, on_wait_timeout)
+    first = await mc._alease_get(key, lease, early)
+    if first[0] in _SERVED:
+        return first[1]
+    gen = _policy(key, time, lease, wait, early, on_wait_timeout, first)
     result: Any = None
     error: BaseException | None = None
     while True:
