@@ -32,7 +32,9 @@ WARMUP = 0.3  # seconds of reads before the window opens (not recorded)
 STALE_WINDOW = STAMPEDE_STALE_WINDOW  # seconds a value may be served past its period
 # A reader's two reads per round, the hot key's (True) and the reference's, in turns first:
 # the read right after the pause meets whatever woke with it (256 tasks whose timers fire
-# together), and that must not always be the same one.
+# together), and that must not always be the same one. Half the readers start with each, so
+# that in every round both kinds are in flight together and a stall of the whole process (a
+# garbage collection of the asyncio shape's one thread) meets both alike.
 ORDERS = {True: (True, False), False: (False, True)}
 SHAPES = ("64 threads", "8 processes × 8 threads", "256 asyncio tasks")
 
@@ -112,10 +114,11 @@ def _check(key: str, v: Any, now: float, log: Log) -> None:
         log.bad.append(repr(v)[:80])
 
 
-def _reader(p: Pattern, key: str, log: Log, t_warm: float, t_start: float, t_end: float) -> None:
+def _reader(
+    p: Pattern, key: str, log: Log, hot_first: bool, t_warm: float, t_start: float, t_end: float
+) -> None:
     read, plain = p.read_fn(), p.plain_fn()
     pc, tt, sleep = time.perf_counter, time.time, time.sleep
-    hot_first = True
     while tt() < t_warm:
         sleep(0.005)
     while True:
@@ -145,7 +148,9 @@ def _invalidator(p: Pattern, t_start: float, n: int, log: Log) -> None:
 def _threads(cls: type, servers: list, key: str, mode: str, n: int, times: tuple) -> Log:
     log = Log()
     p = cls(servers, key, mode, _make_compute(key, log))
-    th = [threading.Thread(target=_reader, args=(p, key, log, *times)) for _ in range(n)]
+    th = [
+        threading.Thread(target=_reader, args=(p, key, log, i % 2 == 0, *times)) for i in range(n)
+    ]
     for t in th:
         t.start()
     for t in th:
@@ -210,9 +215,8 @@ async def _aio_run(servers: list, key: str, mode: str, times: tuple, n_inv: int)
         log.computes.append((t, time.time()))
         return f"{key}|{t:.6f}|{os.getpid()}".encode()
 
-    async def task() -> None:
+    async def task(hot_first: bool) -> None:
         pc, tt = time.perf_counter, time.time
-        hot_first = True
         await asyncio.sleep(max(0.0, t_warm - tt()))
         while True:
             now = tt()
@@ -237,7 +241,7 @@ async def _aio_run(servers: list, key: str, mode: str, times: tuple, n_inv: int)
             await mc.invalidate(key)
 
     try:
-        await asyncio.gather(*(task() for _ in range(256)), invalidator())
+        await asyncio.gather(*(task(i % 2 == 0) for i in range(256)), invalidator())
     finally:
         await mc.close()
     return log
