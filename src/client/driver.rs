@@ -195,7 +195,7 @@ impl Client {
         wbuf.reserve(wire.len() + per_key);
         encode(&mut wbuf, &wire);
         conn.begin_request();
-        let sent = conn.send_nonblocking(&wbuf).unwrap_or(0);
+        let sent = conn.send_noreply(&wbuf).unwrap_or(0);
         if sent == wbuf.len() {
             server.metrics.batch(family, 1, now.elapsed(), sent, 0);
             ok.tally(&server.metrics);

@@ -73,7 +73,10 @@ impl Connection {
                 }
                 Ok(())
             }
-            None => self.stream.write_all(data).map_err(werr),
+            None => {
+                self.push_held_writes();
+                self.stream.write_all(data).map_err(werr)
+            }
         }
     }
 }

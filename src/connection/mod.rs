@@ -111,6 +111,8 @@ pub struct Connection {
     /// `noreply` commands sent since the server last confirmed it had processed everything:
     /// whatever it may have answered to them (error lines) is still to be read and discarded.
     unsynced: u32,
+    /// TCP_NODELAY is off for a run of `noreply` writes (see `send_noreply`).
+    nagle: bool,
 }
 
 impl Drop for Connection {
@@ -156,6 +158,7 @@ impl Connection {
             closes: None,
             received_since_begin: false,
             unsynced: 0,
+            nagle: false,
         };
         if let Some(c) = &opts.security.sasl {
             conn.authenticate(c)?;
@@ -272,9 +275,37 @@ impl Connection {
         self.unsynced = 0;
     }
 
+    /// One `noreply` request without blocking, as `send_nonblocking` (for plain TCP and Unix
+    /// sockets only). The second and later `noreply` writes in a row on a TCP connection go out
+    /// with Nagle's algorithm on (TCP_NODELAY off, pylibmc's default): while a segment is
+    /// unacknowledged the kernel gathers the next small writes into one, so a loop of them
+    /// costs one cheap system call each instead of one loopback transmission each. What is held
+    /// goes out when the server acknowledges what was sent (at most its delayed-ACK time, ~40 ms
+    /// on Linux, as with pylibmc), or at once with the next request that waits for an answer:
+    /// `send_nonblocking` turns TCP_NODELAY back on first, which pushes it.
+    pub fn send_noreply(&mut self, data: &[u8]) -> Result<usize> {
+        if self.unsynced > 0 && !self.nagle {
+            if let Stream::Tcp(s) = &self.stream {
+                self.nagle = s.set_nodelay(false).is_ok();
+            }
+        }
+        self.send_raw(data)
+    }
+
+    /// Back to TCP_NODELAY after a run of `noreply` writes, which sends what Nagle holds. (If
+    /// that ever failed, the next request would still go out, after the server's ACK.)
+    fn push_held_writes(&mut self) {
+        if self.nagle {
+            if let Stream::Tcp(s) = &self.stream {
+                self.nagle = s.set_nodelay(true).is_err();
+            }
+        }
+    }
+
     /// Write without blocking; returns how many bytes the kernel took (0 when its buffer is full).
     /// With TLS: how many plaintext bytes were taken (sealed records may still be pending).
     pub fn send_nonblocking(&mut self, data: &[u8]) -> Result<usize> {
+        self.push_held_writes();
         if let Some(tls) = &mut self.tls {
             let fd = self.stream.fd();
             flush_tls(tls, fd)?;
@@ -288,6 +319,10 @@ impl Connection {
             flush_tls(tls, fd)?;
             return Ok(n);
         }
+        self.send_raw(data)
+    }
+
+    fn send_raw(&self, data: &[u8]) -> Result<usize> {
         match rustix::net::send(self.fd(), data, SendFlags::DONTWAIT | SendFlags::NOSIGNAL) {
             Ok(n) => Ok(n),
             Err(rustix::io::Errno::AGAIN) => Ok(0),
@@ -465,5 +500,61 @@ impl Connection {
     fn send_nonblocking_ref(&self, data: &[u8]) -> Result<usize> {
         rustix::net::send(self.fd(), data, SendFlags::DONTWAIT | SendFlags::NOSIGNAL)
             .map_err(|e| Error::write(&io::Error::from(e)))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::net::TcpListener;
+
+    fn nodelay(c: &Connection) -> bool {
+        match &c.stream {
+            Stream::Tcp(s) => s.nodelay().unwrap(),
+            Stream::Unix(_) => unreachable!(),
+        }
+    }
+
+    #[test]
+    fn a_run_of_noreply_writes_has_nagle_on_until_the_next_request() {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let ms = Duration::from_millis;
+        let opts = SocketOptions {
+            binary: false,
+            security: Default::default(),
+            connect_timeout: ms(4000),
+            read_timeout: ms(4000),
+            write_timeout: ms(4000),
+            recv_wait: ms(250),
+            tcp_keepalive: false,
+            send_buffer: None,
+            recv_buffer: None,
+        };
+        let addr = Address::Tcp {
+            host: "127.0.0.1".into(),
+            port,
+        };
+        let mut c = Connection::connect(&addr, &opts).unwrap();
+        let (mut server, _) = listener.accept().unwrap();
+        assert!(nodelay(&c));
+        // The first noreply write of a run goes out at once.
+        assert_eq!(c.send_noreply(b"delete a noreply\r\n").unwrap(), 18);
+        c.sent_noreply(1, Instant::now());
+        assert!(nodelay(&c));
+        // The next ones may be gathered.
+        assert_eq!(c.send_noreply(b"delete b noreply\r\n").unwrap(), 18);
+        c.sent_noreply(1, Instant::now());
+        assert!(!nodelay(&c));
+        assert_eq!(c.send_noreply(b"delete c noreply\r\n").unwrap(), 18);
+        assert!(!nodelay(&c));
+        // A request that waits for an answer turns TCP_NODELAY back on, which pushes them all.
+        assert_eq!(c.send_nonblocking(b"mn\r\n").unwrap(), 4);
+        assert!(nodelay(&c));
+        let want = b"delete a noreply\r\ndelete b noreply\r\ndelete c noreply\r\nmn\r\n";
+        let mut got = vec![0; want.len()];
+        server.set_read_timeout(Some(ms(4000))).unwrap();
+        server.read_exact(&mut got).unwrap();
+        assert_eq!(&got[..], &want[..]);
     }
 }

@@ -85,6 +85,26 @@ def test_noreply_writes_then_reads_stay_in_sync(mcd):
     assert mc.get("one") is None
 
 
+def test_a_run_of_noreply_writes_reaches_the_server_without_a_later_request(mcd):
+    """Within a run, the kernel may gather noreply writes (Nagle's algorithm, as pylibmc's
+    default has it); nothing is held until a later request: another client sees them all soon
+    after the writer stops, and the writer's own next request sees them at once."""
+    import time
+
+    writer, reader = fastmc.Client([mcd.address]), fastmc.Client([mcd.address])
+    assert writer.get("warm") is None  # an answered request: the connection is in use
+    keys = ["run%d" % i for i in range(500)]
+    for k in keys:
+        writer.set(k, k, noreply=True)
+    deadline = time.monotonic() + 2.0
+    while len(reader.get_multi(keys)) < len(keys) and time.monotonic() < deadline:
+        time.sleep(0.005)
+    assert reader.get_multi(keys) == {k: k for k in keys}
+    for k in keys:
+        writer.delete(k, noreply=True)
+    assert writer.get_multi(keys) == {}  # pushed out by the request itself
+
+
 def test_behavior_changes_keep_the_connection_and_the_order_of_writes(mcd):
     """A connection that carries noreply writes the server has not run yet is not closed by a
     behavior change: on a new connection (served by another memcached thread) later writes could
