@@ -231,22 +231,39 @@ impl Client {
         sink.out.finish()
     }
 
+    /// One delete: `delete_multi` of one key, without its vector on the `noreply` short path.
+    pub fn delete_one(&self, key: &[u8], noreply: bool) -> Option<Result<bool>> {
+        let snap = self.snapshot();
+        if noreply || snap.behaviors.noreply {
+            if let Some(r) = self.forget_delete(&snap, key) {
+                return Some(r);
+            }
+        }
+        drop(snap);
+        self.delete_multi(&[key], noreply).pop()
+    }
+
+    /// A `noreply` delete of one key by `forget_one`, when it applies.
+    fn forget_delete(&self, snap: &Snapshot, key: &[u8]) -> Option<Result<bool>> {
+        let verify = snap.behaviors.verify_keys;
+        let encode = |buf: &mut Vec<u8>, w: &[u8]| text::encode_delete(buf, w, true);
+        self.forget_one(
+            snap,
+            Family::Delete,
+            key,
+            verify,
+            REQUEST_BYTES,
+            true,
+            encode,
+        )
+    }
+
     /// Deletes, pipelined: `true` if deleted, `false` if not found.
     pub fn delete_multi(&self, keys: &[&[u8]], noreply: bool) -> Vec<Result<bool>> {
         let snap = self.snapshot();
         let noreply = noreply || snap.behaviors.noreply;
         if let ([k], true) = (keys, noreply) {
-            let verify = snap.behaviors.verify_keys;
-            let encode = |buf: &mut Vec<u8>, w: &[u8]| text::encode_delete(buf, w, true);
-            if let Some(r) = self.forget_one(
-                &snap,
-                Family::Delete,
-                k,
-                verify,
-                REQUEST_BYTES,
-                true,
-                encode,
-            ) {
+            if let Some(r) = self.forget_delete(&snap, k) {
                 return vec![r];
             }
         }

@@ -280,7 +280,7 @@ pub(super) fn delete(
     if k.is_empty() {
         return Ok(false);
     }
-    let r = detached(py, this, |core| Ok(core.delete_multi(&[k], noreply).pop()))?;
+    let r = detached(py, this, |core| Ok(core.delete_one(k, noreply)))?;
     delete_reply(this, k, r)
 }
 
