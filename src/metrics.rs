@@ -123,7 +123,10 @@ pub struct LatencySnapshot {
 #[derive(Default)]
 pub struct ServerMetrics {
     requests: [AtomicU64; 6],
-    keys: [AtomicU64; 6],
+    /// Keys are counted as what differs from one per request (most requests have one key:
+    /// then only `requests` is touched): those beyond the first, and requests without any.
+    extra_keys: [AtomicU64; 6],
+    keyless: [AtomicU64; 6],
     pub hits: AtomicU64,
     pub misses: AtomicU64,
     pub stored: AtomicU64,
@@ -154,14 +157,30 @@ impl Default for ErrorCounts {
 impl ServerMetrics {
     /// One batch of `keys` keys of `family` took `elapsed`, sending `out` and reading `inn`
     /// bytes; `failed` when it ended with an error.
-    pub fn batch(&self, family: Family, keys: usize, elapsed: Duration, out: usize, inn: u64) {
+    /// One request to the server: `elapsed` is its latency, `None` for `noreply` writes, whose
+    /// answer nobody waits for (they are counted, not timed).
+    pub fn batch(
+        &self,
+        family: Family,
+        keys: usize,
+        elapsed: Option<Duration>,
+        out: usize,
+        inn: u64,
+    ) {
         let f = family as usize;
-        if let (Some(r), Some(k), Some(h)) =
-            (self.requests.get(f), self.keys.get(f), self.latency.get(f))
-        {
+        if let Some(r) = self.requests.get(f) {
             r.fetch_add(1, Relaxed);
-            k.fetch_add(keys as u64, Relaxed);
-            h.record(elapsed);
+        }
+        let more = match keys {
+            1 => None,
+            0 => self.keyless.get(f).map(|c| (c, 1)),
+            n => self.extra_keys.get(f).map(|c| (c, n as u64 - 1)),
+        };
+        if let Some((c, n)) = more {
+            c.fetch_add(n, Relaxed);
+        }
+        if let (Some(h), Some(d)) = (self.latency.get(f), elapsed) {
+            h.record(d);
         }
         self.bytes_out.fetch_add(out as u64, Relaxed);
         if inn != 0 {
@@ -186,7 +205,10 @@ impl ServerMetrics {
         let load = |a: &AtomicU64| a.load(Relaxed);
         MetricsSnapshot {
             requests: self.requests.each_ref().map(load),
-            keys: self.keys.each_ref().map(load),
+            keys: std::array::from_fn(|f| {
+                (load(&self.requests[f]) + load(&self.extra_keys[f]))
+                    .saturating_sub(load(&self.keyless[f]))
+            }),
             hits: load(&self.hits),
             misses: load(&self.misses),
             stored: load(&self.stored),
@@ -247,6 +269,24 @@ pub struct MetricsSnapshot {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn keys_are_counted_per_request_and_noreply_writes_are_not_timed() {
+        let m = ServerMetrics::default();
+        let ms = Duration::from_millis(1);
+        m.batch(Family::Get, 1, Some(ms), 10, 20);
+        m.batch(Family::Get, 5, Some(ms), 10, 20);
+        m.batch(Family::Get, 0, Some(ms), 10, 20);
+        m.batch(Family::Delete, 1, None, 10, 0);
+        m.batch(Family::Delete, 3, None, 10, 0);
+        let s = m.snapshot();
+        let (g, d) = (Family::Get as usize, Family::Delete as usize);
+        assert_eq!((s.requests[g], s.keys[g]), (3, 6));
+        assert_eq!((s.requests[d], s.keys[d]), (2, 4));
+        assert_eq!(m.latency[g].snapshot().count, 3);
+        assert_eq!(m.latency[d].snapshot().count, 0);
+        assert_eq!((s.bytes_out, s.bytes_in), (50, 60));
+    }
 
     #[test]
     fn buckets_are_monotonic_and_percentiles_close() {

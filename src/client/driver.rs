@@ -197,7 +197,7 @@ impl Client {
         conn.begin_request();
         let sent = conn.send_noreply(&wbuf).unwrap_or(0);
         if sent == wbuf.len() {
-            server.metrics.batch(family, 1, now.elapsed(), sent, 0);
+            server.metrics.batch(family, 1, None, sent, 0);
             ok.tally(&server.metrics);
             conn.sent_noreply(1, now);
             self.answered_again(server);
@@ -448,13 +448,8 @@ impl Client {
         let m = &server.metrics;
         let read = a.conn.read_total().saturating_sub(a.read_before);
         let b = &a.batch;
-        m.batch(
-            b.family,
-            b.keys.len(),
-            a.started.elapsed(),
-            b.wbuf.len(),
-            read,
-        );
+        let timed = (!b.forget).then(|| a.started.elapsed());
+        m.batch(b.family, b.keys.len(), timed, b.wbuf.len(), read);
         if let Some(e) = &a.failed {
             m.error(e);
         }
