@@ -198,26 +198,31 @@ impl Server {
     /// says when idle connections are peeked at first, to skip those the server has closed (a
     /// restart) before anything is sent on them: writes cannot be replayed once sent.
     pub fn checkout(&self, opts: &SocketOptions, probe: Probe) -> Result<(Connection, bool)> {
-        loop {
-            let c = self.idle.lock().pop();
-            match c {
-                // Inherited across fork(): drop our handle, never touch the shared socket.
-                Some(c) if !c.owned_by_this_process() => continue,
-                Some(c) => {
-                    let peek = match probe {
-                        Probe::Never => false,
-                        Probe::BeforeNoreply(now) => c.needs_probe_before_noreply(now),
-                        Probe::UnlessAnswered(now) => c.needs_probe(now),
-                    };
-                    if peek && !c.peer_still_open() {
-                        continue;
-                    }
-                    return Ok((c, true));
-                }
-                None => break,
-            }
+        match self.checkout_idle(probe) {
+            Some(c) => Ok((c, true)),
+            None => self.connect(opts).map(|c| (c, false)),
         }
-        self.connect(opts).map(|c| (c, false))
+    }
+
+    /// A usable idle connection, if there is one; never connects, never blocks (the peek is
+    /// non-blocking).
+    pub fn checkout_idle(&self, probe: Probe) -> Option<Connection> {
+        loop {
+            let c = self.idle.lock().pop()?;
+            // Inherited across fork(): drop our handle, never touch the shared socket.
+            if !c.owned_by_this_process() {
+                continue;
+            }
+            let peek = match probe {
+                Probe::Never => false,
+                Probe::BeforeNoreply(now) => c.needs_probe_before_noreply(now),
+                Probe::UnlessAnswered(now) => c.needs_probe(now),
+            };
+            if peek && !c.peer_still_open() {
+                continue;
+            }
+            return Some(c);
+        }
     }
 
     /// A new connection, counted in the metrics.

@@ -9,6 +9,7 @@
 //! checkin, health), `connection`, the in-flight batches and the sinks.
 
 use std::sync::atomic::Ordering;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use rustix::event::{PollFd, PollFlags};
@@ -31,6 +32,23 @@ use crate::server::{Probe, Server};
 /// its server a third more time (each wait hands the CPU to the server, and the scheduler then
 /// keeps preempting the client), more than the write itself costs in the client.
 const MAX_UNSYNCED: u32 = 1 << 16;
+
+/// How far a single `noreply` write got without blocking (`Client::forget_start`).
+pub enum Quick<T> {
+    /// Sent whole, or failed at once (a server in its retry window): the outcome.
+    Done(Result<T>),
+    /// Partly sent, or the send failed: `Client::forget_rest` finishes it, and may block.
+    Rest(Box<Unfinished<T>>),
+    /// Nothing done: the general path applies (it may block: connecting, a sync).
+    Blocking,
+}
+
+/// A single `noreply` write that `forget_start` began (`Client::forget_rest` ends it).
+pub struct Unfinished<T> {
+    snap: Arc<Snapshot>,
+    a: InFlight,
+    ok: T,
+}
 
 thread_local! {
     /// `forget_one`'s request buffer, kept between calls on a thread.
@@ -133,11 +151,7 @@ impl Client {
         let Some(server) = snap.topo.servers.get(s) else {
             return Err(Error::NoServers);
         };
-        if let Err(e) = server.check_health(*now) {
-            server.metrics.down_skips.fetch_add(1, Ordering::Relaxed);
-            server.metrics.error(&e);
-            return Err(e);
-        }
+        Self::healthy(server, *now)?;
         match server.checkout(&snap.opts, probe) {
             Ok((conn, reused)) => {
                 if !reused {
@@ -165,7 +179,7 @@ impl Client {
     #[allow(clippy::too_many_arguments)]
     pub(super) fn forget_one<T: Clone + Tally>(
         &self,
-        snap: &Snapshot,
+        snap: &Arc<Snapshot>,
         family: Family,
         key: &[u8],
         verify_keys: bool,
@@ -173,21 +187,60 @@ impl Client {
         ok: T,
         encode: impl FnOnce(&mut Vec<u8>, &[u8]),
     ) -> Option<Result<T>> {
-        if snap.behaviors.binary || snap.opts.security.tls.is_some() {
-            return None;
+        let q = self.forget_start(snap, family, key, verify_keys, per_key, ok, encode, true);
+        self.forget_end(q)
+    }
+
+    /// The outcome of a `forget_start`, finishing what it left (this may block); `None`: the
+    /// general path applies.
+    pub(crate) fn forget_end<T: Clone + Tally>(&self, q: Quick<T>) -> Option<Result<T>> {
+        match q {
+            Quick::Done(r) => Some(r),
+            Quick::Rest(u) => self.forget_rest(*u),
+            Quick::Blocking => None,
         }
-        let wire = snap.wire_key(key, verify_keys).ok()?;
+    }
+
+    /// `forget_one` up to its first `send`. With `may_connect` false it never blocks (no idle
+    /// connection: `Quick::Blocking`, nothing done), so that the binding may call it without
+    /// releasing the interpreter, and release it only for what is left (`forget_rest`).
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn forget_start<T: Clone + Tally>(
+        &self,
+        snap: &Arc<Snapshot>,
+        family: Family,
+        key: &[u8],
+        verify_keys: bool,
+        per_key: usize,
+        ok: T,
+        encode: impl FnOnce(&mut Vec<u8>, &[u8]),
+        may_connect: bool,
+    ) -> Quick<T> {
+        if snap.behaviors.binary || snap.opts.security.tls.is_some() {
+            return Quick::Blocking;
+        }
+        let Ok(wire) = snap.wire_key(key, verify_keys) else {
+            return Quick::Blocking;
+        };
         let s = snap.route(key, &wire);
-        let server = snap.topo.servers.get(s)?;
+        let Some(server) = snap.topo.servers.get(s) else {
+            return Quick::Blocking;
+        };
         let mut now = Instant::now();
-        let (mut conn, reused) =
-            match self.checkout_for(snap, s, Probe::BeforeNoreply(now), &mut now) {
-                Ok(c) => c,
-                Err(e) => return Some(Err(e)),
-            };
+        let probe = Probe::BeforeNoreply(now);
+        let checked_out = if may_connect {
+            self.checkout_for(snap, s, probe, &mut now).map(Some)
+        } else {
+            Self::healthy(server, now).map(|()| server.checkout_idle(probe).map(|c| (c, true)))
+        };
+        let (mut conn, reused) = match checked_out {
+            Ok(Some(c)) => c,
+            Ok(None) => return Quick::Blocking,
+            Err(e) => return Quick::Done(Err(e)),
+        };
         if conn.unsynced() >= MAX_UNSYNCED {
             server.checkin(conn);
-            return None;
+            return Quick::Blocking;
         }
         // The buffer of this thread's previous such write: no allocation per call.
         let mut wbuf = FORGET_BUF.take();
@@ -205,7 +258,7 @@ impl Client {
             if wbuf.capacity() <= FORGET_BUF_KEPT {
                 FORGET_BUF.set(wbuf);
             }
-            return Some(Ok(ok));
+            return Quick::Done(Ok(ok));
         }
         // The rest of the write (or its failure, which the general path retries on a new
         // connection when nothing was sent) as a batch of one.
@@ -216,10 +269,30 @@ impl Client {
         batch.close_noreply();
         let mut a = InFlight::new(batch, conn, false, reused, false, now);
         a.wpos = sent;
+        Quick::Rest(Box::new(Unfinished {
+            snap: Arc::clone(snap),
+            a,
+            ok,
+        }))
+    }
+
+    /// What `forget_start` left: the rest of a write the socket did not take whole (this may
+    /// wait for the socket, or reconnect).
+    fn forget_rest<T: Clone + Tally>(&self, u: Unfinished<T>) -> Option<Result<T>> {
+        let Unfinished { snap, a, ok } = u;
         let mut sink = LineSink::new(1, |_| Err(unexpected()), Some(ok));
-        let a = self.drive_one(snap, a, &mut sink);
-        self.finish(snap, a, &mut sink);
+        let a = self.drive_one(&snap, a, &mut sink);
+        self.finish(&snap, a, &mut sink);
         sink.out.finish().pop()
+    }
+
+    /// `ServerDown`/`ServerDead` at once (counted) while the server is in its retry window or
+    /// ejected.
+    fn healthy(server: &Server, now: Instant) -> Result<()> {
+        server.check_health(now).inspect_err(|e| {
+            server.metrics.down_skips.fetch_add(1, Ordering::Relaxed);
+            server.metrics.error(e);
+        })
     }
 
     /// A clean exchange with `server`: clear its failure record, and note that it is up again

@@ -40,6 +40,8 @@ use crate::behaviors::{Behaviors, Rejected};
 use crate::connection::Address;
 use crate::error::{Error, Result};
 use crate::server::Probe;
+pub use driver::{Quick, Unfinished};
+pub(crate) use sink::Tally;
 use snapshot::Snapshot;
 pub use topology::Membership;
 use topology::Topology;

@@ -4,6 +4,9 @@
 //!
 //! Uses the plan, the sinks and the driver (`execute`); `protocol` encoders. No I/O of its own.
 
+use std::sync::Arc;
+
+use super::driver::Quick;
 use super::plan::{
     close_batches, plan, plan_checked, Closing, KeyCheck, ServerBatch, WriteMode, WriteModes,
 };
@@ -164,6 +167,36 @@ impl Client {
         }
     }
 
+    /// `store_multi` of one item as far as it goes without blocking (see `forget_start`): a
+    /// `noreply` store on an idle connection.
+    pub fn store_now(
+        &self,
+        cmd: StoreCmd,
+        item: &StoreItem<'_>,
+        noreply: bool,
+    ) -> Quick<StoreStatus> {
+        let snap = self.snapshot();
+        if !(noreply || snap.behaviors.noreply) {
+            return Quick::Blocking;
+        }
+        self.forget_store(&snap, cmd, item, false)
+    }
+
+    /// A `noreply` store of one item by `forget_start`, when it applies.
+    fn forget_store(
+        &self,
+        snap: &Arc<Snapshot>,
+        cmd: StoreCmd,
+        it: &StoreItem<'_>,
+        may_connect: bool,
+    ) -> Quick<StoreStatus> {
+        let verify = snap.behaviors.verify_keys;
+        let (size, ok) = (it.data.len() + REQUEST_BYTES, StoreStatus::Stored);
+        let encode = |buf: &mut Vec<u8>, w: &[u8]| text::encode_store(buf, cmd, w, it, true);
+        let f = Family::Store;
+        self.forget_start(snap, f, it.key, verify, size, ok, encode, may_connect)
+    }
+
     /// Storage commands, pipelined. With `noreply` the server answers nothing per key and one
     /// `version` round trip closes the batch, so no stray reply can ever be read later.
     pub fn store_multi(
@@ -175,11 +208,7 @@ impl Client {
         let snap = self.snapshot();
         let noreply = noreply || snap.behaviors.noreply;
         if let ([it], true) = (items, noreply) {
-            let verify = snap.behaviors.verify_keys;
-            let (size, ok) = (it.data.len() + REQUEST_BYTES, StoreStatus::Stored);
-            let encode = |buf: &mut Vec<u8>, w: &[u8]| text::encode_store(buf, cmd, w, it, true);
-            if let Some(r) = self.forget_one(&snap, Family::Store, it.key, verify, size, ok, encode)
-            {
+            if let Some(r) = self.forget_end(self.forget_store(&snap, cmd, it, true)) {
                 return vec![r];
             }
         }
@@ -235,7 +264,7 @@ impl Client {
     pub fn delete_one(&self, key: &[u8], noreply: bool) -> Option<Result<bool>> {
         let snap = self.snapshot();
         if noreply || snap.behaviors.noreply {
-            if let Some(r) = self.forget_delete(&snap, key) {
+            if let Some(r) = self.forget_end(self.forget_delete(&snap, key, true)) {
                 return Some(r);
             }
         }
@@ -243,19 +272,22 @@ impl Client {
         self.delete_multi(&[key], noreply).pop()
     }
 
-    /// A `noreply` delete of one key by `forget_one`, when it applies.
-    fn forget_delete(&self, snap: &Snapshot, key: &[u8]) -> Option<Result<bool>> {
+    /// `delete_one` as far as it goes without blocking (see `forget_start`): a `noreply` delete
+    /// on an idle connection.
+    pub fn delete_now(&self, key: &[u8], noreply: bool) -> Quick<bool> {
+        let snap = self.snapshot();
+        if !(noreply || snap.behaviors.noreply) {
+            return Quick::Blocking;
+        }
+        self.forget_delete(&snap, key, false)
+    }
+
+    /// A `noreply` delete of one key by `forget_start`, when it applies.
+    fn forget_delete(&self, snap: &Arc<Snapshot>, key: &[u8], may_connect: bool) -> Quick<bool> {
         let verify = snap.behaviors.verify_keys;
         let encode = |buf: &mut Vec<u8>, w: &[u8]| text::encode_delete(buf, w, true);
-        self.forget_one(
-            snap,
-            Family::Delete,
-            key,
-            verify,
-            REQUEST_BYTES,
-            true,
-            encode,
-        )
+        let (f, n) = (Family::Delete, REQUEST_BYTES);
+        self.forget_start(snap, f, key, verify, n, true, encode, may_connect)
     }
 
     /// Deletes, pipelined: `true` if deleted, `false` if not found.
@@ -263,7 +295,7 @@ impl Client {
         let snap = self.snapshot();
         let noreply = noreply || snap.behaviors.noreply;
         if let ([k], true) = (keys, noreply) {
-            if let Some(r) = self.forget_delete(&snap, k) {
+            if let Some(r) = self.forget_end(self.forget_delete(&snap, k, true)) {
                 return vec![r];
             }
         }

@@ -47,7 +47,7 @@ pub(super) trait Sink {
 }
 
 /// How an outcome counts in the metrics (hits and misses, stored and not stored).
-pub(super) trait Tally {
+pub(crate) trait Tally {
     fn tally(&self, _m: &ServerMetrics) {}
 }
 

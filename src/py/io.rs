@@ -18,7 +18,8 @@ use pyo3::marker::Ungil;
 use pyo3::prelude::*;
 
 use super::client::PyClient;
-use crate::client::Client;
+use crate::client::{Client, Quick, Tally};
+use crate::error::Result as CoreResult;
 
 /// Run `f` on `client`'s core with the interpreter released; re-attached, return what it returned.
 /// `Err` if the client was never initialized or `f` failed; the constructors of `errors` need no
@@ -34,6 +35,32 @@ where
     // Server state changes this call (or another thread's) noted: log them, call listeners.
     super::events::deliver(py, &client.listeners, &core);
     r
+}
+
+/// A single `noreply` write with the interpreter kept: `start` is the core's `*_now`, which
+/// never blocks (one non-blocking `send` on an idle connection), and the interpreter is released
+/// only for what it could not do: the rest of a partial send, or the whole general path
+/// (`general`: connecting, a sync). Keeping it saves a release and re-acquire per write, as
+/// much as the `send` itself costs in a loop of such writes.
+pub(super) fn noreply_write<T, S, G>(
+    py: Python<'_>,
+    client: &PyClient,
+    start: S,
+    general: G,
+) -> PyResult<Option<CoreResult<T>>>
+where
+    T: Send + Clone + Tally,
+    S: FnOnce(&Client) -> Quick<T>,
+    G: Send + FnOnce(&Client) -> Option<CoreResult<T>>,
+{
+    let core = client.core()?;
+    let r = match start(&core) {
+        Quick::Done(r) => Some(r),
+        Quick::Blocking => released(py, || general(&core)),
+        rest => released(py, || core.forget_end(rest)),
+    };
+    super::events::deliver(py, &client.listeners, &core);
+    Ok(r)
 }
 
 /// Run `f` with the interpreter released: the only place in the binding that detaches.

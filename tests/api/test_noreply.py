@@ -173,6 +173,46 @@ def test_a_noreply_write_the_socket_does_not_take_whole_is_finished(mcd):
     assert mc.get("small4") == 4
 
 
+def test_a_noreply_write_that_must_wait_lets_other_threads_run(mcd):
+    """A single noreply write keeps the interpreter only for what cannot block (one
+    non-blocking send on an idle connection): when the server stops reading and the socket
+    fills, the write waits with the interpreter released, and goes on when the server does."""
+    import os
+    import signal
+    import threading
+    import time
+
+    from memcached import sigstop
+
+    mc = fastmc.Client(
+        [mcd.address], behaviors={"_socket_send_size": 4096, "send_timeout": 5_000_000}
+    )
+    assert mc.get("warm") is None
+    sigstop(mcd.proc.pid)
+    outcome: list = []
+
+    def writer() -> None:
+        try:
+            for i in range(20_000):
+                mc.set("w%d" % i, b"v" * 1000, noreply=True)
+            outcome.append("all sent")
+        except fastmc.Error as e:
+            outcome.append(e)
+
+    t = threading.Thread(target=writer)
+    t.start()
+    ticks, deadline = 0, time.monotonic() + 0.8
+    while time.monotonic() < deadline:
+        ticks += 1
+        time.sleep(0.001)
+    waiting = t.is_alive() and not outcome  # 20 MB cannot fit in the sockets' buffers
+    os.kill(mcd.proc.pid, signal.SIGCONT)
+    t.join(10)
+    assert waiting and ticks > 100  # this thread ran while the writer waited on the socket
+    assert outcome == ["all sent"]
+    assert mc.get_multi(["w0", "w19999"]) == {"w0": b"v" * 1000, "w19999": b"v" * 1000}
+
+
 def test_single_noreply_writes_check_keys_and_apply_the_prefix(mcd):
     mc = fastmc.Client([mcd.address], behaviors={"_noreply": True})
     with pytest.raises(fastmc.BadKeyProvided):

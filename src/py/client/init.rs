@@ -326,6 +326,8 @@ pub(crate) struct BehaviorFlags {
     pub verify_keys: bool,
     /// fastmc's `get_multi_raise_on_error`.
     pub get_multi_raise_on_error: bool,
+    /// `_noreply`: every write is a `noreply` one.
+    pub noreply: bool,
 }
 
 impl BehaviorFlags {
@@ -334,6 +336,7 @@ impl BehaviorFlags {
             cas: b.cas,
             verify_keys: b.verify_keys,
             get_multi_raise_on_error: b.get_multi_raise_on_error,
+            noreply: b.noreply,
         }
     }
 
@@ -342,6 +345,7 @@ impl BehaviorFlags {
         8 | u8::from(self.cas)
             | u8::from(self.verify_keys) << 1
             | u8::from(self.get_multi_raise_on_error) << 2
+            | u8::from(self.noreply) << 4
     }
 
     /// `None` before the client was initialized.
@@ -350,6 +354,7 @@ impl BehaviorFlags {
             cas: bits & 1 != 0,
             verify_keys: bits & 2 != 0,
             get_multi_raise_on_error: bits & 4 != 0,
+            noreply: bits & 16 != 0,
         })
     }
 }

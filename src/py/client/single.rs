@@ -15,7 +15,7 @@ use crate::error::Error as CoreError;
 use crate::protocol::StoreCmd;
 use crate::py::args::{self, *};
 use crate::py::errors::{self, Op};
-use crate::py::io::detached;
+use crate::py::io::{detached, noreply_write};
 
 /// A single store's arguments, converted once in pylibmc's order (`s#O|IIi`: key, time,
 /// min_compress_len, compress_level; then compress_level's range, then the key's length). The
@@ -77,9 +77,19 @@ pub(super) fn store(
         data: &data,
         cas: args.cas,
     };
-    let r = detached(py, this, |core| {
-        Ok(core.store_multi(cmd, &[item], args.noreply).pop())
-    })?;
+    let noreply = args.noreply || this.flags()?.noreply;
+    let r = if noreply {
+        noreply_write(
+            py,
+            this,
+            |core| core.store_now(cmd, &item, true),
+            |core| core.store_multi(cmd, &[item], true).pop(),
+        )?
+    } else {
+        detached(py, this, |core| {
+            Ok(core.store_multi(cmd, &[item], false).pop())
+        })?
+    };
     store_reply(this, cmd, key, r)
 }
 
@@ -280,7 +290,16 @@ pub(super) fn delete(
     if k.is_empty() {
         return Ok(false);
     }
-    let r = detached(py, this, |core| Ok(core.delete_one(k, noreply)))?;
+    let r = if noreply || this.flags()?.noreply {
+        noreply_write(
+            py,
+            this,
+            |core| core.delete_now(k, true),
+            |core| core.delete_one(k, true),
+        )?
+    } else {
+        detached(py, this, |core| Ok(core.delete_one(k, false)))?
+    };
     delete_reply(this, k, r)
 }
 
