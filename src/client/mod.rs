@@ -311,6 +311,15 @@ impl Client {
         *guard = Arc::new(Snapshot::new(behaviors, namespace, topo, live));
     }
 
+    /// The snapshot in place, for a step that never blocks (the `*_now` writes): the read lock
+    /// is held only while it runs. `None` when the ring may need a rebuild (`snapshot` does it).
+    fn snapshot_in_place(&self) -> Option<parking_lot::RwLockReadGuard<'_, Arc<Snapshot>>> {
+        if self.maybe_ejected.load(Ordering::Relaxed) {
+            return None;
+        }
+        Some(self.snapshot.read())
+    }
+
     /// The snapshot for one operation; rebuilds the ring first if a server was ejected or came
     /// back.
     fn snapshot(&self) -> Arc<Snapshot> {
@@ -411,6 +420,11 @@ impl Client {
 
     /// The state changes since the last call (one atomic load when there are none: this runs
     /// after every call, so the common case must not write the shared flag).
+    /// Whether `take_events` has something (one relaxed load).
+    pub fn events_pending(&self) -> bool {
+        self.has_events.load(Ordering::Relaxed)
+    }
+
     pub fn take_events(&self) -> Vec<ServerEvent> {
         if !self.has_events.load(Ordering::Relaxed)
             || !self.has_events.swap(false, Ordering::Acquire)

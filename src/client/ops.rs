@@ -175,11 +175,12 @@ impl Client {
         item: &StoreItem<'_>,
         noreply: bool,
     ) -> Quick<StoreStatus> {
-        let snap = self.snapshot();
-        if !(noreply || snap.behaviors.noreply) {
-            return Quick::Blocking;
+        match self.snapshot_in_place() {
+            Some(snap) if noreply || snap.behaviors.noreply => {
+                self.forget_store(&snap, cmd, item, false)
+            }
+            _ => Quick::Blocking,
         }
-        self.forget_store(&snap, cmd, item, false)
     }
 
     /// A `noreply` store of one item by `forget_start`, when it applies.
@@ -275,11 +276,12 @@ impl Client {
     /// `delete_one` as far as it goes without blocking (see `forget_start`): a `noreply` delete
     /// on an idle connection.
     pub fn delete_now(&self, key: &[u8], noreply: bool) -> Quick<bool> {
-        let snap = self.snapshot();
-        if !(noreply || snap.behaviors.noreply) {
-            return Quick::Blocking;
+        match self.snapshot_in_place() {
+            Some(snap) if noreply || snap.behaviors.noreply => {
+                self.forget_delete(&snap, key, false)
+            }
+            _ => Quick::Blocking,
         }
-        self.forget_delete(&snap, key, false)
     }
 
     /// A `noreply` delete of one key by `forget_start`, when it applies.

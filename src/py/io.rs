@@ -53,8 +53,20 @@ where
     S: FnOnce(&Client) -> Quick<T>,
     G: Send + FnOnce(&Client) -> Option<CoreResult<T>>,
 {
-    let core = client.core()?;
-    let r = match start(&core) {
+    // The core in place under its read lock while `start` runs (it never blocks); a clone of
+    // it, without the lock, for anything else: work with the interpreter released, or the
+    // listeners (Python code, which may do anything).
+    let guard = client.core.read();
+    let core = guard
+        .as_deref()
+        .ok_or_else(super::client::not_initialized)?;
+    let r = match start(core) {
+        Quick::Done(r) if !core.events_pending() => return Ok(Some(r)),
+        q => q,
+    };
+    let core = guard.clone().ok_or_else(super::client::not_initialized)?;
+    drop(guard);
+    let r = match r {
         Quick::Done(r) => Some(r),
         Quick::Blocking => released(py, || general(&core)),
         rest => released(py, || core.forget_end(rest)),

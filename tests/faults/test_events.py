@@ -94,3 +94,33 @@ def test_asyncio_client_delivers_on_the_loop_thread():
 
     seen = asyncio.run(main())
     assert seen == [("server_down", threading.get_ident())]
+
+
+def test_noreply_writes_deliver_events_to_callbacks_that_use_the_client():
+    """A noreply write (the short path that keeps the interpreter) delivers what it noticed like
+    any call, and the callback may use the client itself."""
+    a = Memcached()
+    try:
+        mc = fastmc.Client(
+            [a.address],
+            behaviors={"retry_timeout": 1, "connect_timeout": 300, "_poll_timeout": 300},
+        )
+        seen = []
+        mc.on("server_down", lambda s, e, d: seen.append(e))
+        mc.on("server_up", lambda s, e, d: seen.append((e, mc.get("nr0"))))
+        for i in range(3):
+            assert mc.set("nr%d" % i, i, noreply=True) is True
+        assert mc.get("nr2") == 2
+        a.stop()
+        with pytest.raises(fastmc.Error):
+            mc.delete("nr1", noreply=True)
+            mc.get("nr1")
+        assert seen == ["server_down"]
+        a.start()
+        time.sleep(1.1)
+        for i in range(3):
+            assert mc.set("nr%d" % i, i * 10, noreply=True) is True
+        assert seen == ["server_down", ("server_up", 0)]
+        assert mc.get_multi(["nr0", "nr1", "nr2"]) == {"nr0": 0, "nr1": 10, "nr2": 20}
+    finally:
+        a.stop()

@@ -87,7 +87,7 @@ fn event_kind(event: &str) -> PyResult<crate::client::EventKind> {
         })
 }
 
-fn not_initialized() -> PyErr {
+pub(super) fn not_initialized() -> PyErr {
     plain_error("client is not initialized (call __init__ first)")
 }
 
