@@ -59,6 +59,7 @@ __all__ = [
     "discover_aio",
     "fetch_config",
     "fetch_config_async",
+    "follow_aio",
     "parse_cluster_config",
     "tls_context",
 ]
@@ -344,7 +345,8 @@ class AutoDiscovery:
         self._task: asyncio.Task[None] | None = None
         self._lock = threading.RLock()
 
-    def _fetch_args(self) -> dict[str, Any]:
+    def fetch_args(self) -> dict[str, Any]:
+        """How this asks its endpoint (``fetch_config``'s keyword arguments)."""
         return {
             "timeout": self.timeout,
             "config_key": self.config_key,
@@ -354,7 +356,7 @@ class AutoDiscovery:
         }
 
     def fetch(self) -> ClusterConfig:
-        return fetch_config(self.endpoint, **self._fetch_args())
+        return fetch_config(self.endpoint, **self.fetch_args())
 
     def apply(self, config: ClusterConfig) -> bool:
         """Apply ``config`` unless its version and nodes are those applied last; whether the
@@ -390,7 +392,7 @@ class AutoDiscovery:
     async def refresh_async(self) -> bool:
         """:meth:`refresh` on the running event loop."""
         try:
-            config = await fetch_config_async(self.endpoint, **self._fetch_args())
+            config = await fetch_config_async(self.endpoint, **self.fetch_args())
         except (DiscoveryError, OSError, ValueError, asyncio.TimeoutError) as e:
             self._failed(e)
             return False
@@ -512,12 +514,25 @@ async def discover_aio(
 ) -> aio.Client:
     """:func:`discover` for the asyncio client: the refresh runs as a task of the running loop
     (``set_servers`` and its events on the loop's thread), stopped by ``await mc.close()``."""
-    from .aio import Client as AioClient
-
     args = _fetch_args(timeout, config_key, mc_key, client_kwargs)
     config = await fetch_config_async(endpoint, **args)
+    return follow_aio(endpoint, config, interval, args, behaviors, **client_kwargs)
+
+
+def follow_aio(
+    endpoint: str,
+    config: ClusterConfig,
+    interval: float,
+    fetch_args: dict[str, Any],
+    behaviors: Mapping[str, Any] | None = None,
+    **client_kwargs: Any,
+) -> aio.Client:
+    """An asyncio client on ``config`` (already fetched from ``endpoint``, with ``fetch_args``:
+    what :func:`discover` passes), refreshed by a task of the running loop."""
+    from .aio import Client as AioClient
+
     mc = AioClient(list(config.servers), behaviors, **client_kwargs)
-    discovery = AutoDiscovery(mc, endpoint, interval=interval, config=config, **args)
+    discovery = AutoDiscovery(mc, endpoint, interval=interval, config=config, **fetch_args)
     mc.discovery = discovery
     discovery.start_task()
     return mc

@@ -35,6 +35,14 @@ differences that follow from fastmc's client being thread-safe:
 the backend objects of that configuration, instead of Django's default of calling the blocking
 method in a thread. They store and read the same values as the blocking methods.
 
+**Cluster auto-discovery.** With ``"OPTIONS": {"discovery": {...}}`` the ``LOCATION`` is one
+configuration endpoint (ElastiCache, Memorystore) instead of the servers: the clients follow its
+node list (:mod:`fastmc.autodiscovery`). The dict takes :func:`fastmc.autodiscovery.discover`'s
+``interval``, ``timeout``, ``config_key`` and ``mc_key`` (``True`` for the defaults). The
+blocking client fetches the list when first used and refreshes it on a thread; the asyncio
+clients start from the blocking client's configuration (fetching it the first time, a blocking
+round trip on the loop once per process) and refresh it in a task of their loop.
+
 ``touch(key, 0)`` expires the key (memcached's negative expiry), like every other Django backend;
 ``incr``/``decr`` of a missing key raise ``ValueError``, as Django requires.
 """
@@ -53,6 +61,7 @@ from django.core.cache.backends.memcached import BaseMemcachedCache
 
 import fastmc
 import fastmc.aio
+from fastmc import autodiscovery
 from fastmc.client import Client
 
 __all__ = ["FastMCCache"]
@@ -95,17 +104,51 @@ class FastMCCache(BaseMemcachedCache):  # type: ignore[misc]
             return None
 
     @cached_property
+    def _discovery(self) -> tuple[str, dict[str, Any], dict[str, Any]] | None:
+        """With the ``discovery`` option: (the endpoint, discover()'s options, the client's)."""
+        options = dict(self._options)
+        how = options.pop("discovery", None)
+        if how is None or how is False:
+            return None
+        if how is True:
+            how = {}
+        if not isinstance(how, dict):
+            raise TypeError("OPTIONS['discovery'] must be a dict or True, not %r" % (how,))
+        unknown = set(how) - {"interval", "timeout", "config_key", "mc_key"}
+        if unknown:
+            raise TypeError("unknown discovery options: %s" % ", ".join(sorted(unknown)))
+        if len(self.client_servers) != 1:
+            raise ValueError("with discovery, LOCATION is one configuration endpoint")
+        return self.client_servers[0], how, options
+
+    def _new_client(self) -> Client:
+        if self._discovery is None:
+            return Client(self.client_servers, **self._options)
+        endpoint, how, options = self._discovery
+        return autodiscovery.discover(endpoint, **how, **options)
+
+    @cached_property
     def _cache(self) -> Client:
-        servers = self.client_servers
         key = self._config_key
         if key is None:
-            return Client(servers, **self._options)
+            return self._new_client()
         with _shared_lock:
             client = _shared_clients.get(key)
             if client is None:
-                client = Client(servers, **self._options)
+                client = self._new_client()
                 _shared_clients[key] = client
             return client
+
+    def _new_aio_client(self) -> fastmc.aio.Client:
+        if self._discovery is None:
+            return fastmc.aio.Client(self.client_servers, **self._options)
+        endpoint, _, options = self._discovery
+        found = getattr(self._cache, "discovery", None)
+        if found is None or found.config is None:
+            raise RuntimeError("the blocking client of %r follows no configuration" % endpoint)
+        return autodiscovery.follow_aio(
+            endpoint, found.config, found.interval, found.fetch_args(), **options
+        )
 
     def close(self, **kwargs: Any) -> None:
         """Nothing to release per request (see the module docstring)."""
@@ -126,11 +169,13 @@ class FastMCCache(BaseMemcachedCache):  # type: ignore[misc]
         """The asyncio client of the running loop for this configuration."""
         loop = asyncio.get_running_loop()
         key = self._config_key or id(self)
+        if self._discovery is not None:
+            self._cache  # noqa: B018 (its configuration is where the asyncio clients start)
         with _shared_lock:
             per_loop = _shared_aio.setdefault(loop, {})
             client = per_loop.get(key)
             if client is None:
-                client = fastmc.aio.Client(self.client_servers, **self._options)
+                client = self._new_aio_client()
                 per_loop[key] = client
             return client
 

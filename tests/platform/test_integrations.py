@@ -680,3 +680,58 @@ def test_django_get_or_set_computes_once_across_threads_and_tasks(server, django
             return await asyncio.gather(*(cache.aget_or_set("warm", aslow, 60) for _ in range(50)))
 
         assert asyncio.run(main()) == ["again"] * 50 and len(calls) == 2
+
+
+def test_django_discovery_follows_the_configuration_endpoint(servers, django_settings):
+    """``OPTIONS["discovery"]``: the LOCATION is a configuration endpoint; the blocking and the
+    asyncio clients start on its node list and follow it when it changes."""
+    from config_endpoint import ConfigEndpoint
+    from django.core.cache import caches
+    from django.test import override_settings
+
+    with ConfigEndpoint(servers[:1]) as ep:
+        config = {
+            "default": {
+                "BACKEND": "fastmc.django.FastMCCache",
+                "LOCATION": ep.address,
+                "OPTIONS": {"discovery": {"interval": 0.05}, "behaviors": {"ketama": True}},
+            }
+        }
+        with override_settings(CACHES=config):
+            cache = caches["default"]
+            assert cache._cache.addresses == servers[:1]
+            cache.set_many({"d%d" % i: i for i in range(30)})
+            by_server = [fastmc.Client([s]) for s in servers]
+            assert len(by_server[0].get_multi([":1:d%d" % i for i in range(30)])) == 30
+
+            async def main():
+                mc = cache._acache
+                assert mc.addresses == servers[:1]
+                assert await cache.aget("d7") == 7
+                ep.set_nodes(servers)
+                deadline = time.monotonic() + 5
+                while mc.addresses != servers and time.monotonic() < deadline:
+                    await asyncio.sleep(0.02)
+                assert mc.addresses == servers
+                await cache.aset_many({"e%d" % i: i for i in range(30)})
+                await mc.close()
+
+            asyncio.run(main())
+            deadline = time.monotonic() + 5
+            while cache._cache.addresses != servers and time.monotonic() < deadline:
+                time.sleep(0.02)
+            assert cache._cache.addresses == servers
+            cache.set_many({"f%d" % i: i for i in range(30)})
+            for prefix in "ef":  # both clients spread their keys over the three servers now
+                keys = [":1:%s%d" % (prefix, i) for i in range(30)]
+                spread = [len(c.get_multi(keys)) for c in by_server]
+                assert sum(spread) == 30 and all(n > 0 for n in spread)
+            cache._cache.close()
+
+    with (
+        override_settings(
+            CACHES={"default": dict(config["default"], LOCATION=[servers[0], servers[1]])}
+        ),
+        pytest.raises(ValueError, match="one configuration endpoint"),
+    ):
+        caches["default"].get("x")
