@@ -27,6 +27,7 @@ from aiocache.serializers import JsonSerializer
 
 import fastmc
 import fastmc.aio
+from fastmc import autodiscovery
 
 __all__ = ["FastMCBackend", "FastMCCache"]
 
@@ -74,6 +75,7 @@ class FastMCBackend(BaseCache):  # type: ignore[misc]
         servers: Iterable[str] | None = None,
         behaviors: Mapping[str, Any] | None = None,
         binary: bool = False,
+        discovery: bool | Mapping[str, Any] = False,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
@@ -81,9 +83,41 @@ class FastMCBackend(BaseCache):  # type: ignore[misc]
         self.port = int(port)
         self.pool_size = int(pool_size)  # accepted for aiocache's signature; fastmc pools itself
         self.servers = list(servers) if servers else ["%s:%d" % (endpoint, self.port)]
-        self.client = fastmc.aio.Client(
-            self.servers, behaviors={"cas": True, **(behaviors or {})}, binary=binary
+        behaviors = {"cas": True, **(behaviors or {})}
+        self._discovery: autodiscovery.AutoDiscovery | None = None
+        if discovery:
+            self._client = self._discovered(discovery, behaviors, binary)
+        else:
+            self._client = fastmc.aio.Client(self.servers, behaviors=behaviors, binary=binary)
+
+    def _discovered(
+        self, discovery: bool | Mapping[str, Any], behaviors: dict[str, Any], binary: bool
+    ) -> fastmc.aio.Client:
+        """``endpoint:port`` is a configuration endpoint: its node list now (one blocking fetch,
+        here), then followed by a task of the loop that first uses the cache."""
+        how = dict(discovery) if isinstance(discovery, Mapping) else {}
+        unknown = set(how) - {"interval", "timeout", "config_key", "mc_key"}
+        if unknown:
+            raise TypeError("unknown discovery options: %s" % ", ".join(sorted(unknown)))
+        if len(self.servers) != 1:
+            raise ValueError("with discovery, endpoint:port is one configuration endpoint")
+        where = self.servers[0]
+        interval = float(how.pop("interval", 60.0))
+        args = autodiscovery.discovery_fetch_args(binary=binary, **how)
+        config = autodiscovery.fetch_config(where, **args)
+        client = fastmc.aio.Client(list(config.servers), behaviors=behaviors, binary=binary)
+        self._discovery = autodiscovery.AutoDiscovery(
+            client, where, interval=interval, config=config, **args
         )
+        client.discovery = self._discovery
+        return client
+
+    @property
+    def client(self) -> fastmc.aio.Client:
+        """The asyncio client (with discovery: its refresh starts on the first use in a loop)."""
+        if self._discovery is not None:
+            self._discovery.ensure_task()
+        return self._client
 
     @staticmethod
     def _decode(value: bytes | None, encoding: str | None) -> Any:

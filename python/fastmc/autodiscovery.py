@@ -57,6 +57,7 @@ __all__ = [
     "UnsupportedAutoconfMethod",
     "discover",
     "discover_aio",
+    "discovery_fetch_args",
     "fetch_config",
     "fetch_config_async",
     "follow_aio",
@@ -423,6 +424,17 @@ class AutoDiscovery:
         if self._task is None:
             self._task = asyncio.get_running_loop().create_task(self._run_async())
 
+    def ensure_task(self) -> None:
+        """:meth:`start_task` when called in a running loop and nothing refreshes yet (nor was
+        stopped); otherwise nothing."""
+        if self._task is not None or self._thread is not None or self._stop.is_set():
+            return
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            return
+        self.start_task()
+
     async def _run_async(self) -> None:
         while not self._stop.is_set():
             await asyncio.sleep(self.interval)
@@ -478,6 +490,18 @@ def _fetch_args(
         "ssl_context": ctx,
         "server_hostname": name,
     }
+
+
+def discovery_fetch_args(
+    *,
+    timeout: float = 2.0,
+    config_key: bytes | str = "cluster",
+    mc_key: bytes | str = "AmazonElastiCache:cluster",
+    **client_kwargs: Any,
+) -> dict[str, Any]:
+    """:func:`fetch_config`'s keyword arguments for a client made with ``client_kwargs``, as
+    :func:`discover` passes them (TLS when the client's TLS keywords say so)."""
+    return _fetch_args(timeout, config_key, mc_key, client_kwargs)
 
 
 def discover(

@@ -76,3 +76,38 @@ def test_backend_reads_what_aiomcache_wrote(on_11211):
         await ours.close()
 
     asyncio.run(main())
+
+
+def test_discovery_follows_the_configuration_endpoint(servers):
+    """``discovery=``: ``endpoint:port`` is a configuration endpoint; the backend starts on its
+    node list and follows it (a task of the loop that uses the cache)."""
+    import asyncio
+    import time
+
+    import fastmc
+    from config_endpoint import ConfigEndpoint
+    from fastmc.aiocache import FastMCCache
+
+    with ConfigEndpoint(servers[:1]) as ep:
+        host, port = ep.address.rsplit(":", 1)
+        cache = FastMCCache(endpoint=host, port=int(port), discovery={"interval": 0.05})
+        assert cache.client.addresses == servers[:1]
+
+        async def main():
+            await cache.multi_set([("a%d" % i, i) for i in range(30)])
+            ep.set_nodes(servers)
+            deadline = time.monotonic() + 5
+            while cache.client.addresses != servers and time.monotonic() < deadline:
+                await asyncio.sleep(0.02)
+            assert cache.client.addresses == servers
+            await cache.multi_set([("b%d" % i, i) for i in range(30)])
+            assert await cache.multi_get(["b0", "b29"]) == [0, 29]
+            await cache.client.close()
+
+        asyncio.run(main())
+        spread = [
+            len(fastmc.Client([s]).get_multi(["b%d" % i for i in range(30)])) for s in servers
+        ]
+        assert sum(spread) == 30 and all(n > 0 for n in spread)
+        with pytest.raises(TypeError, match="unknown discovery options: every"):
+            FastMCCache(endpoint=host, port=int(port), discovery={"every": 1})
