@@ -53,7 +53,7 @@ pytest: memcached venv develop ## the Python test suite against real memcached s
 
 test: memcached venv check-rust develop lint pytest ## every check and test (what CI runs)
 
-bench: memcached venv develop-release ## the quick side-by-side benchmark (about a minute)
+bench: memcached venv develop-release ## the quick side-by-side benchmark (about four minutes)
 	$(BIN)/python benches/bench.py --quick $(if $(SERVERS),--servers $(SERVERS))
 
 bench-full: memcached venv develop-release ## the full benchmark (the figures in the README)
