@@ -95,10 +95,7 @@ class FastMCBackend(BaseCache):  # type: ignore[misc]
     ) -> fastmc.aio.Client:
         """``endpoint:port`` is a configuration endpoint: its node list now (one blocking fetch,
         here), then followed by a task of the loop that first uses the cache."""
-        how = dict(discovery) if isinstance(discovery, Mapping) else {}
-        unknown = set(how) - {"interval", "timeout", "config_key", "mc_key"}
-        if unknown:
-            raise TypeError("unknown discovery options: %s" % ", ".join(sorted(unknown)))
+        how = autodiscovery.discovery_options(discovery)
         if len(self.servers) != 1:
             raise ValueError("with discovery, endpoint:port is one configuration endpoint")
         where = self.servers[0]

@@ -58,6 +58,7 @@ __all__ = [
     "discover",
     "discover_aio",
     "discovery_fetch_args",
+    "discovery_options",
     "fetch_config",
     "fetch_config_async",
     "follow_aio",
@@ -490,6 +491,23 @@ def _fetch_args(
         "ssl_context": ctx,
         "server_hostname": name,
     }
+
+
+_DISCOVERY_OPTIONS = frozenset(("interval", "timeout", "config_key", "mc_key"))
+
+
+def discovery_options(option: object) -> dict[str, Any]:
+    """An integration's ``discovery`` option (``True``, or a dict of :func:`discover`'s
+    ``interval``, ``timeout``, ``config_key`` and ``mc_key``) as :func:`discover`'s keyword
+    arguments; anything else is refused with ``TypeError``."""
+    if option is True:
+        return {}
+    if not isinstance(option, Mapping):
+        raise TypeError("the discovery option must be a dict or True, not %r" % (option,))
+    unknown = set(option) - _DISCOVERY_OPTIONS
+    if unknown:
+        raise TypeError("unknown discovery options: %s" % ", ".join(sorted(map(str, unknown))))
+    return dict(option)
 
 
 def discovery_fetch_args(

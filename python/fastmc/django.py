@@ -107,16 +107,10 @@ class FastMCCache(BaseMemcachedCache):  # type: ignore[misc]
     def _discovery(self) -> tuple[str, dict[str, Any], dict[str, Any]] | None:
         """With the ``discovery`` option: (the endpoint, discover()'s options, the client's)."""
         options = dict(self._options)
-        how = options.pop("discovery", None)
-        if how is None or how is False:
+        option = options.pop("discovery", None)
+        if option is None or option is False:
             return None
-        if how is True:
-            how = {}
-        if not isinstance(how, dict):
-            raise TypeError("OPTIONS['discovery'] must be a dict or True, not %r" % (how,))
-        unknown = set(how) - {"interval", "timeout", "config_key", "mc_key"}
-        if unknown:
-            raise TypeError("unknown discovery options: %s" % ", ".join(sorted(unknown)))
+        how = autodiscovery.discovery_options(option)
         if len(self.client_servers) != 1:
             raise ValueError("with discovery, LOCATION is one configuration endpoint")
         return self.client_servers[0], how, options

@@ -201,15 +201,9 @@ mod tests {
     fn a_check_waits_no_longer_than_what_is_left() {
         let ms = Duration::from_millis;
         let opts = SocketOptions {
-            binary: false,
-            security: Default::default(),
-            connect_timeout: ms(4000),
             read_timeout: ms(500),
             write_timeout: ms(5000),
-            recv_wait: ms(250),
-            tcp_keepalive: false,
-            send_buffer: None,
-            recv_buffer: None,
+            ..SocketOptions::for_tests()
         };
         let o = bounded(&opts, ms(200));
         let waits = [

@@ -51,7 +51,7 @@ pub struct Unfinished<T> {
 }
 
 thread_local! {
-    /// `forget_one`'s request buffer, kept between calls on a thread.
+    /// `forget_start`'s request buffer, kept between calls on a thread.
     static FORGET_BUF: std::cell::Cell<Vec<u8>> = const { std::cell::Cell::new(Vec::new()) };
 }
 
@@ -168,29 +168,6 @@ impl Client {
         }
     }
 
-    /// One `noreply` text write of one key (a loop of `set(..., noreply=True)`): the steps of
-    /// `run` for a batch of one (route, health, checkout with the `noreply` peek rule, send,
-    /// accounting) without a plan, a sink or an in-flight record, so that the call is one
-    /// `send` and little else. `ok` is the outcome a `noreply` write reports (and tallies);
-    /// `per_key` is what the request takes besides the key.
-    /// `None` when the case is not this simple (binary, TLS, an invalid key, a connection that
-    /// owes a sync): nothing was sent, and the caller takes the general path. A send that the
-    /// socket does not take whole, or that fails, goes on as the general path's batch would.
-    #[allow(clippy::too_many_arguments)]
-    pub(super) fn forget_one<T: Clone + Tally>(
-        &self,
-        snap: &Arc<Snapshot>,
-        family: Family,
-        key: &[u8],
-        verify_keys: bool,
-        per_key: usize,
-        ok: T,
-        encode: impl FnOnce(&mut Vec<u8>, &[u8]),
-    ) -> Option<Result<T>> {
-        let q = self.forget_start(snap, family, key, verify_keys, per_key, ok, encode, true);
-        self.forget_end(q)
-    }
-
     /// The outcome of a `forget_start`, finishing what it left (this may block); `None`: the
     /// general path applies.
     pub(crate) fn forget_end<T: Clone + Tally>(&self, q: Quick<T>) -> Option<Result<T>> {
@@ -201,9 +178,17 @@ impl Client {
         }
     }
 
-    /// `forget_one` up to its first `send`. With `may_connect` false it never blocks (no idle
-    /// connection: `Quick::Blocking`, nothing done), so that the binding may call it without
-    /// releasing the interpreter, and release it only for what is left (`forget_rest`).
+    /// One `noreply` text write of one key (a loop of `set(..., noreply=True)`), up to its
+    /// first `send`: the steps of `run` for a batch of one (route, health, checkout with the
+    /// `noreply` peek rule, send, accounting) without a plan, a sink or an in-flight record, so
+    /// that the call is one `send` and little else. `ok` is the outcome a `noreply` write
+    /// reports (and tallies); `per_key` is what the request takes besides the key.
+    /// `Quick::Blocking` when the case is not this simple (binary, TLS, an invalid key, a
+    /// connection that owes a sync, or, with `may_connect` false, no idle connection): nothing
+    /// was sent, and the caller takes the general path. A send that the socket does not take
+    /// whole, or that fails, is `Quick::Rest`, which `forget_end` goes on with as the general
+    /// path's batch would. With `may_connect` false it never blocks, so that the binding may
+    /// call it without releasing the interpreter, and release it only for what is left.
     #[allow(clippy::too_many_arguments)]
     pub(super) fn forget_start<T: Clone + Tally>(
         &self,

@@ -167,19 +167,12 @@ impl Client {
         }
     }
 
-    /// `store_multi` of one item as far as it goes without blocking (see `forget_start`): a
-    /// `noreply` store on an idle connection.
-    pub fn store_now(
-        &self,
-        cmd: StoreCmd,
-        item: &StoreItem<'_>,
-        noreply: bool,
-    ) -> Quick<StoreStatus> {
+    /// A `noreply` `store_multi` of one item as far as it goes without blocking (see
+    /// `forget_start`): sent on an idle connection.
+    pub fn store_now(&self, cmd: StoreCmd, item: &StoreItem<'_>) -> Quick<StoreStatus> {
         match self.snapshot_in_place() {
-            Some(snap) if noreply || snap.behaviors.noreply => {
-                self.forget_store(&snap, cmd, item, false)
-            }
-            _ => Quick::Blocking,
+            Some(snap) => self.forget_store(&snap, cmd, item, false),
+            None => Quick::Blocking,
         }
     }
 
@@ -273,14 +266,12 @@ impl Client {
         self.delete_multi(&[key], noreply).pop()
     }
 
-    /// `delete_one` as far as it goes without blocking (see `forget_start`): a `noreply` delete
+    /// A `noreply` `delete_one` as far as it goes without blocking (see `forget_start`): sent
     /// on an idle connection.
-    pub fn delete_now(&self, key: &[u8], noreply: bool) -> Quick<bool> {
+    pub fn delete_now(&self, key: &[u8]) -> Quick<bool> {
         match self.snapshot_in_place() {
-            Some(snap) if noreply || snap.behaviors.noreply => {
-                self.forget_delete(&snap, key, false)
-            }
-            _ => Quick::Blocking,
+            Some(snap) => self.forget_delete(&snap, key, false),
+            None => Quick::Blocking,
         }
     }
 
@@ -364,7 +355,8 @@ impl Client {
             let encode = |buf: &mut Vec<u8>, w: &[u8]| text::encode_touch(buf, w, exptime, true);
             // (libmemcached's touch does not apply verify_keys, as below.)
             let f = Family::Touch;
-            if let Some(r) = self.forget_one(&snap, f, k, false, REQUEST_BYTES, true, encode) {
+            let q = self.forget_start(&snap, f, k, false, REQUEST_BYTES, true, encode, true);
+            if let Some(r) = self.forget_end(q) {
                 return vec![r];
             }
         }

@@ -61,6 +61,24 @@ impl SocketOptions {
             && self.send_buffer == other.send_buffer
             && self.recv_buffer == other.recv_buffer
     }
+
+    /// Text protocol, no security, 4 s timeouts, a 250 ms blocking read: for the unit tests,
+    /// which change what they test.
+    #[cfg(test)]
+    pub(crate) fn for_tests() -> SocketOptions {
+        let ms = Duration::from_millis;
+        SocketOptions {
+            binary: false,
+            security: Default::default(),
+            connect_timeout: ms(4000),
+            read_timeout: ms(4000),
+            write_timeout: ms(4000),
+            recv_wait: ms(250),
+            tcp_keepalive: false,
+            send_buffer: None,
+            recv_buffer: None,
+        }
+    }
 }
 
 /// A connected socket.

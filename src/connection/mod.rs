@@ -520,17 +520,7 @@ mod tests {
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
         let port = listener.local_addr().unwrap().port();
         let ms = Duration::from_millis;
-        let opts = SocketOptions {
-            binary: false,
-            security: Default::default(),
-            connect_timeout: ms(4000),
-            read_timeout: ms(4000),
-            write_timeout: ms(4000),
-            recv_wait: ms(250),
-            tcp_keepalive: false,
-            send_buffer: None,
-            recv_buffer: None,
-        };
+        let opts = SocketOptions::for_tests();
         let addr = Address::Tcp {
             host: "127.0.0.1".into(),
             port,

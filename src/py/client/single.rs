@@ -82,7 +82,7 @@ pub(super) fn store(
         noreply_write(
             py,
             this,
-            |core| core.store_now(cmd, &item, true),
+            |core| core.store_now(cmd, &item),
             |core| core.store_multi(cmd, &[item], true).pop(),
         )?
     } else {
@@ -294,7 +294,7 @@ pub(super) fn delete(
         noreply_write(
             py,
             this,
-            |core| core.delete_now(k, true),
+            |core| core.delete_now(k),
             |core| core.delete_one(k, true),
         )?
     } else {
