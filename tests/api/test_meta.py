@@ -184,3 +184,28 @@ def test_huge_quiet_batches_on_three_servers():
     finally:
         for p in procs:
             p.stop()
+
+
+@pytest.mark.parametrize("cas", [False, True])
+def test_get_multi_asks_each_server_in_one_request(relayed, cas):
+    """Up to 1,000 keys of a server in one `get` line: memcached answers each request of a
+    pipeline with writes of its own, and over a network a reply in several writes took up to
+    half a round trip longer. Touching fetches keep lines of 100 keys: memcached reads an
+    over-long line only for get/gets."""
+    _, relay = relayed
+    mc = fastmc.Client([relay.address], behaviors={"cas": cas})
+    keys = [f"key:{i:05d}" for i in range(2500)]
+    assert mc.set_multi(dict.fromkeys(keys, b"v")) == []
+    relay.take()
+    got = mc.gets_multi(keys) if cas else mc.get_multi(keys)
+    assert sorted(got) == keys
+    verb = b"gets" if cas else b"get"
+    lines = relay.take().split(b"\r\n")
+    assert lines[-1] == b"" and [line.split()[0] for line in lines[:-1]] == [verb] * 3
+    assert [line.split()[1:] for line in lines[:-1]] == [
+        [k.encode() for k in keys[i : i + 1000]] for i in (0, 1000, 2000)
+    ]
+    assert mc.gat_multi(keys[:250], 100) == dict.fromkeys(keys[:250], b"v")
+    lines = relay.take().split(b"\r\n")
+    assert [len(line.split()) - 2 for line in lines[:-1]] == [100, 100, 50]
+    assert all(line.startswith(verb.replace(b"get", b"gat") + b" 100 ") for line in lines[:-1])
