@@ -71,7 +71,9 @@ def main(argv: list | None = None) -> int:
     net = Net(args.holder, args.slow_start_after_idle)
     try:
         net.up()
-        holder = net.start_delay(args.delay, delay_us=0)
+        # Whole offloaded writes through the holder (one verdict each), except where a loss
+        # must hit single packets.
+        holder = net.start_delay(args.delay, delay_us=0, gso=0 if args.soak else 1)
         print(f"delay: {holder.name}", flush=True)
         count = args.soak_servers if args.soak else args.servers
         servers = net.start_memcached(count)

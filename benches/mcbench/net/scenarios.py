@@ -22,7 +22,7 @@ from ..targets import TARGETS
 NET_PEERS = ("pylibmc", "pymemcache", "libmc")
 SIZES = (100, 1_000)
 OPS = ("set_multi", "get_multi", "delete_multi")
-MULTI_ROUNDS = {100: 11, 1_000: 5}
+MULTI_ROUNDS = {100: 11, 1_000: 9}
 
 
 @dataclass

@@ -8,6 +8,7 @@
 //! packets: TCP sees the delay, the loss and the reordering as on a wire.
 //!
 //! Usage: netdelay --queue N --delay-us D [--loss P] [--reorder P] [--reorder-extra-us E]
+//! [--gso 1]
 //!
 //! Commands on stdin, one per line, change the settings while it runs: `delay_us D`,
 //! `loss P`, `reorder P`, `reorder_extra_us E`, and `stats` (prints one line of counters:
@@ -85,6 +86,9 @@ const NFQA_VERDICT_HDR: u16 = 2;
 const NFQA_CFG_CMD: u16 = 1;
 const NFQA_CFG_PARAMS: u16 = 2;
 const NFQA_CFG_QUEUE_MAXLEN: u16 = 3;
+const NFQA_CFG_MASK: u16 = 4;
+const NFQA_CFG_FLAGS: u16 = 5;
+const NFQA_CFG_F_GSO: u32 = 1 << 2;
 const NFQNL_CFG_CMD_BIND: u8 = 1;
 const NFQNL_COPY_META: u8 = 1;
 const NF_DROP: u32 = 0;
@@ -218,7 +222,7 @@ fn packet_ids(b: &[u8], out: &mut Vec<u32>) {
     }
 }
 
-fn open_queue(queue: u16) -> i32 {
+fn open_queue(queue: u16, gso: bool) -> i32 {
     let fd = unsafe { socket(AF_NETLINK, SOCK_RAW, NETLINK_NETFILTER) };
     if fd < 0 {
         die("socket(AF_NETLINK, NETLINK_NETFILTER)");
@@ -243,10 +247,17 @@ fn open_queue(queue: u16) -> i32 {
     let mut params = 0u32.to_be_bytes().to_vec(); // copy_range: no payload
     params.push(NFQNL_COPY_META);
     let maxlen = 65536u32.to_be_bytes();
-    let attrs: [(u16, &[u8]); 3] = [
+    // With `gso`, a segmentation-offload packet is queued whole instead of cut into MTU-sized
+    // packets first (the kernel cuts it after the verdict): one verdict per write of a large
+    // reply. Loss then drops a whole write, so the loss runs keep it off.
+    let flags = if gso { NFQA_CFG_F_GSO } else { 0 }.to_be_bytes();
+    let mask = NFQA_CFG_F_GSO.to_be_bytes();
+    let attrs: [(u16, &[u8]); 5] = [
         (NFQA_CFG_CMD, &cmd),
         (NFQA_CFG_PARAMS, &params),
         (NFQA_CFG_QUEUE_MAXLEN, &maxlen),
+        (NFQA_CFG_MASK, &mask),
+        (NFQA_CFG_FLAGS, &flags),
     ];
     nlmsg(
         &mut msg,
@@ -272,6 +283,7 @@ fn open_queue(queue: u16) -> i32 {
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let mut queue: u16 = 0;
+    let mut gso = false;
     let mut s = Settings {
         delay_ns: 0,
         loss: 0.0,
@@ -285,13 +297,15 @@ fn main() {
         );
         if k == "--queue" {
             queue = v.parse().unwrap_or_else(|_| die("--queue takes a number"));
+        } else if k == "--gso" {
+            gso = v == "1";
         } else if let Err(e) = s.apply(k, v) {
             eprintln!("netdelay: {e}");
             std::process::exit(2);
         }
     }
     unsafe { prctl(PR_SET_TIMERSLACK, 1, 0, 0, 0) }; // wake up on time, not 50 µs late
-    let fd = open_queue(queue);
+    let fd = open_queue(queue, gso);
     let t0 = Instant::now();
     let mut rng = Rng(0x9e37_79b9_7f4a_7c15 ^ (std::process::id() as u64) << 17);
     // Held packets: (due, arrival order, id, verdict), earliest first.
