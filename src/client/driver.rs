@@ -103,39 +103,49 @@ impl Client {
     fn start(
         &self,
         snap: &Snapshot,
-        mut batch: ServerBatch,
+        batch: ServerBatch,
         sink: &mut dyn Sink,
         replay_safe: bool,
         now: &mut Instant,
     ) -> Option<InFlight> {
-        let probe = if replay_safe {
-            Probe::Never
-        } else if batch.forget {
-            Probe::BeforeNoreply(*now)
-        } else {
-            Probe::UnlessAnswered(*now)
-        };
+        let probe = Self::probe_for(&batch, replay_safe, *now);
         match self.checkout_for(snap, batch.server, probe, now) {
-            Ok((mut conn, reused)) => {
-                conn.begin_request();
-                if conn.unsynced() > 0 && (!batch.forget || conn.unsynced() >= MAX_UNSYNCED) {
-                    batch.prepend_sync();
-                }
-                let binary = snap.behaviors.binary;
-                Some(InFlight::new(
-                    batch,
-                    conn,
-                    binary,
-                    reused,
-                    replay_safe,
-                    *now,
-                ))
-            }
+            Ok((conn, reused)) => Some(Self::launch(snap, batch, conn, reused, replay_safe, *now)),
             Err(e) => {
                 sink.fail(&batch.keys, &e);
                 None
             }
         }
+    }
+
+    /// When a pooled connection for `batch` is peeked at before anything is sent (see
+    /// `Server::checkout`).
+    pub(super) fn probe_for(batch: &ServerBatch, replay_safe: bool, now: Instant) -> Probe {
+        if replay_safe {
+            Probe::Never
+        } else if batch.forget {
+            Probe::BeforeNoreply(now)
+        } else {
+            Probe::UnlessAnswered(now)
+        }
+    }
+
+    /// `batch` in flight on `conn`, which was checked out for it: a sync goes first if the
+    /// connection owes one.
+    pub(super) fn launch(
+        snap: &Snapshot,
+        mut batch: ServerBatch,
+        mut conn: Connection,
+        reused: bool,
+        replay_safe: bool,
+        now: Instant,
+    ) -> InFlight {
+        conn.begin_request();
+        if conn.unsynced() > 0 && (!batch.forget || conn.unsynced() >= MAX_UNSYNCED) {
+            batch.prepend_sync();
+        }
+        let binary = snap.behaviors.binary;
+        InFlight::new(batch, conn, binary, reused, replay_safe, now)
     }
 
     /// A connection to server `s` for a batch, unless the server is in its retry window or
@@ -273,7 +283,7 @@ impl Client {
 
     /// `ServerDown`/`ServerDead` at once (counted) while the server is in its retry window or
     /// ejected.
-    fn healthy(server: &Server, now: Instant) -> Result<()> {
+    pub(super) fn healthy(server: &Server, now: Instant) -> Result<()> {
         server.check_health(now).inspect_err(|e| {
             server.metrics.down_skips.fetch_add(1, Ordering::Relaxed);
             server.metrics.error(e);
@@ -291,7 +301,7 @@ impl Client {
     /// Replace a stale pooled connection that failed before any reply byte with a new one and
     /// start the batch over. Returns false if that is not safe or the reconnect failed: a write
     /// that reached the server may have been applied, so it is replayed only if nothing was sent.
-    fn retry_fresh(&self, snap: &Snapshot, a: &mut InFlight, e: &Error) -> bool {
+    pub(super) fn retry_fresh(&self, snap: &Snapshot, a: &mut InFlight, e: &Error) -> bool {
         if !(a.reused
             && !a.conn.received_since_begin()
             && a.replies.req == 0
@@ -365,7 +375,12 @@ impl Client {
     }
 
     /// Several servers at once: one poll loop over every batch not done yet.
-    fn drive_many(&self, snap: &Snapshot, flights: &mut [InFlight], sink: &mut dyn Sink) {
+    pub(super) fn drive_many(
+        &self,
+        snap: &Snapshot,
+        flights: &mut [InFlight],
+        sink: &mut dyn Sink,
+    ) {
         // Start every write without waiting; afterwards touch a socket only when poll says so.
         for a in flights.iter_mut().filter(|a| !a.done()) {
             if let Err(e) = a.write_some().and_then(|_| a.parse_available(sink)) {
@@ -482,7 +497,7 @@ impl Client {
     }
 
     /// Write and read what `events` allow; true if anything moved.
-    fn serve(a: &mut InFlight, events: PollFlags, sink: &mut dyn Sink) -> Result<bool> {
+    pub(super) fn serve(a: &mut InFlight, events: PollFlags, sink: &mut dyn Sink) -> Result<bool> {
         let broken = events.intersects(PollFlags::ERR | PollFlags::HUP);
         let mut progressed = false;
         if a.writing() && (events.contains(PollFlags::OUT) || broken) {
@@ -497,7 +512,7 @@ impl Client {
 
     /// Return a clean connection to the pool; otherwise drop it, fail what is left and note
     /// the server's failure.
-    fn finish(&self, snap: &Snapshot, mut a: InFlight, sink: &mut dyn Sink) {
+    pub(super) fn finish(&self, snap: &Snapshot, mut a: InFlight, sink: &mut dyn Sink) {
         let Some(server) = snap.topo.servers.get(a.batch.server) else {
             let e = a.failed.take().unwrap_or(Error::NoServers);
             a.fail_rest(sink, &e);

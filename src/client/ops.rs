@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use super::driver::Quick;
 use super::plan::{
-    close_batches, plan, plan_checked, Closing, KeyCheck, ServerBatch, WriteMode, WriteModes,
+    close_batches, plan, plan_checked, Closing, KeyCheck, Plan, ServerBatch, WriteMode, WriteModes,
 };
 use super::sink::{unexpected, GetSink, LineSink, Sink, StatsSink};
 use super::snapshot::Snapshot;
@@ -152,14 +152,8 @@ impl Client {
     /// `get_multi`, touching each hit when `touch` is given.
     fn fetch(&self, keys: &[&[u8]], with_cas: bool, touch: Option<u32>) -> Fetched {
         let snap = self.snapshot();
-        let with_cas = with_cas || snap.behaviors.cas;
-        let n = snap.topo.servers.len();
-        let mut p = plan(&snap, n, keys, true, 0, |b, i, _| b.keys.push(i));
-        for batch in &mut p.batches {
-            batch.encode_gets(&p.wire_keys, with_cas, snap.behaviors.binary, touch);
-        }
-        // Room for small values of every key: the arena rarely has to grow.
-        let sink = GetSink::new(&p.wire_keys, (keys.len() * 64).min(ARENA_START));
+        let p = plan_fetch(&snap, keys, with_cas, touch);
+        let sink = GetSink::new(&p.wire_keys[..], fetch_arena(keys.len()));
         let sink = self.execute(&snap, Family::Get, p.batches, p.rejected, sink, true);
         Fetched {
             items: sink.out.finish(),
@@ -206,42 +200,22 @@ impl Client {
                 return vec![r];
             }
         }
-        let keys: Vec<&[u8]> = items.iter().map(|it| it.key).collect();
-        let bin = snap.behaviors.binary;
-        let quiet = !bin && !noreply && keys.len() > 1 && meta::has_quiet_store(cmd);
-        let modes = WriteModes::new(&snap.topo.servers, quiet);
-        let encoder = StoreEncoder {
-            cmd,
-            items,
-            binary: bin,
-            tls: snap.opts.security.tls.is_some(),
-            noreply,
-            modes: &modes,
-        };
-        let mut too_big = Vec::new();
-        // No room for values ahead: each encoder reserves exactly what its request takes, and a
-        // guess from the average value would reserve twice a single value (or, for a value too
-        // big to send, far more than is ever written).
-        let mut p = plan(
-            &snap,
-            snap.topo.servers.len(),
-            &keys,
-            false,
-            0,
-            |b, i, w| {
-                if let Err(e) = encoder.encode(b, i, w) {
-                    too_big.push((i, e));
-                }
-            },
-        );
-        p.rejected.append(&mut too_big);
-        close_batches(
-            &mut p.batches,
-            write_closing(bin, &modes, noreply, ReplyKind::Storage),
-        );
+        let p = plan_store(&snap, cmd, items, noreply);
         let sink = LineSink::new(items.len(), store_status, Some(StoreStatus::Stored));
-        let mut sink = self.execute(&snap, Family::Store, p.batches, p.rejected, sink, false);
-        // A key stored in an ambiguous range reads back as exactly what was sent.
+        let sink = self.execute(&snap, Family::Store, p.batches, p.rejected, sink, false);
+        self.settle_stores(sink, items)
+    }
+
+    /// A `store_multi`'s outcomes, once a key stored in an ambiguous range (see
+    /// `Sink::ambiguous`) is read back: stored if the server has exactly what was sent.
+    pub(super) fn settle_stores<F>(
+        &self,
+        mut sink: LineSink<StoreStatus, F>,
+        items: &[StoreItem<'_>],
+    ) -> Vec<Result<StoreStatus>>
+    where
+        F: FnMut(Reply<'_>) -> Result<StoreStatus>,
+    {
         let found = self.read_back(std::mem::take(&mut sink.ambiguous), |i| {
             items[i as usize].key
         });
@@ -292,31 +266,22 @@ impl Client {
                 return vec![r];
             }
         }
-        let bin = snap.behaviors.binary;
-        let modes = WriteModes::new(&snap.topo.servers, !bin && !noreply && keys.len() > 1);
-        let n = snap.topo.servers.len();
-        let mut p = plan(&snap, n, keys, false, REQUEST_BYTES, |b, i, w| {
-            if bin {
-                let opaque = b.next_opaque();
-                binary::encode_delete(&mut b.wbuf, w, true, opaque);
-                b.keys.push(i);
-            } else if modes.mode(b.server) == WriteMode::Quiet {
-                let pos = b.push_quiet(i);
-                meta::encode_delete_quiet(&mut b.wbuf, w, pos);
-            } else {
-                text::encode_delete(&mut b.wbuf, w, noreply);
-                if noreply {
-                    b.keys.push(i);
-                } else {
-                    b.push_req(ReplyKind::Delete, i);
-                }
-            }
-        });
-        let closing = write_closing(bin, &modes, noreply, ReplyKind::Delete);
-        close_batches(&mut p.batches, closing);
+        let p = plan_delete(&snap, keys, noreply);
         let sink = LineSink::new(keys.len(), deleted, Some(true));
-        let mut sink = self.execute(&snap, Family::Delete, p.batches, p.rejected, sink, false);
-        // A key deleted in an ambiguous range is gone: read the range back.
+        let sink = self.execute(&snap, Family::Delete, p.batches, p.rejected, sink, false);
+        self.settle_deletes(sink, keys)
+    }
+
+    /// A `delete_multi`'s outcomes, once a key deleted in an ambiguous range is read back: gone
+    /// means deleted.
+    pub(super) fn settle_deletes<F>(
+        &self,
+        mut sink: LineSink<bool, F>,
+        keys: &[&[u8]],
+    ) -> Vec<Result<bool>>
+    where
+        F: FnMut(Reply<'_>) -> Result<bool>,
+    {
         let found = self.read_back(std::mem::take(&mut sink.ambiguous), |i| keys[i as usize]);
         for (i, found) in found {
             if found.is_none() {
@@ -329,17 +294,7 @@ impl Client {
     /// `incr`/`decr`, pipelined: the new value, or `None` if the key does not exist.
     pub fn arith_multi(&self, incr: bool, keys: &[&[u8]], delta: u64) -> Vec<Result<Option<u64>>> {
         let snap = self.snapshot();
-        let bin = snap.behaviors.binary;
-        let n = snap.topo.servers.len();
-        let p = plan(&snap, n, keys, false, REQUEST_BYTES, |b, i, w| {
-            if bin {
-                let opaque = b.next_opaque();
-                binary::encode_arith(&mut b.wbuf, incr, w, delta, opaque);
-            } else {
-                text::encode_arith(&mut b.wbuf, incr, w, delta, false);
-            }
-            b.push_req(ReplyKind::Arith, i);
-        });
+        let p = plan_arith(&snap, incr, keys, delta);
         let sink = LineSink::new(keys.len(), arith_value, None);
         let sink = self.execute(&snap, Family::Arith, p.batches, p.rejected, sink, false);
         sink.out.finish()
@@ -360,27 +315,7 @@ impl Client {
                 return vec![r];
             }
         }
-        let n = snap.topo.servers.len();
-        // libmemcached's touch does not apply verify_keys (pylibmc sends such a key).
-        let check = KeyCheck::Protocol;
-        let mut p = plan_checked(&snap, n, keys, check, false, REQUEST_BYTES, |b, i, w| {
-            if bin {
-                let opaque = b.next_opaque();
-                binary::encode_touch(&mut b.wbuf, w, exptime, opaque);
-            } else {
-                text::encode_touch(&mut b.wbuf, w, exptime, noreply);
-            }
-            if noreply {
-                b.keys.push(i);
-            } else {
-                b.push_req(ReplyKind::Touch, i);
-            }
-        });
-        if noreply {
-            for batch in &mut p.batches {
-                batch.close_noreply();
-            }
-        }
+        let p = plan_touch(&snap, keys, exptime, noreply);
         let sink = LineSink::new(keys.len(), touched, Some(true));
         let sink = self.execute(&snap, Family::Touch, p.batches, p.rejected, sink, false);
         sink.out.finish()
@@ -438,6 +373,148 @@ impl Client {
 }
 
 /// One batch per server with one request `encode` writes (its outcome is the server's).
+/// Room for small values of every key of a fetch: the arena rarely has to grow.
+pub(super) fn fetch_arena(keys: usize) -> usize {
+    (keys * 64).min(ARENA_START)
+}
+
+/// A fetch's batches: `get`/`gets` lines (`gat`/`gats` with `touch`) per server, and the wire
+/// keys its sink matches hits against.
+pub(super) fn plan_fetch<'k>(
+    snap: &Snapshot,
+    keys: &[&'k [u8]],
+    with_cas: bool,
+    touch: Option<u32>,
+) -> Plan<'k> {
+    let with_cas = with_cas || snap.behaviors.cas;
+    let n = snap.topo.servers.len();
+    let mut p = plan(snap, n, keys, true, 0, |b, i, _| b.keys.push(i));
+    for batch in &mut p.batches {
+        batch.encode_gets(&p.wire_keys, with_cas, snap.behaviors.binary, touch);
+    }
+    p
+}
+
+/// A `store_multi`'s batches (quiet meta writes where the server has them and more than one
+/// item is stored with replies), closed so that no stray reply can be read later.
+pub(super) fn plan_store<'k>(
+    snap: &Snapshot,
+    cmd: StoreCmd,
+    items: &[StoreItem<'k>],
+    noreply: bool,
+) -> Plan<'k> {
+    let keys: Vec<&[u8]> = items.iter().map(|it| it.key).collect();
+    let bin = snap.behaviors.binary;
+    let quiet = !bin && !noreply && keys.len() > 1 && meta::has_quiet_store(cmd);
+    let modes = WriteModes::new(&snap.topo.servers, quiet);
+    let encoder = StoreEncoder {
+        cmd,
+        items,
+        binary: bin,
+        tls: snap.opts.security.tls.is_some(),
+        noreply,
+        modes: &modes,
+    };
+    let mut too_big = Vec::new();
+    // No room for values ahead: each encoder reserves exactly what its request takes, and a
+    // guess from the average value would reserve twice a single value (or, for a value too
+    // big to send, far more than is ever written).
+    let mut p = plan(snap, snap.topo.servers.len(), &keys, false, 0, |b, i, w| {
+        if let Err(e) = encoder.encode(b, i, w) {
+            too_big.push((i, e));
+        }
+    });
+    p.rejected.append(&mut too_big);
+    close_batches(
+        &mut p.batches,
+        write_closing(bin, &modes, noreply, ReplyKind::Storage),
+    );
+    Plan {
+        wire_keys: Vec::new(),
+        batches: p.batches,
+        rejected: p.rejected,
+    }
+}
+
+/// A `delete_multi`'s batches, closed like `plan_store`'s.
+pub(super) fn plan_delete<'k>(snap: &Snapshot, keys: &[&'k [u8]], noreply: bool) -> Plan<'k> {
+    let bin = snap.behaviors.binary;
+    let modes = WriteModes::new(&snap.topo.servers, !bin && !noreply && keys.len() > 1);
+    let n = snap.topo.servers.len();
+    let mut p = plan(snap, n, keys, false, REQUEST_BYTES, |b, i, w| {
+        if bin {
+            let opaque = b.next_opaque();
+            binary::encode_delete(&mut b.wbuf, w, true, opaque);
+            b.keys.push(i);
+        } else if modes.mode(b.server) == WriteMode::Quiet {
+            let pos = b.push_quiet(i);
+            meta::encode_delete_quiet(&mut b.wbuf, w, pos);
+        } else {
+            text::encode_delete(&mut b.wbuf, w, noreply);
+            if noreply {
+                b.keys.push(i);
+            } else {
+                b.push_req(ReplyKind::Delete, i);
+            }
+        }
+    });
+    let closing = write_closing(bin, &modes, noreply, ReplyKind::Delete);
+    close_batches(&mut p.batches, closing);
+    p
+}
+
+/// `incr`/`decr` batches: one request and one reply per key.
+pub(super) fn plan_arith<'k>(
+    snap: &Snapshot,
+    incr: bool,
+    keys: &[&'k [u8]],
+    delta: u64,
+) -> Plan<'k> {
+    let bin = snap.behaviors.binary;
+    let n = snap.topo.servers.len();
+    plan(snap, n, keys, false, REQUEST_BYTES, |b, i, w| {
+        if bin {
+            let opaque = b.next_opaque();
+            binary::encode_arith(&mut b.wbuf, incr, w, delta, opaque);
+        } else {
+            text::encode_arith(&mut b.wbuf, incr, w, delta, false);
+        }
+        b.push_req(ReplyKind::Arith, i);
+    })
+}
+
+/// `touch` batches (`noreply` as the caller settled it: never in binary).
+pub(super) fn plan_touch<'k>(
+    snap: &Snapshot,
+    keys: &[&'k [u8]],
+    exptime: u32,
+    noreply: bool,
+) -> Plan<'k> {
+    let bin = snap.behaviors.binary;
+    let n = snap.topo.servers.len();
+    // libmemcached's touch does not apply verify_keys (pylibmc sends such a key).
+    let check = KeyCheck::Protocol;
+    let mut p = plan_checked(snap, n, keys, check, false, REQUEST_BYTES, |b, i, w| {
+        if bin {
+            let opaque = b.next_opaque();
+            binary::encode_touch(&mut b.wbuf, w, exptime, opaque);
+        } else {
+            text::encode_touch(&mut b.wbuf, w, exptime, noreply);
+        }
+        if noreply {
+            b.keys.push(i);
+        } else {
+            b.push_req(ReplyKind::Touch, i);
+        }
+    });
+    if noreply {
+        for batch in &mut p.batches {
+            batch.close_noreply();
+        }
+    }
+    p
+}
+
 fn per_server(snap: &Snapshot, kind: ReplyKind, encode: impl Fn(&mut Vec<u8>)) -> Vec<ServerBatch> {
     (0..snap.topo.servers.len())
         .map(|s| {
@@ -466,7 +543,7 @@ fn write_closing(binary: bool, modes: &WriteModes, noreply: bool, kind: ReplyKin
     }
 }
 
-fn store_status(r: Reply<'_>) -> Result<StoreStatus> {
+pub(super) fn store_status(r: Reply<'_>) -> Result<StoreStatus> {
     match r {
         Reply::Stored => Ok(StoreStatus::Stored),
         Reply::NotStored => Ok(StoreStatus::NotStored),
@@ -476,7 +553,7 @@ fn store_status(r: Reply<'_>) -> Result<StoreStatus> {
     }
 }
 
-fn deleted(r: Reply<'_>) -> Result<bool> {
+pub(super) fn deleted(r: Reply<'_>) -> Result<bool> {
     match r {
         Reply::Deleted => Ok(true),
         Reply::NotFound => Ok(false),
@@ -484,7 +561,7 @@ fn deleted(r: Reply<'_>) -> Result<bool> {
     }
 }
 
-fn touched(r: Reply<'_>) -> Result<bool> {
+pub(super) fn touched(r: Reply<'_>) -> Result<bool> {
     match r {
         Reply::Touched => Ok(true),
         Reply::NotFound => Ok(false),
@@ -492,7 +569,7 @@ fn touched(r: Reply<'_>) -> Result<bool> {
     }
 }
 
-fn arith_value(r: Reply<'_>) -> Result<Option<u64>> {
+pub(super) fn arith_value(r: Reply<'_>) -> Result<Option<u64>> {
     match r {
         Reply::Number(n) => Ok(Some(n)),
         Reply::NotFound => Ok(None),

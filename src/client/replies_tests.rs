@@ -42,7 +42,7 @@ fn get_batch(keys: usize, wire: &[Cow<'_, [u8]>]) -> ServerBatch {
 fn a_hit_not_asked_for_breaks_the_stream_and_revokes_every_key() {
     let wire: Vec<Cow<'_, [u8]>> = vec![Cow::Borrowed(b"a"), Cow::Borrowed(b"b")];
     let batch = get_batch(2, &wire);
-    let mut sink = crate::client::sink::GetSink::new(&wire, 0);
+    let mut sink = crate::client::sink::GetSink::new(&wire[..], 0);
     let input = b"VALUE a 0 1\r\nA\r\nVALUE zz 0 1\r\nZ\r\nEND\r\n";
     let (replies, r) = run(&batch, input, &mut sink);
     let e = r.unwrap_err();
@@ -60,7 +60,7 @@ fn a_hit_not_asked_for_breaks_the_stream_and_revokes_every_key() {
 fn a_proxy_reply_out_of_order_with_an_error_line_keeps_the_stream() {
     let wire: Vec<Cow<'_, [u8]>> = [&b"a"[..], b"b", b"c"].map(Cow::Borrowed).to_vec();
     let batch = get_batch(3, &wire);
-    let mut sink = crate::client::sink::GetSink::new(&wire, 0);
+    let mut sink = crate::client::sink::GetSink::new(&wire[..], 0);
     let input = b"VALUE c 0 1\r\nC\r\nSERVER_ERROR backend failure\r\nVALUE a 0 1\r\nA\r\nEND\r\n";
     let (replies, r) = run(&batch, input, &mut sink);
     assert_eq!(r.unwrap().used, input.len());
@@ -85,7 +85,7 @@ fn out_of_memory_ends_a_get_reply() {
     // memcached's own "SERVER_ERROR out of memory writing get response" is the whole reply.
     let wire: Vec<Cow<'_, [u8]>> = vec![Cow::Borrowed(b"a"), Cow::Borrowed(b"b")];
     let batch = get_batch(2, &wire);
-    let mut sink = crate::client::sink::GetSink::new(&wire, 0);
+    let mut sink = crate::client::sink::GetSink::new(&wire[..], 0);
     let input = b"SERVER_ERROR out of memory writing get response\r\n";
     let (replies, r) = run(&batch, input, &mut sink);
     assert_eq!(r.unwrap().used, input.len());
@@ -179,7 +179,7 @@ fn binary_hits_are_matched_by_opaque_and_may_not_go_back() {
     let mut batch = ServerBatch::new(0);
     batch.keys = vec![0, 1];
     batch.encode_gets(&wire, false, true, None);
-    let mut sink = crate::client::sink::GetSink::new(&wire, 0);
+    let mut sink = crate::client::sink::GetSink::new(&wire[..], 0);
     let mut replies = Replies::default();
     let first = binary_hit(b"b", b"B", 1);
     let d = replies.dispatch(&batch, true, &first, &mut sink).unwrap();

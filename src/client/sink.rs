@@ -118,9 +118,9 @@ pub(super) fn unexpected() -> Error {
 /// common path follows at no cost (a key skipped over is a miss); a proxy (twemproxy) may answer
 /// out of order, so a hit for a key skipped earlier turns that miss into the hit. A hit for a key
 /// the request did not ask for (or asked for once and already got) breaks the stream.
-pub(super) struct GetSink<'a> {
+pub(super) struct GetSink<W: WireKeys> {
     /// The wire key of every key of the operation, to match hits against.
-    pub wire: &'a [Cow<'a, [u8]>],
+    pub wire: W,
     pub out: Outcomes<Option<Item>>,
     pub data: Vec<u8>,
     /// The current request's error lines (see `GetError`); empty on the common path.
@@ -147,12 +147,59 @@ impl Outcomes<Option<Item>> {
     }
 }
 
-impl<'a> GetSink<'a> {
-    /// A sink for `wire.len()` keys; `arena` bytes reserved for the values.
-    pub fn new(wire: &'a [Cow<'a, [u8]>], arena: usize) -> Self {
+/// The wire keys a `GetSink` matches hits against: borrowed from the operation's plan, or owned
+/// by an operation that outlives the call that planned it (`direct`).
+pub(super) trait WireKeys {
+    fn count(&self) -> usize;
+    fn key(&self, i: u32) -> &[u8];
+}
+
+impl WireKeys for &[Cow<'_, [u8]>] {
+    fn count(&self) -> usize {
+        self.len()
+    }
+    fn key(&self, i: u32) -> &[u8] {
+        &self[i as usize]
+    }
+}
+
+/// Wire keys in one buffer (one allocation however many keys).
+pub(super) struct OwnedKeys {
+    bytes: Vec<u8>,
+    ends: Vec<usize>,
+}
+
+impl OwnedKeys {
+    pub fn new(keys: &[Cow<'_, [u8]>]) -> OwnedKeys {
+        let mut bytes = Vec::with_capacity(keys.iter().map(|k| k.len()).sum());
+        let ends = keys
+            .iter()
+            .map(|k| {
+                bytes.extend_from_slice(k);
+                bytes.len()
+            })
+            .collect();
+        OwnedKeys { bytes, ends }
+    }
+}
+
+impl WireKeys for OwnedKeys {
+    fn count(&self) -> usize {
+        self.ends.len()
+    }
+    fn key(&self, i: u32) -> &[u8] {
+        let i = i as usize;
+        let start = if i == 0 { 0 } else { self.ends[i - 1] };
+        &self.bytes[start..self.ends[i]]
+    }
+}
+
+impl<W: WireKeys> GetSink<W> {
+    /// A sink for `wire.count()` keys; `arena` bytes reserved for the values.
+    pub fn new(wire: W, arena: usize) -> Self {
         GetSink {
+            out: Outcomes::new(wire.count()),
             wire,
-            out: Outcomes::new(wire.len()),
             data: Vec::with_capacity(arena),
             errors: Vec::new(),
             reordered: false,
@@ -176,7 +223,7 @@ impl<'a> GetSink<'a> {
         let (key, flags, cas, data) = r;
         let ahead = keys[(*cursor).min(keys.len())..]
             .iter()
-            .position(|&k| *self.wire[k as usize] == *key);
+            .position(|&k| self.wire.key(k) == key);
         if let Some(offset) = ahead {
             let pos = *cursor + offset;
             for &k in &keys[*cursor..pos] {
@@ -193,7 +240,7 @@ impl<'a> GetSink<'a> {
         let behind = keys[..(*cursor).min(keys.len())]
             .iter()
             .copied()
-            .find(|&k| *self.wire[k as usize] == *key && self.out.is_miss(k));
+            .find(|&k| self.wire.key(k) == key && self.out.is_miss(k));
         match behind {
             Some(k) => {
                 self.reordered = true;
@@ -228,7 +275,7 @@ impl<'a> GetSink<'a> {
     }
 }
 
-impl Sink for GetSink<'_> {
+impl<W: WireKeys> Sink for GetSink<W> {
     fn reply(
         &mut self,
         _: ReplyKind,

@@ -5,7 +5,7 @@ use std::borrow::Cow;
 use super::*;
 use crate::client::{Fetched, StoreStatus};
 
-fn get_sink<'a>(wire: &'a [Cow<'a, [u8]>]) -> GetSink<'a> {
+fn get_sink<'a>(wire: &'a [Cow<'a, [u8]>]) -> GetSink<&'a [Cow<'a, [u8]>]> {
     GetSink::new(wire, 0)
 }
 
@@ -23,7 +23,7 @@ fn wire(keys: &[&'static [u8]]) -> Vec<Cow<'static, [u8]>> {
 }
 
 /// Each outcome as a short string: the value's bytes, "miss", or "err".
-fn fetched(sink: GetSink<'_>) -> Vec<String> {
+fn fetched<W: WireKeys>(sink: GetSink<W>) -> Vec<String> {
     let f = Fetched {
         items: sink.out.finish(),
         data: sink.data,
@@ -326,4 +326,23 @@ fn an_unknown_stats_group_fails_the_request_not_the_stream() {
     let mut sink = StatsSink::new(1);
     let r = sink.reply(ReplyKind::Stats, &[0], &mut 0, Reply::NotFound);
     assert!(matches!(&r, Err(e) if e.is_resumable()), "{r:?}");
+}
+
+#[test]
+fn owned_wire_keys_match_hits_as_the_borrowed_ones_do() {
+    let keys = wire(&[b"", b"a", b"bb", b"a-long-key"]);
+    let owned = OwnedKeys::new(&keys);
+    assert_eq!(owned.count(), 4);
+    assert_eq!(owned.key(0), b"");
+    assert_eq!(owned.key(3), b"a-long-key");
+    let mut sink = GetSink::new(owned, 0);
+    let idx = [0, 1, 2, 3];
+    let mut cursor = 0;
+    for (k, v) in [(&b"bb"[..], &b"two"[..]), (b"a-long-key", b"three")] {
+        let r = sink.reply(ReplyKind::Retrieval, &idx, &mut cursor, value(k, v));
+        assert!(matches!(r, Ok(false)));
+    }
+    let r = sink.reply(ReplyKind::Retrieval, &idx, &mut cursor, Reply::End);
+    assert!(matches!(r, Ok(true)));
+    assert_eq!(fetched(sink), ["miss", "miss", "two", "three"]);
 }
