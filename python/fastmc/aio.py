@@ -65,7 +65,7 @@ class Client(_fastmc.aio_client):
     ) -> None:
         self.binary = binary
         self.addresses = list(servers)
-        self._reader: tuple[asyncio.AbstractEventLoop, int] | None = None
+        self._readers: tuple[asyncio.AbstractEventLoop, list[int]] | None = None
         super().__init__(
             **_native_init_args(
                 self.addresses,
@@ -95,23 +95,32 @@ class Client(_fastmc.aio_client):
 
     # -- the event loop ------------------------------------------------------------------------
 
-    def _attach_loop(self, loop: asyncio.AbstractEventLoop, mailbox: _fastmc.aio_mailbox) -> None:
-        """Called by the core when the client first serves ``loop``: watch the mailbox. The
-        callback holds the mailbox (so its descriptor stays open while watched) and only a weak
-        reference to the client."""
+    def _attach_loop(
+        self,
+        loop: asyncio.AbstractEventLoop,
+        mailbox: _fastmc.aio_mailbox,
+        direct: _fastmc.aio_direct,
+    ) -> None:
+        """Called by the core when the client first serves ``loop``: watch the mailbox (outcomes
+        from the worker threads) and the epoll descriptor of the request the loop's thread
+        drives itself (docs/aio.md). The callbacks hold the descriptors' owners (so they stay
+        open while watched) and only a weak reference to the client."""
         ref = weakref.ref(self)
-        fd = mailbox.fileno()
+        readers = []
+        for owner, method in ((mailbox, "_drain"), (direct, "_direct_ready")):
+            fd = owner.fileno()
 
-        def drain() -> None:
-            client = ref()
-            if client is None:
-                loop.remove_reader(fd)
-                mailbox.fileno()  # keeps the mailbox alive until the reader is removed
-            else:
-                client._drain()
+            def ready(fd: int = fd, owner: Any = owner, method: str = method) -> None:
+                client = ref()
+                if client is None:
+                    loop.remove_reader(fd)
+                    owner.fileno()  # keeps the owner alive until the reader is removed
+                else:
+                    getattr(client, method)()
 
-        loop.add_reader(fd, drain)
-        self._reader = (loop, fd)
+            loop.add_reader(fd, ready)
+            readers.append(fd)
+        self._readers = (loop, readers)
 
     async def close(self) -> None:
         """Finish the requests in flight, stop the I/O threads and close the connections."""
@@ -120,11 +129,12 @@ class Client(_fastmc.aio_client):
         self._shutdown()
         while self._in_flight:
             await asyncio.sleep(0.001)
-        if self._reader is not None:
-            loop, fd = self._reader
-            self._reader = None
+        if self._readers is not None:
+            loop, fds = self._readers
+            self._readers = None
             if not loop.is_closed():
-                loop.remove_reader(fd)
+                for fd in fds:
+                    loop.remove_reader(fd)
         self.disconnect_all()
 
     async def __aenter__(self) -> Self:

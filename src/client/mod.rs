@@ -9,6 +9,8 @@
 //! - `plan`: keys validated, routed and encoded into one `ServerBatch` per server;
 //! - `ops`: the operations themselves (which requests, which sink, read-backs);
 //! - `driver`: connections checked out and driven to completion (the only `poll`);
+//! - `direct`: an operation driven by an event loop's selector instead (asyncio), with the
+//!   blocking driver taking over whatever would wait;
 //! - `check`: a stalled batch checked on a fresh connection before it counts against its server;
 //! - `probe`: whether a server speaks the meta protocol, asked on a connection of its own;
 //! - `inflight`: one batch on its connection (writes, reads handed to `replies`);
@@ -19,6 +21,7 @@
 //! `connection`, `protocol`, `ring`, `behaviors`, `error`. Never on Python.
 
 mod check;
+mod direct;
 mod driver;
 mod inflight;
 mod lease;
@@ -40,6 +43,7 @@ use crate::behaviors::{Behaviors, Rejected};
 use crate::connection::Address;
 use crate::error::{Error, Result};
 use crate::server::Probe;
+pub use direct::{until, Begun, DirectOp, DirectOutcome, Step};
 pub use driver::{Quick, Unfinished};
 pub(crate) use sink::Tally;
 use snapshot::Snapshot;

@@ -29,10 +29,12 @@
 //! Uses `client::Client` (execution, routing) and `std::sync::mpsc` (the hand-off: since Rust
 //! 1.67 it is crossbeam-channel's implementation). Never Python.
 
+pub mod direct;
 mod mailbox;
 mod merge;
 pub mod request;
 
+pub use direct::Direct;
 pub use mailbox::Mailbox;
 
 use std::sync::atomic::{AtomicUsize, Ordering};

@@ -2,7 +2,7 @@
 //! outcomes, which are exactly the core client's result types. No threads, no I/O. Uses
 //! `client` (result types) and `protocol` (`StoreCmd`, `StoreItem`).
 
-use crate::client::{Client, Fetched, MetaOutcome, Stats, StoreItem, StoreStatus};
+use crate::client::{Client, DirectOutcome, Fetched, MetaOutcome, Stats, StoreItem, StoreStatus};
 use crate::connection::Address;
 use crate::error::Result;
 use crate::protocol::StoreCmd;
@@ -199,6 +199,17 @@ impl Request {
             Request::Gat { keys, exptime } => {
                 Outcome::Fetched(client.gat_multi(&keys.refs(), *exptime))
             }
+        }
+    }
+}
+
+impl From<DirectOutcome> for Outcome {
+    fn from(o: DirectOutcome) -> Outcome {
+        match o {
+            DirectOutcome::Fetched(f) => Outcome::Fetched(f),
+            DirectOutcome::Stored(v) => Outcome::Stored(v),
+            DirectOutcome::Found(v) => Outcome::Found(v),
+            DirectOutcome::Numbers(v) => Outcome::Numbers(v),
         }
     }
 }

@@ -379,22 +379,23 @@ def test_failure_policy_is_the_blocking_clients():
 
 
 def test_a_client_dropped_without_close_leaves_no_reader_on_a_reused_descriptor(server):
-    """The loop's reader for a client's mailbox keeps the mailbox's descriptor open: a client
-    garbage-collected without close() cannot leave the loop watching a descriptor number that
-    a new socket then reuses."""
+    """The loop's readers for a client's mailbox and direct-request descriptor keep those
+    descriptors open: a client garbage-collected without close() cannot leave the loop watching
+    a descriptor number that a new socket then reuses."""
     import gc
 
     async def main():
         loop = asyncio.get_running_loop()
         mc = fastmc.aio.Client([server.address])
         await mc.set("gone", 1)
-        fd = mc._reader[1]
+        fds = mc._readers[1]
         del mc
         gc.collect()
-        os.fstat(fd)  # still open: no new socket can get this number
+        for fd in fds:
+            os.fstat(fd)  # still open: no new socket can get this number
         async with fastmc.aio.Client([server.address]) as other:
             assert await other.get("gone") == 1
-            assert other._reader[1] != fd
+            assert not set(other._readers[1]) & set(fds)
         return loop
 
     asyncio.run(main())

@@ -20,6 +20,7 @@ mod prepare;
 use std::os::fd::AsRawFd;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
+use std::time::Instant;
 
 use parking_lot::{Mutex, RwLock};
 use pyo3::exceptions::{PyRuntimeError, PyValueError};
@@ -34,8 +35,9 @@ use super::client::multi::StoreMultiArgs;
 use super::client::single::{cas_args, StoreArgs};
 use super::client::PyClient;
 use super::errors;
+use crate::dispatch::direct::Progress;
 use crate::dispatch::request::{Outcome, Request};
-use crate::dispatch::{Dispatcher, Done, Mailbox};
+use crate::dispatch::{Direct, Dispatcher, Done, Mailbox};
 use crate::protocol::StoreCmd;
 use finish::Finish;
 use prepare::Prepared;
@@ -48,12 +50,31 @@ struct Pending {
 
 type Delivery = (Pending, Option<Outcome>);
 
-/// The event loop this client resolves futures on, and the mailbox it watches.
+type Loopside = Arc<Mutex<Direct<Pending>>>;
+
+/// The event loop this client resolves futures on, the mailbox it watches, and the request it
+/// drives itself (`dispatch::direct`).
 struct Binding {
     event_loop: Py<PyAny>,
     mailbox: Arc<Mailbox<Delivery>>,
+    direct: Loopside,
+    /// When the watchdog timer armed for the direct request fires, if one is armed.
+    watchdog_at: Option<Instant>,
     /// The fork generation it was made in: a forked child makes its own mailbox.
     generation: u64,
+}
+
+/// The direct request's epoll descriptor as the event loop holds it (see `PyMailbox`).
+#[pyclass(name = "aio_direct", module = "_fastmc", frozen)]
+pub struct PyDirect {
+    direct: Loopside,
+}
+
+#[pymethods]
+impl PyDirect {
+    fn fileno(&self) -> i32 {
+        self.direct.lock().fd().as_raw_fd()
+    }
 }
 
 /// The mailbox's descriptor as the event loop holds it: the loop's reader keeps this object
@@ -107,10 +128,11 @@ fn store_cmd(name: &str) -> PyResult<StoreCmd> {
 }
 
 impl PyAioClient {
-    /// A future on the running loop, and the mailbox its outcome will come through.
+    /// A future on the running loop, the mailbox its outcome will come through, and the
+    /// loop's direct request.
     fn future<'py>(
         slf: &Bound<'py, Self>,
-    ) -> PyResult<(Bound<'py, PyAny>, Arc<Mailbox<Delivery>>)> {
+    ) -> PyResult<(Bound<'py, PyAny>, Arc<Mailbox<Delivery>>, Loopside)> {
         let py = slf.py();
         let running = running_loop(py)?;
         let generation = crate::fork::generation();
@@ -118,14 +140,14 @@ impl PyAioClient {
             let b = slf.get().binding.lock();
             b.as_ref()
                 .filter(|b| b.generation == generation && b.event_loop.is(&running))
-                .map(|b| b.mailbox.clone())
+                .map(|b| (b.mailbox.clone(), b.direct.clone()))
         };
-        let mailbox = match bound {
+        let (mailbox, direct) = match bound {
             Some(m) => m,
             None => Self::bind(slf, &running, generation)?,
         };
         let fut = running.call_method0(intern!(py, "create_future"))?;
-        Ok((fut, mailbox))
+        Ok((fut, mailbox, direct))
     }
 
     /// Serve `running` from now on (the first loop, or one after the previous loop closed).
@@ -133,7 +155,7 @@ impl PyAioClient {
         slf: &Bound<'_, Self>,
         running: &Bound<'_, PyAny>,
         generation: u64,
-    ) -> PyResult<Arc<Mailbox<Delivery>>> {
+    ) -> PyResult<(Arc<Mailbox<Delivery>>, Loopside)> {
         let py = slf.py();
         let old = slf
             .get()
@@ -153,17 +175,27 @@ impl PyAioClient {
                 ));
             }
         }
-        let mailbox = Arc::new(Mailbox::new().map_err(|e| errors::plain_error(e.to_string()))?);
+        let io_err = |e: std::io::Error| errors::plain_error(e.to_string());
+        let mailbox = Arc::new(Mailbox::new().map_err(io_err)?);
+        let direct = Arc::new(Mutex::new(Direct::new().map_err(io_err)?));
         let handle = PyMailbox {
             mailbox: mailbox.clone(),
         };
-        slf.call_method1(intern!(py, "_attach_loop"), (running, handle))?;
+        let direct_handle = PyDirect {
+            direct: direct.clone(),
+        };
+        slf.call_method1(
+            intern!(py, "_attach_loop"),
+            (running, handle, direct_handle),
+        )?;
         *slf.get().binding.lock() = Some(Binding {
             event_loop: running.clone().unbind(),
             mailbox: mailbox.clone(),
+            direct: direct.clone(),
+            watchdog_at: None,
             generation,
         });
-        Ok(mailbox)
+        Ok((mailbox, direct))
     }
 
     fn dispatcher(slf: &Bound<'_, Self>) -> PyResult<Arc<Dispatcher>> {
@@ -186,7 +218,7 @@ impl PyAioClient {
     /// The future for a prepared call.
     fn submit(slf: &Bound<'_, Self>, prepared: Prepared) -> PyResult<Py<PyAny>> {
         let py = slf.py();
-        let (fut, mailbox) = Self::future(slf)?;
+        let (fut, mailbox, direct) = Self::future(slf)?;
         match prepared {
             Prepared::Ready(v) => {
                 fut.call_method1(intern!(py, "set_result"), (v,))?;
@@ -197,11 +229,98 @@ impl PyAioClient {
                     fut: fut.clone().unbind(),
                     finish,
                 };
-                slf.get().pending.fetch_add(1, Ordering::Relaxed);
+                // Alone: on this thread (see `dispatch::direct`); else to the workers, where
+                // it travels with the others.
+                let (req, pending) = if slf.get().pending.fetch_add(1, Ordering::Relaxed) == 0 {
+                    let core = dispatch.client().clone();
+                    let started = direct.lock().start(&core, req, pending);
+                    match started {
+                        Ok(progress) => {
+                            Self::progress(slf, &core, progress)?;
+                            return Ok(fut.unbind());
+                        }
+                        Err(back) => back,
+                    }
+                } else {
+                    (req, pending)
+                };
                 dispatch.submit(req, Done::new(move |o| mailbox.post((pending, o))));
             }
         }
         Ok(fut.unbind())
+    }
+
+    /// Act on where the direct request stands: resolve it, hand it to a thread of its own,
+    /// or make sure the watchdog will look at it in time.
+    fn progress(
+        slf: &Bound<'_, Self>,
+        core: &Arc<crate::client::Client>,
+        progress: Progress<Pending>,
+    ) -> PyResult<()> {
+        match progress {
+            Progress::Waiting => Self::arm_watchdog(slf),
+            Progress::Done(pending, outcome) => {
+                let r = Self::resolve(slf, pending, Some(outcome));
+                let base = slf.as_super().get();
+                super::events::deliver(slf.py(), &base.listeners, core);
+                r
+            }
+            Progress::HandOff(h) => {
+                let mailbox = slf.get().binding.lock().as_ref().map(|b| b.mailbox.clone());
+                let Some(mailbox) = mailbox else {
+                    return Ok(());
+                };
+                // The thread owns the request; should it fail to start, the request is taken
+                // back and answered with the error (a future is never left waiting).
+                let slot = Arc::new(Mutex::new(Some(h)));
+                let (theirs, client, mb) = (slot.clone(), core.clone(), mailbox.clone());
+                let started = std::thread::Builder::new()
+                    .name("fastmc-direct".into())
+                    .spawn(move || {
+                        if let Some(h) = theirs.lock().take() {
+                            let (pending, outcome) = h.run(&client);
+                            mb.post((pending, Some(outcome)));
+                        }
+                    });
+                if let Err(e) = started {
+                    if let Some(h) = slot.lock().take() {
+                        let pending = h.into_payload();
+                        let err = errors::plain_error(format!("cannot start an I/O thread: {e}"));
+                        let fut = pending.fut.bind(slf.py()).clone();
+                        slf.get().pending.fetch_sub(1, Ordering::Relaxed);
+                        fut.call_method1(
+                            intern!(slf.py(), "set_exception"),
+                            (err.into_value(slf.py()),),
+                        )?;
+                    }
+                }
+                Ok(())
+            }
+        }
+    }
+
+    /// A timer for the direct request's hand-off time, unless one armed earlier fires first.
+    fn arm_watchdog(slf: &Bound<'_, Self>) -> PyResult<()> {
+        let py = slf.py();
+        let mut guard = slf.get().binding.lock();
+        let Some(b) = guard.as_mut() else {
+            return Ok(());
+        };
+        let Some(at) = b.direct.lock().hand_off_at() else {
+            return Ok(());
+        };
+        if b.watchdog_at.is_some_and(|t| t <= at) {
+            return Ok(());
+        }
+        b.watchdog_at = Some(at);
+        let event_loop = b.event_loop.clone_ref(py);
+        drop(guard);
+        let delay = crate::client::until(at).as_secs_f64();
+        let callback = slf.getattr(intern!(py, "_direct_watchdog"))?;
+        event_loop
+            .bind(py)
+            .call_method1(intern!(py, "call_later"), (delay, callback))?;
+        Ok(())
     }
 
     /// Resolve one future with its outcome, unless it was cancelled meanwhile.
@@ -456,6 +575,36 @@ impl PyAioClient {
         )
     }
 
+    /// Serve the direct request's connections (the loop calls this when its epoll descriptor
+    /// is readable).
+    fn _direct_ready(slf: &Bound<'_, Self>) -> PyResult<()> {
+        let direct = slf.get().binding.lock().as_ref().map(|b| b.direct.clone());
+        let Some(direct) = direct else {
+            return Ok(());
+        };
+        let core = slf.as_super().get().core()?;
+        let progress = direct.lock().ready(&core);
+        Self::progress(slf, &core, progress)
+    }
+
+    /// The watchdog timer: hand the direct request off if it waited as long as the loop may
+    /// let it (the blocking driver then applies the stall check and the timeouts).
+    fn _direct_watchdog(slf: &Bound<'_, Self>) -> PyResult<()> {
+        let direct = {
+            let mut guard = slf.get().binding.lock();
+            guard.as_mut().map(|b| {
+                b.watchdog_at = None;
+                b.direct.clone()
+            })
+        };
+        let Some(direct) = direct else {
+            return Ok(());
+        };
+        let core = slf.as_super().get().core()?;
+        let progress = direct.lock().expire(Instant::now());
+        Self::progress(slf, &core, progress)
+    }
+
     /// Resolve the futures whose outcomes arrived (the loop calls this when the mailbox's
     /// descriptor is readable). A future whose result cannot be built gets the exception.
     fn _drain(slf: &Bound<'_, Self>) -> PyResult<()> {
@@ -499,6 +648,17 @@ impl PyAioClient {
         if let Some(d) = slot.take() {
             d.shut_down();
         }
+    }
+
+    /// Requests the loop's thread began itself on this loop, and how many of those it handed
+    /// to a thread of their own.
+    #[getter]
+    fn _direct_counts(slf: &Bound<'_, Self>) -> (u64, u64) {
+        let guard = slf.get().binding.lock();
+        guard.as_ref().map_or((0, 0), |b| {
+            let d = b.direct.lock();
+            (d.begun, d.handed_off)
+        })
     }
 
     /// How many requests are in flight.
