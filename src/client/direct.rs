@@ -119,13 +119,19 @@ impl Begun {
     }
 
     /// Serve the connection on `fd` as the selector reported it (`readable`, `writable`,
-    /// `broken`: an error or a hang-up).
-    pub fn advance(&mut self, fd: RawFd, readable: bool, writable: bool, broken: bool) -> Step {
-        let found = self
+    /// `broken`: an error or a hang-up); `None` if no batch waits on `fd`.
+    pub fn advance(
+        &mut self,
+        fd: RawFd,
+        readable: bool,
+        writable: bool,
+        broken: bool,
+    ) -> Option<Step> {
+        let i = self
             .flights
             .iter()
-            .position(|a| !a.done() && a.conn.fd().as_raw_fd() == fd);
-        if let Some(i) = found {
+            .position(|a| !a.done() && a.conn.fd().as_raw_fd() == fd)?;
+        {
             let mut events = PollFlags::empty();
             events.set(PollFlags::IN, readable);
             events.set(PollFlags::OUT, writable);
@@ -137,7 +143,7 @@ impl Begun {
                 Err(e) => self.deferred.push((i, e)),
             }
         }
-        self.step()
+        Some(self.step())
     }
 
     pub fn step(&self) -> Step {

@@ -20,6 +20,9 @@ use rustix::event::epoll;
 use super::request::{Outcome, Request};
 use crate::client::{Begun, Client, DirectOp, Step, StoreItem};
 
+/// How many times `ready` looks again when the connections moved, before it lets the loop run.
+const MAX_TURNS: usize = 64;
+
 /// Where a direct request stands.
 pub enum Progress<P> {
     /// Its connections are watched; the loop calls `ready` when the descriptor is readable.
@@ -157,36 +160,59 @@ impl<P> Direct<P> {
         Ok(self.settle(client))
     }
 
-    /// Serve what the selector reports ready (the loop found the descriptor readable).
+    /// Serve what the selector reports ready (the loop found the descriptor readable), and go
+    /// on while the connections have more (a large request or reply moves many times per turn
+    /// of the loop, each turn costing the loop's own bookkeeping).
     pub fn ready(&mut self, client: &Client) -> Progress<P> {
         let mut events = Vec::with_capacity(8);
         let zero = rustix::event::Timespec {
             tv_sec: 0,
             tv_nsec: 0,
         };
-        let _ = epoll::wait(
-            &self.epoll,
-            rustix::buffer::spare_capacity(&mut events),
-            Some(&zero),
-        );
-        let Some(r) = self.running.as_mut() else {
-            return Progress::Waiting;
-        };
-        for ev in &events {
-            let flags = ev.flags;
-            let fd = ev.data.u64() as RawFd;
-            let broken = flags.intersects(epoll::EventFlags::ERR | epoll::EventFlags::HUP);
-            let step = r.begun.advance(
-                fd,
-                flags.contains(epoll::EventFlags::IN),
-                flags.contains(epoll::EventFlags::OUT),
-                broken,
+        // Bounded: the connections may keep having more while the loop has other work.
+        for _ in 0..MAX_TURNS {
+            events.clear();
+            let _ = epoll::wait(
+                &self.epoll,
+                rustix::buffer::spare_capacity(&mut events),
+                Some(&zero),
             );
-            if step != Step::Wait {
+            let Some(r) = self.running.as_mut() else {
+                return Progress::Waiting;
+            };
+            let (mut step, mut served) = (r.begun.step(), false);
+            for ev in &events {
+                let flags = ev.flags;
+                let fd = ev.data.u64() as RawFd;
+                let broken = flags.intersects(epoll::EventFlags::ERR | epoll::EventFlags::HUP);
+                let moved = r.begun.advance(
+                    fd,
+                    flags.contains(epoll::EventFlags::IN),
+                    flags.contains(epoll::EventFlags::OUT),
+                    broken,
+                );
+                if let Some(s) = moved {
+                    (step, served) = (s, true);
+                    if step != Step::Wait {
+                        break;
+                    }
+                }
+            }
+            if !served || step != Step::Wait {
                 break;
             }
+            // The writes that finished stop asking for writability before the next look.
+            self.rewatch();
         }
         self.settle(client)
+    }
+
+    /// `watch` for the running request, if any.
+    fn rewatch(&mut self) {
+        if let Some(r) = self.running.take() {
+            self.watch(&r.begun);
+            self.running = Some(r);
+        }
     }
 
     /// When the request must be handed off if it is still waiting then (see
