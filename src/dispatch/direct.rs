@@ -76,21 +76,9 @@ pub struct Direct<P> {
     pub handed_off: u64,
 }
 
-/// Requests of more keys go to the workers even when alone. Such a transfer moves many times,
-/// and each move costs a turn of asyncio's loop here, where the blocking driver only polls;
-/// the two wake-ups of the hand-off weigh little against it. Interleaved, unthrottled, one
-/// loopback server, against the blocking call: a 10,000-key get_multi took 1.05x through the
-/// loop's thread and 0.99x through a worker (set_multi 1.09x and 1.06x; over 3 servers 1.05x
-/// and 0.92x), 5,000 keys 1.12x and 1.15x, 1,000 keys 1.13x and 1.84x.
-const MAX_DIRECT_KEYS: usize = 8192;
-
 /// The operation a request is, if the loop may drive it: those that wait for their replies
-/// (a `noreply` write goes to the workers, which send it without a round trip), up to
-/// `MAX_DIRECT_KEYS` keys.
+/// (a `noreply` write goes to the workers, which send it without a round trip).
 fn direct_op(req: &Request) -> Option<DirectOp> {
-    if req.keys().is_some_and(|k| k.len() > MAX_DIRECT_KEYS) {
-        return None;
-    }
     match req {
         Request::Get { cas, .. } => Some(DirectOp::Fetch { cas: *cas }),
         Request::Store {

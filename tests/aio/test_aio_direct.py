@@ -151,20 +151,3 @@ def test_cancelled_lone_requests_never_leave_a_reply_for_another(server):
             assert begun > 1000
 
     asyncio.run(main())
-
-
-def test_a_lone_request_of_more_than_8192_keys_goes_to_the_workers(server):
-    keys = ["big%d" % i for i in range(8193)]
-
-    async def main():
-        async with fastmc.aio.Client([server.address]) as mc:
-            await mc.set("warm", 1)
-            assert await mc.get("warm") == 1
-            begun0, _ = mc._direct_counts
-            assert await mc.set_multi(dict.fromkeys(keys, b"v")) == []
-            assert await mc.get_multi(keys) == dict.fromkeys(keys, b"v")
-            assert await mc.get_multi(keys[:8192]) == dict.fromkeys(keys[:8192], b"v")
-            begun, _ = mc._direct_counts
-            assert begun - begun0 == 1  # only the 8,192-key get
-
-    asyncio.run(main())
