@@ -151,3 +151,24 @@ def test_cancelled_lone_requests_never_leave_a_reply_for_another(server):
             assert begun > 1000
 
     asyncio.run(main())
+
+
+def test_lone_requests_on_uvloop(server):
+    """uvloop watches the client's epoll descriptor like asyncio's loop does."""
+    import uvloop
+
+    async def main():
+        async with fastmc.aio.Client([server.address]) as mc:
+            await mc.set("uv", 0)
+            begun0, handed0 = mc._direct_counts
+            for i in range(200):
+                assert await mc.incr("uv") == i + 1
+            assert await mc.get_multi(["uv", "none"]) == {"uv": 200}
+            t = asyncio.ensure_future(mc.get("uv"))
+            await asyncio.sleep(0)
+            t.cancel()
+            assert await mc.delete("uv") is True
+            begun, handed = mc._direct_counts
+            assert begun - begun0 >= 202 and handed == handed0
+
+    uvloop.run(main())
