@@ -10,12 +10,16 @@
 //! on a socket. One request at a time: those issued meanwhile go to the workers and are
 //! batched there.
 //!
-//! Uses `client` (begin, advance, end, complete) and `rustix` (epoll); owns no threads.
+//! Uses `client` (begin, advance, end, complete) and `rustix` (epoll, a timerfd for the
+//! watchdog); owns no threads.
 
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd, RawFd};
 use std::time::Instant;
 
 use rustix::event::epoll;
+use rustix::time::{
+    timerfd_create, timerfd_settime, Itimerspec, TimerfdClockId, TimerfdFlags, TimerfdTimerFlags,
+};
 
 use super::request::{Outcome, Request};
 use crate::client::{Begun, Client, DirectOp, Step, StoreItem};
@@ -64,10 +68,20 @@ struct Running<P> {
     payload: P,
 }
 
+/// The epoll data of the watchdog timer (a connection's is its descriptor).
+const TIMER: u64 = u64::MAX;
+
 /// The direct request of one client on one event loop, and the epoll descriptor the loop
 /// watches for it.
 pub struct Direct<P> {
     epoll: OwnedFd,
+    /// The watchdog: a timer in the same epoll set, for the request's hand-off time. A timer of
+    /// the loop's own (`call_later`) would cost every turn of asyncio's loop a look at its
+    /// clock (about 1 µs per lone `get` here).
+    timer: OwnedFd,
+    /// When the timer fires, if armed. Armed lazily: a timer set earlier than a new request's
+    /// hand-off time is left as it is, and looks again when it fires.
+    armed: Option<Instant>,
     running: Option<Running<P>>,
     /// The descriptors registered with `epoll`, and whether for writing too.
     watched: Vec<(RawFd, bool)>,
@@ -118,8 +132,14 @@ fn with_args<R>(req: &Request, f: impl FnOnce(&[&[u8]], &[StoreItem<'_>]) -> R) 
 impl<P> Direct<P> {
     pub fn new() -> std::io::Result<Direct<P>> {
         let epoll = epoll::create(epoll::CreateFlags::CLOEXEC)?;
+        let flags = TimerfdFlags::NONBLOCK | TimerfdFlags::CLOEXEC;
+        let timer = timerfd_create(TimerfdClockId::Monotonic, flags)?;
+        let data = epoll::EventData::new_u64(TIMER);
+        epoll::add(&epoll, &timer, data, epoll::EventFlags::IN)?;
         Ok(Direct {
             epoll,
+            timer,
+            armed: None,
             running: None,
             watched: Vec::new(),
             begun: 0,
@@ -177,6 +197,9 @@ impl<P> Direct<P> {
                 rustix::buffer::spare_capacity(&mut events),
                 Some(&zero),
             );
+            if events.iter().any(|ev| ev.data.u64() == TIMER) {
+                return self.watchdog(client);
+            }
             let Some(r) = self.running.as_mut() else {
                 return Progress::Waiting;
             };
@@ -217,19 +240,43 @@ impl<P> Direct<P> {
 
     /// When the request must be handed off if it is still waiting then (see
     /// `Begun::hand_off_at`).
-    pub fn hand_off_at(&self) -> Option<Instant> {
+    fn hand_off_at(&self) -> Option<Instant> {
         self.running.as_ref().and_then(|r| r.begun.hand_off_at())
     }
 
-    /// Hand the request off if it has waited as long as the loop may let it (`now` is past
-    /// `hand_off_at`).
-    pub fn expire(&mut self, now: Instant) -> Progress<P> {
+    /// The timer fired: hand the request off if it has waited as long as the loop may let it,
+    /// else serve it as usual (and the timer is armed again for it).
+    fn watchdog(&mut self, client: &Client) -> Progress<P> {
+        let mut buf = [0u8; 8];
+        let _ = rustix::io::read(&self.timer, &mut buf);
+        self.armed = None;
         match self.hand_off_at() {
-            Some(at) if at <= now => match self.running.take() {
+            Some(at) if at <= Instant::now() => match self.running.take() {
                 Some(r) => self.hand_off(r),
                 None => Progress::Waiting,
             },
-            _ => Progress::Waiting,
+            _ => self.settle(client),
+        }
+    }
+
+    /// Make sure the timer fires by `at`.
+    fn arm(&mut self, at: Instant) {
+        if self.armed.is_some_and(|t| t <= at) {
+            return;
+        }
+        let left = crate::client::until(at).max(std::time::Duration::from_micros(1));
+        let spec = Itimerspec {
+            it_interval: rustix::time::Timespec {
+                tv_sec: 0,
+                tv_nsec: 0,
+            },
+            it_value: rustix::time::Timespec {
+                tv_sec: left.as_secs() as i64,
+                tv_nsec: left.subsec_nanos() as _,
+            },
+        };
+        if timerfd_settime(&self.timer, TimerfdTimerFlags::empty(), &spec).is_ok() {
+            self.armed = Some(at);
         }
     }
 
@@ -241,7 +288,11 @@ impl<P> Direct<P> {
         match r.begun.step() {
             Step::Wait => {
                 self.watch(&r.begun);
+                let at = r.begun.hand_off_at();
                 self.running = Some(r);
+                if let Some(at) = at {
+                    self.arm(at);
+                }
                 Progress::Waiting
             }
             Step::Ready => {

@@ -20,7 +20,6 @@ mod prepare;
 use std::os::fd::AsRawFd;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
-use std::time::Instant;
 
 use parking_lot::{Mutex, RwLock};
 use pyo3::exceptions::{PyRuntimeError, PyValueError};
@@ -58,8 +57,6 @@ struct Binding {
     event_loop: Py<PyAny>,
     mailbox: Arc<Mailbox<Delivery>>,
     direct: Loopside,
-    /// When the watchdog timer armed for the direct request fires, if one is armed.
-    watchdog_at: Option<Instant>,
     /// The fork generation it was made in: a forked child makes its own mailbox.
     generation: u64,
 }
@@ -192,7 +189,6 @@ impl PyAioClient {
             event_loop: running.clone().unbind(),
             mailbox: mailbox.clone(),
             direct: direct.clone(),
-            watchdog_at: None,
             generation,
         });
         Ok((mailbox, direct))
@@ -250,15 +246,14 @@ impl PyAioClient {
         Ok(fut.unbind())
     }
 
-    /// Act on where the direct request stands: resolve it, hand it to a thread of its own,
-    /// or make sure the watchdog will look at it in time.
+    /// Act on where the direct request stands: resolve it, or hand it to a thread of its own.
     fn progress(
         slf: &Bound<'_, Self>,
         core: &Arc<crate::client::Client>,
         progress: Progress<Pending>,
     ) -> PyResult<()> {
         match progress {
-            Progress::Waiting => Self::arm_watchdog(slf),
+            Progress::Waiting => Ok(()),
             Progress::Done(pending, outcome) => {
                 let r = Self::resolve(slf, pending, Some(outcome));
                 let base = slf.as_super().get();
@@ -297,30 +292,6 @@ impl PyAioClient {
                 Ok(())
             }
         }
-    }
-
-    /// A timer for the direct request's hand-off time, unless one armed earlier fires first.
-    fn arm_watchdog(slf: &Bound<'_, Self>) -> PyResult<()> {
-        let py = slf.py();
-        let mut guard = slf.get().binding.lock();
-        let Some(b) = guard.as_mut() else {
-            return Ok(());
-        };
-        let Some(at) = b.direct.lock().hand_off_at() else {
-            return Ok(());
-        };
-        if b.watchdog_at.is_some_and(|t| t <= at) {
-            return Ok(());
-        }
-        b.watchdog_at = Some(at);
-        let event_loop = b.event_loop.clone_ref(py);
-        drop(guard);
-        let delay = crate::client::until(at).as_secs_f64();
-        let callback = slf.getattr(intern!(py, "_direct_watchdog"))?;
-        event_loop
-            .bind(py)
-            .call_method1(intern!(py, "call_later"), (delay, callback))?;
-        Ok(())
     }
 
     /// Resolve one future with its outcome, unless it was cancelled meanwhile.
@@ -584,24 +555,6 @@ impl PyAioClient {
         };
         let core = slf.as_super().get().core()?;
         let progress = direct.lock().ready(&core);
-        Self::progress(slf, &core, progress)
-    }
-
-    /// The watchdog timer: hand the direct request off if it waited as long as the loop may
-    /// let it (the blocking driver then applies the stall check and the timeouts).
-    fn _direct_watchdog(slf: &Bound<'_, Self>) -> PyResult<()> {
-        let direct = {
-            let mut guard = slf.get().binding.lock();
-            guard.as_mut().map(|b| {
-                b.watchdog_at = None;
-                b.direct.clone()
-            })
-        };
-        let Some(direct) = direct else {
-            return Ok(());
-        };
-        let core = slf.as_super().get().core()?;
-        let progress = direct.lock().expire(Instant::now());
         Self::progress(slf, &core, progress)
     }
 
