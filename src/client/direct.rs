@@ -13,7 +13,7 @@
 
 use std::os::fd::{AsRawFd, BorrowedFd, RawFd};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use rustix::event::PollFlags;
 
@@ -131,17 +131,15 @@ impl Begun {
             .flights
             .iter()
             .position(|a| !a.done() && a.conn.fd().as_raw_fd() == fd)?;
-        {
-            let mut events = PollFlags::empty();
-            events.set(PollFlags::IN, readable);
-            events.set(PollFlags::OUT, writable);
-            events.set(PollFlags::ERR, broken);
-            let a = &mut self.flights[i];
-            match Client::serve(a, events, self.sink.as_dyn()) {
-                Ok(true) => a.last_progress = Instant::now(),
-                Ok(false) => {}
-                Err(e) => self.deferred.push((i, e)),
-            }
+        let mut events = PollFlags::empty();
+        events.set(PollFlags::IN, readable);
+        events.set(PollFlags::OUT, writable);
+        events.set(PollFlags::ERR, broken);
+        let a = &mut self.flights[i];
+        match Client::serve(a, events, self.sink.as_dyn()) {
+            Ok(true) => a.last_progress = Instant::now(),
+            Ok(false) => {}
+            Err(e) => self.deferred.push((i, e)),
         }
         Some(self.step())
     }
@@ -185,7 +183,11 @@ impl Client {
         if snap.opts.security.tls.is_some() {
             return None;
         }
-        let noreply = snap.behaviors.noreply;
+        // The `noreply` behavior makes every write `noreply`: the workers send those.
+        let write = !matches!(op, DirectOp::Fetch { .. } | DirectOp::Arith { .. });
+        if write && snap.behaviors.noreply {
+            return None;
+        }
         let (plan, mut sink, family, replay_safe): (Plan<'_>, OpSink, Family, bool) = match op {
             DirectOp::Fetch { cas } => {
                 let p = plan_fetch(&snap, keys, cas, None);
@@ -194,18 +196,12 @@ impl Client {
                 (p, OpSink::Get(sink), Family::Get, true)
             }
             DirectOp::Store { cmd } => {
-                if noreply {
-                    return None;
-                }
                 let p = plan_store(&snap, cmd, items, false);
                 let map: LineMap<StoreStatus> = store_status;
                 let sink = LineSink::new(items.len(), map, Some(StoreStatus::Stored));
                 (p, OpSink::Store(sink), Family::Store, false)
             }
             DirectOp::Delete => {
-                if noreply {
-                    return None;
-                }
                 let p = plan_delete(&snap, keys, false);
                 let map: LineMap<bool> = deleted;
                 let sink = LineSink::new(keys.len(), map, Some(true));
@@ -218,9 +214,6 @@ impl Client {
                 (p, OpSink::Numbers(sink), Family::Arith, false)
             }
             DirectOp::Touch { exptime } => {
-                if noreply {
-                    return None;
-                }
                 let p = plan_touch(&snap, keys, exptime, false);
                 let map: LineMap<bool> = touched;
                 let sink = LineSink::new(keys.len(), map, Some(true));
@@ -332,9 +325,4 @@ impl Client {
             (OpSink::Numbers(s), _) => DirectOutcome::Numbers(s.out.finish()),
         }
     }
-}
-
-/// How long until `at`, from now (zero if it has passed).
-pub fn until(at: Instant) -> Duration {
-    at.saturating_duration_since(Instant::now())
 }

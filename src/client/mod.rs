@@ -43,7 +43,7 @@ use crate::behaviors::{Behaviors, Rejected};
 use crate::connection::Address;
 use crate::error::{Error, Result};
 use crate::server::Probe;
-pub use direct::{until, Begun, DirectOp, DirectOutcome, Step};
+pub use direct::{Begun, DirectOp, DirectOutcome, Step};
 pub use driver::{Quick, Unfinished};
 pub(crate) use sink::Tally;
 use snapshot::Snapshot;

@@ -118,7 +118,7 @@ fn direct_op(req: &Request) -> Option<DirectOp> {
 fn with_args<R>(req: &Request, f: impl FnOnce(&[&[u8]], &[StoreItem<'_>]) -> R) -> R {
     match req {
         Request::Store { items, .. } => {
-            let v: Vec<StoreItem<'_>> = (0..items.len()).map(|i| items.get(i)).collect();
+            let v = items.all();
             let keys: Vec<&[u8]> = v.iter().map(|it| it.key).collect();
             f(&keys, &v)
         }
@@ -252,7 +252,7 @@ impl<P> Direct<P> {
         self.armed = None;
         match self.hand_off_at() {
             Some(at) if at <= Instant::now() => match self.running.take() {
-                Some(r) => self.hand_off(r),
+                Some(r) => self.hand_off(Box::new(r.begun), r.req, r.payload),
                 None => Progress::Waiting,
             },
             _ => self.settle(client),
@@ -264,7 +264,9 @@ impl<P> Direct<P> {
         if self.armed.is_some_and(|t| t <= at) {
             return;
         }
-        let left = crate::client::until(at).max(std::time::Duration::from_micros(1));
+        let left = at
+            .saturating_duration_since(Instant::now())
+            .max(std::time::Duration::from_micros(1));
         let spec = Itimerspec {
             it_interval: rustix::time::Timespec {
                 tv_sec: 0,
@@ -304,27 +306,20 @@ impl<P> Direct<P> {
                 } = r;
                 match client.end(begun) {
                     Ok(out) => Progress::Done(payload, out.into()),
-                    Err(begun) => {
-                        self.handed_off += 1;
-                        Progress::HandOff(Box::new(HandOff {
-                            begun,
-                            req,
-                            payload,
-                        }))
-                    }
+                    Err(begun) => self.hand_off(begun, req, payload),
                 }
             }
-            Step::HandOff => self.hand_off(r),
+            Step::HandOff => self.hand_off(Box::new(r.begun), r.req, r.payload),
         }
     }
 
-    fn hand_off(&mut self, r: Running<P>) -> Progress<P> {
-        self.unwatch_all(&r.begun);
+    fn hand_off(&mut self, begun: Box<Begun>, req: Request, payload: P) -> Progress<P> {
+        self.unwatch_all(&begun);
         self.handed_off += 1;
         Progress::HandOff(Box::new(HandOff {
-            begun: Box::new(r.begun),
-            req: r.req,
-            payload: r.payload,
+            begun,
+            req,
+            payload,
         }))
     }
 

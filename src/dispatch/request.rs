@@ -93,6 +93,11 @@ impl Items {
     pub fn keys(&self) -> &Keys {
         &self.keys
     }
+
+    /// Every item, as the blocking client's `store_multi` takes them.
+    pub fn all(&self) -> Vec<StoreItem<'_>> {
+        (0..self.len()).map(|i| self.get(i)).collect()
+    }
 }
 
 /// One operation, as the blocking client's methods take it.
@@ -176,10 +181,7 @@ impl Request {
                 cmd,
                 items,
                 noreply,
-            } => {
-                let v: Vec<StoreItem<'_>> = (0..items.len()).map(|i| items.get(i)).collect();
-                Outcome::Stored(client.store_multi(*cmd, &v, *noreply))
-            }
+            } => Outcome::Stored(client.store_multi(*cmd, &items.all(), *noreply)),
             Request::Delete { keys, noreply } => {
                 Outcome::Found(client.delete_multi(&keys.refs(), *noreply))
             }
