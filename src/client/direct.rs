@@ -26,7 +26,7 @@ use super::ops::{
 use super::plan::Plan;
 use super::sink::{GetSink, LineSink, OwnedKeys, Sink};
 use super::snapshot::Snapshot;
-use super::{Client, Fetched, StoreStatus};
+use super::{Client, Fetched, Outcome, StoreStatus};
 use crate::error::{Error, Result};
 use crate::metrics::Family;
 use crate::protocol::{Reply, StoreCmd, StoreItem};
@@ -39,15 +39,6 @@ pub enum DirectOp {
     Delete,
     Arith { incr: bool, delta: u64 },
     Touch { exptime: u32 },
-}
-
-/// What a direct operation returned: the blocking method's result for the same call.
-#[derive(Debug)]
-pub enum DirectOutcome {
-    Fetched(Fetched),
-    Stored(Vec<Result<StoreStatus>>),
-    Found(Vec<Result<bool>>),
-    Numbers(Vec<Result<Option<u64>>>),
 }
 
 type LineMap<T> = fn(Reply<'_>) -> Result<T>;
@@ -280,7 +271,7 @@ impl Client {
     /// The outcome of an operation whose batches are all done, without waiting; `Err` gives it
     /// back when settling it needs I/O (a meta probe after the batch, or a read-back): then
     /// `complete` it on another thread.
-    pub fn end(&self, mut b: Begun) -> std::result::Result<DirectOutcome, Box<Begun>> {
+    pub fn end(&self, mut b: Begun) -> std::result::Result<Outcome, Box<Begun>> {
         if b.step() != Step::Ready || b.flights.iter().any(|a| a.batch.probe_after) {
             return Err(Box::new(b));
         }
@@ -296,7 +287,7 @@ impl Client {
     /// Drive what is left of `b` with the blocking driver and settle it: the blocking
     /// operation's outcome, as if it had run from the start on this thread. `keys` and `items`
     /// are the operation's, for a read-back.
-    pub fn complete(&self, mut b: Begun, keys: &[&[u8]], items: &[StoreItem<'_>]) -> DirectOutcome {
+    pub fn complete(&self, mut b: Begun, keys: &[&[u8]], items: &[StoreItem<'_>]) -> Outcome {
         for (i, e) in std::mem::take(&mut b.deferred) {
             let a = &mut b.flights[i];
             if !self.retry_fresh(&b.snap, a, &e) {
@@ -311,18 +302,16 @@ impl Client {
     }
 
     /// The outcome from a finished operation's sink (a read-back only if it is ambiguous).
-    fn conclude(&self, b: Begun, keys: &[&[u8]], items: &[StoreItem<'_>]) -> DirectOutcome {
+    fn conclude(&self, b: Begun, keys: &[&[u8]], items: &[StoreItem<'_>]) -> Outcome {
         match (b.sink, b.op) {
-            (OpSink::Get(s), _) => DirectOutcome::Fetched(Fetched {
+            (OpSink::Get(s), _) => Outcome::Fetched(Fetched {
                 items: s.out.finish(),
                 data: s.data,
             }),
-            (OpSink::Store(s), _) => DirectOutcome::Stored(self.settle_stores(s, items)),
-            (OpSink::Found(s), DirectOp::Delete) => {
-                DirectOutcome::Found(self.settle_deletes(s, keys))
-            }
-            (OpSink::Found(s), _) => DirectOutcome::Found(s.out.finish()),
-            (OpSink::Numbers(s), _) => DirectOutcome::Numbers(s.out.finish()),
+            (OpSink::Store(s), _) => Outcome::Stored(self.settle_stores(s, items)),
+            (OpSink::Found(s), DirectOp::Delete) => Outcome::Found(self.settle_deletes(s, keys)),
+            (OpSink::Found(s), _) => Outcome::Found(s.out.finish()),
+            (OpSink::Numbers(s), _) => Outcome::Numbers(s.out.finish()),
         }
     }
 }

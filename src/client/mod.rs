@@ -43,7 +43,7 @@ use crate::behaviors::{Behaviors, Rejected};
 use crate::connection::Address;
 use crate::error::{Error, Result};
 use crate::server::Probe;
-pub use direct::{Begun, DirectOp, DirectOutcome, Step};
+pub use direct::{Begun, DirectOp, Step};
 pub use driver::{Quick, Unfinished};
 pub(crate) use sink::Tally;
 use snapshot::Snapshot;
@@ -77,6 +77,20 @@ impl Item {
             len,
         }
     }
+}
+
+/// What an operation returned: the blocking client's result for the same call (the asyncio
+/// client's requests end with one, whether the workers or the loop's thread ran them).
+#[derive(Debug)]
+pub enum Outcome {
+    Fetched(Fetched),
+    Stored(Vec<Result<StoreStatus>>),
+    /// delete and touch: found or not.
+    Found(Vec<Result<bool>>),
+    Numbers(Vec<Result<Option<u64>>>),
+    Flushed(Vec<Result<()>>),
+    Stats(Vec<(crate::connection::Address, Result<Stats>)>),
+    Meta(Vec<Result<MetaOutcome>>),
 }
 
 /// What a fetch returns: one outcome per key; the values' bytes are kept together in one buffer

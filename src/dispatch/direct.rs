@@ -58,7 +58,7 @@ impl<P> HandOff<P> {
             payload,
         } = self;
         let out = with_args(&req, |keys, items| client.complete(*begun, keys, items));
-        (payload, out.into())
+        (payload, out)
     }
 }
 
@@ -305,7 +305,7 @@ impl<P> Direct<P> {
                     payload,
                 } = r;
                 match client.end(begun) {
-                    Ok(out) => Progress::Done(payload, out.into()),
+                    Ok(out) => Progress::Done(payload, out),
                     Err(begun) => self.hand_off(begun, req, payload),
                 }
             }

@@ -1,10 +1,9 @@
 //! What the dispatcher carries: requests with owned keys and values (`Keys`, `Items`), and their
-//! outcomes, which are exactly the core client's result types. No threads, no I/O. Uses
-//! `client` (result types) and `protocol` (`StoreCmd`, `StoreItem`).
+//! outcomes: the core client's `Outcome`, the same whether a worker or the loop's thread ran
+//! the request. No threads, no I/O. Uses `client` and `protocol` (`StoreCmd`, `StoreItem`).
 
-use crate::client::{Client, DirectOutcome, Fetched, MetaOutcome, Stats, StoreItem, StoreStatus};
-use crate::connection::Address;
-use crate::error::Result;
+pub use crate::client::Outcome;
+use crate::client::{Client, StoreItem};
 use crate::protocol::StoreCmd;
 
 /// Keys in one buffer (one allocation however many keys).
@@ -145,19 +144,6 @@ pub enum Request {
     },
 }
 
-/// What an operation returned: the blocking client's result for the same call.
-#[derive(Debug)]
-pub enum Outcome {
-    Fetched(Fetched),
-    Stored(Vec<Result<StoreStatus>>),
-    /// delete and touch: found or not.
-    Found(Vec<Result<bool>>),
-    Numbers(Vec<Result<Option<u64>>>),
-    Flushed(Vec<Result<()>>),
-    Stats(Vec<(Address, Result<Stats>)>),
-    Meta(Vec<Result<MetaOutcome>>),
-}
-
 impl Request {
     /// The keys it names (none for the whole-client commands).
     pub fn keys(&self) -> Option<&Keys> {
@@ -201,17 +187,6 @@ impl Request {
             Request::Gat { keys, exptime } => {
                 Outcome::Fetched(client.gat_multi(&keys.refs(), *exptime))
             }
-        }
-    }
-}
-
-impl From<DirectOutcome> for Outcome {
-    fn from(o: DirectOutcome) -> Outcome {
-        match o {
-            DirectOutcome::Fetched(f) => Outcome::Fetched(f),
-            DirectOutcome::Stored(v) => Outcome::Stored(v),
-            DirectOutcome::Found(v) => Outcome::Found(v),
-            DirectOutcome::Numbers(v) => Outcome::Numbers(v),
         }
     }
 }
