@@ -1,9 +1,10 @@
 //! The native asyncio client, `_fastmc.aio_client` (Rust `PyAioClient`): a subclass of the
 //! blocking client's native class (same construction, behaviors, codec and overrides) whose
-//! `_`-prefixed methods return an asyncio future instead of blocking. `fastmc.aio.Client` wraps
-//! each one in a coroutine with the blocking method's name and signature.
+//! `_`-prefixed methods return a future (`future::PyAioFuture`, asyncio's kind) instead of
+//! blocking. `fastmc.aio.Client` wraps each one in a coroutine with the blocking method's name
+//! and signature.
 //!
-//! A call converts its arguments (`prepare`), creates a future on the running loop and hands
+//! A call converts its arguments (`prepare`), makes a future for the running loop and hands
 //! an owned request to the `dispatch::Dispatcher`, whose worker threads run the blocking core.
 //! Outcomes come back through a `dispatch::Mailbox` whose descriptor the loop watches
 //! (`_attach_loop` in Python registers `_drain`); `_drain` converts each outcome with the
@@ -15,6 +16,7 @@
 //! closed). Uses `py::client` (base class, codec, reply functions), `dispatch`, `py::errors`.
 
 mod finish;
+mod future;
 mod prepare;
 
 use std::os::fd::AsRawFd;
@@ -39,11 +41,12 @@ use crate::dispatch::request::{Outcome, Request};
 use crate::dispatch::{Direct, Dispatcher, Done, Mailbox};
 use crate::protocol::StoreCmd;
 use finish::Finish;
+pub use future::PyAioFuture;
 use prepare::Prepared;
 
 /// A request on its way: the future to resolve and how to build its result.
 struct Pending {
-    fut: Py<PyAny>,
+    fut: Py<PyAioFuture>,
     finish: Finish,
 }
 
@@ -125,8 +128,7 @@ fn store_cmd(name: &str) -> PyResult<StoreCmd> {
 }
 
 impl PyAioClient {
-    /// A future on the running loop, the mailbox its outcome will come through, and the
-    /// loop's direct request.
+    /// The running loop, the mailbox outcomes come through on it, and its direct request.
     fn future<'py>(
         slf: &Bound<'py, Self>,
     ) -> PyResult<(Bound<'py, PyAny>, Arc<Mailbox<Delivery>>, Loopside)> {
@@ -143,8 +145,7 @@ impl PyAioClient {
             Some(m) => m,
             None => Self::bind(slf, &running, generation)?,
         };
-        let fut = running.call_method0(intern!(py, "create_future"))?;
-        Ok((fut, mailbox, direct))
+        Ok((running, mailbox, direct))
     }
 
     /// Serve `running` from now on (the first loop, or one after the previous loop closed).
@@ -214,12 +215,11 @@ impl PyAioClient {
     /// The future for a prepared call.
     fn submit(slf: &Bound<'_, Self>, prepared: Prepared) -> PyResult<Py<PyAny>> {
         let py = slf.py();
-        let (fut, mailbox, direct) = Self::future(slf)?;
-        match prepared {
-            Prepared::Ready(v) => {
-                fut.call_method1(intern!(py, "set_result"), (v,))?;
-            }
+        let (running, mailbox, direct) = Self::future(slf)?;
+        let fut = match prepared {
+            Prepared::Ready(v) => future::ready(py, running.unbind(), v)?,
             Prepared::Submit(req, finish) => {
+                let fut = Bound::new(py, PyAioFuture::new(running.unbind()))?;
                 let dispatch = Self::dispatcher(slf)?;
                 let pending = Pending {
                     fut: fut.clone().unbind(),
@@ -232,8 +232,8 @@ impl PyAioClient {
                     let started = direct.lock().start(&core, req, pending);
                     match started {
                         Ok(progress) => {
-                            Self::progress(slf, &core, progress)?;
-                            return Ok(fut.unbind());
+                            Self::progress(slf, &core, progress, true)?;
+                            return Ok(fut.into_any().unbind());
                         }
                         Err(back) => back,
                     }
@@ -241,21 +241,24 @@ impl PyAioClient {
                     (req, pending)
                 };
                 dispatch.submit(req, Done::new(move |o| mailbox.post((pending, o))));
+                fut
             }
-        }
-        Ok(fut.unbind())
+        };
+        Ok(fut.into_any().unbind())
     }
 
     /// Act on where the direct request stands: resolve it, or hand it to a thread of its own.
+    /// `inline`: called from the loop's reader callback (see `future`).
     fn progress(
         slf: &Bound<'_, Self>,
         core: &Arc<crate::client::Client>,
         progress: Progress<Pending>,
+        inline: bool,
     ) -> PyResult<()> {
         match progress {
             Progress::Waiting => Ok(()),
             Progress::Done(pending, outcome) => {
-                let r = Self::resolve(slf, pending, Some(outcome));
+                let r = Self::resolve(slf, pending, Some(outcome), inline);
                 let base = slf.as_super().get();
                 super::events::deliver(slf.py(), &base.listeners, core);
                 r
@@ -281,12 +284,8 @@ impl PyAioClient {
                     if let Some(h) = slot.lock().take() {
                         let pending = h.into_payload();
                         let err = errors::plain_error(format!("cannot start an I/O thread: {e}"));
-                        let fut = pending.fut.bind(slf.py()).clone();
                         slf.get().pending.fetch_sub(1, Ordering::Relaxed);
-                        fut.call_method1(
-                            intern!(slf.py(), "set_exception"),
-                            (err.into_value(slf.py()),),
-                        )?;
+                        PyAioFuture::resolve(pending.fut.bind(slf.py()), Err(err), inline)?;
                     }
                 }
                 Ok(())
@@ -294,12 +293,18 @@ impl PyAioClient {
         }
     }
 
-    /// Resolve one future with its outcome, unless it was cancelled meanwhile.
-    fn resolve(slf: &Bound<'_, Self>, p: Pending, outcome: Option<Outcome>) -> PyResult<()> {
+    /// Resolve one future with its outcome, unless it was cancelled meanwhile; `inline` as
+    /// for `progress`.
+    fn resolve(
+        slf: &Bound<'_, Self>,
+        p: Pending,
+        outcome: Option<Outcome>,
+        inline: bool,
+    ) -> PyResult<()> {
         let py = slf.py();
         slf.get().pending.fetch_sub(1, Ordering::Relaxed);
         let fut = p.fut.bind(py);
-        if fut.call_method0(intern!(py, "done"))?.is_truthy()? {
+        if fut.get().is_done() {
             return Ok(());
         }
         let r = match outcome {
@@ -308,11 +313,7 @@ impl PyAioClient {
                 "the client was closed before this request ran",
             )),
         };
-        match r {
-            Ok(v) => fut.call_method1(intern!(py, "set_result"), (v,))?,
-            Err(e) => fut.call_method1(intern!(py, "set_exception"), (e.into_value(py),))?,
-        };
-        Ok(())
+        PyAioFuture::resolve(fut, r, inline)
     }
 }
 
@@ -555,7 +556,7 @@ impl PyAioClient {
         };
         let core = slf.as_super().get().core()?;
         let progress = direct.lock().ready(&core);
-        Self::progress(slf, &core, progress)
+        Self::progress(slf, &core, progress, true)
     }
 
     /// Resolve the futures whose outcomes arrived (the loop calls this when the mailbox's
@@ -567,7 +568,7 @@ impl PyAioClient {
         };
         let mut first_err = None;
         for (p, o) in mailbox.take() {
-            if let Err(e) = Self::resolve(slf, p, o) {
+            if let Err(e) = Self::resolve(slf, p, o, true) {
                 first_err.get_or_insert(e);
             }
         }

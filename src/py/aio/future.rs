@@ -1,0 +1,286 @@
+//! The future an asynchronous call returns, `_fastmc.aio_future` (Rust `PyAioFuture`): what
+//! asyncio's `Task` needs of a future (`_asyncio_future_blocking`, `get_loop`,
+//! `add_done_callback`, `result`, `cancel`), plus the rest of `asyncio.Future`'s reading side
+//! (`done`, `cancelled`, `exception`, `remove_done_callback`). Only the client resolves it.
+//!
+//! Why not `loop.create_future()`: an asyncio future schedules its callbacks with
+//! `loop.call_soon`, so a task awaiting a reply resumes one turn of the loop after the reader
+//! callback that resolved it (a second `epoll_wait`, a handle, a pass of `_run_once`). This
+//! one, resolved from the client's own reader callbacks (`inline`), calls them there, as the
+//! loop would have on its next turn: the awaiting task resumes in the same turn. Those reader
+//! callbacks run outside any task, so entering the task is what the loop itself does.
+//! Resolved anywhere else (cancellation, a call that needs no I/O), callbacks go through
+//! `call_soon` as asyncio's do. Attached only, on the loop's thread.
+
+use parking_lot::Mutex;
+use pyo3::exceptions::PyRuntimeError;
+use pyo3::intern;
+use pyo3::prelude::*;
+use pyo3::sync::PyOnceLock;
+use pyo3::types::PyDict;
+
+pyo3::import_exception!(asyncio, CancelledError);
+pyo3::import_exception!(asyncio, InvalidStateError);
+
+static COPY_CONTEXT: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
+
+enum State {
+    Pending,
+    Result(Py<PyAny>),
+    /// The exception instance.
+    Failed(Py<PyAny>),
+    /// The message given to `cancel`.
+    Cancelled(Option<Py<PyAny>>),
+}
+
+/// A done callback and the context it runs in.
+type Callback = (Py<PyAny>, Py<PyAny>);
+
+struct Inner {
+    state: State,
+    callbacks: Vec<Callback>,
+    blocking: bool,
+    /// `__next__` yielded it once: awaited again while pending is a misuse.
+    yielded: bool,
+}
+
+#[pyclass(name = "aio_future", module = "_fastmc", frozen)]
+pub struct PyAioFuture {
+    event_loop: Py<PyAny>,
+    inner: Mutex<Inner>,
+}
+
+impl PyAioFuture {
+    pub(super) fn new(event_loop: Py<PyAny>) -> Self {
+        PyAioFuture {
+            event_loop,
+            inner: Mutex::new(Inner {
+                state: State::Pending,
+                callbacks: Vec::new(),
+                blocking: false,
+                yielded: false,
+            }),
+        }
+    }
+
+    pub(super) fn is_done(&self) -> bool {
+        !matches!(self.inner.lock().state, State::Pending)
+    }
+
+    /// Resolve with `r` unless already done (cancelled): callbacks run here if `inline`, else
+    /// on the loop's next turn. An error a callback raises here (a task's step lets only
+    /// `KeyboardInterrupt` and `SystemExit` out) is returned once the other callbacks are
+    /// scheduled, so that it reaches the loop as it would from the loop's own handle.
+    pub(super) fn resolve(
+        slf: &Bound<'_, Self>,
+        r: PyResult<Py<PyAny>>,
+        inline: bool,
+    ) -> PyResult<()> {
+        let py = slf.py();
+        let state = match r {
+            Ok(v) => State::Result(v),
+            Err(e) => State::Failed(e.into_value(py).into_any()),
+        };
+        let callbacks = {
+            let mut inner = slf.get().inner.lock();
+            if !matches!(inner.state, State::Pending) {
+                return Ok(());
+            }
+            inner.state = state;
+            std::mem::take(&mut inner.callbacks)
+        };
+        if !inline {
+            return Self::schedule(slf, callbacks);
+        }
+        let mut rest = callbacks.into_iter();
+        while let Some((cb, ctx)) = rest.next() {
+            if let Err(e) = ctx.bind(py).call_method1(intern!(py, "run"), (cb, slf)) {
+                Self::schedule(slf, rest.collect())?;
+                return Err(e);
+            }
+        }
+        Ok(())
+    }
+
+    /// Run `callbacks` on the loop's next turn, as `asyncio.Future` does.
+    fn schedule(slf: &Bound<'_, Self>, callbacks: Vec<Callback>) -> PyResult<()> {
+        let py = slf.py();
+        let event_loop = slf.get().event_loop.bind(py);
+        for (cb, ctx) in callbacks {
+            let kwargs = PyDict::new(py);
+            kwargs.set_item(intern!(py, "context"), ctx)?;
+            event_loop.call_method(intern!(py, "call_soon"), (cb, slf), Some(&kwargs))?;
+        }
+        Ok(())
+    }
+
+    /// What awaiting it gives once done: `Ok` the result, `Err` the exception to raise.
+    fn outcome(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
+        match &self.inner.lock().state {
+            State::Pending => Err(InvalidStateError::new_err("Result is not set.")),
+            State::Result(v) => Ok(v.clone_ref(py)),
+            State::Failed(e) => Err(PyErr::from_value(e.bind(py).clone())),
+            State::Cancelled(msg) => Err(cancelled_error(py, msg)),
+        }
+    }
+}
+
+fn cancelled_error(py: Python<'_>, msg: &Option<Py<PyAny>>) -> PyErr {
+    match msg {
+        Some(m) => CancelledError::new_err((m.clone_ref(py),)),
+        None => CancelledError::new_err(()),
+    }
+}
+
+#[pymethods]
+impl PyAioFuture {
+    #[getter(_asyncio_future_blocking)]
+    fn blocking(&self) -> bool {
+        self.inner.lock().blocking
+    }
+
+    #[setter(_asyncio_future_blocking)]
+    fn set_blocking(&self, value: bool) {
+        self.inner.lock().blocking = value;
+    }
+
+    fn get_loop(&self, py: Python<'_>) -> Py<PyAny> {
+        self.event_loop.clone_ref(py)
+    }
+
+    #[getter(_loop)]
+    fn loop_attr(&self, py: Python<'_>) -> Py<PyAny> {
+        self.event_loop.clone_ref(py)
+    }
+
+    fn done(&self) -> bool {
+        self.is_done()
+    }
+
+    fn cancelled(&self) -> bool {
+        matches!(self.inner.lock().state, State::Cancelled(_))
+    }
+
+    fn result(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
+        self.outcome(py)
+    }
+
+    fn exception(&self, py: Python<'_>) -> PyResult<Option<Py<PyAny>>> {
+        match &self.inner.lock().state {
+            State::Pending => Err(InvalidStateError::new_err("Exception is not set.")),
+            State::Result(_) => Ok(None),
+            State::Failed(e) => Ok(Some(e.clone_ref(py))),
+            State::Cancelled(msg) => Err(cancelled_error(py, msg)),
+        }
+    }
+
+    #[pyo3(signature = (r#fn, *, context=None))]
+    fn add_done_callback(
+        slf: &Bound<'_, Self>,
+        r#fn: Py<PyAny>,
+        context: Option<Py<PyAny>>,
+    ) -> PyResult<()> {
+        let py = slf.py();
+        let ctx = match context {
+            Some(c) if !c.is_none(py) => c,
+            _ => COPY_CONTEXT
+                .get_or_try_init(py, || {
+                    py.import("contextvars")?
+                        .getattr("copy_context")
+                        .map(Bound::unbind)
+                })?
+                .bind(py)
+                .call0()?
+                .unbind(),
+        };
+        {
+            let mut inner = slf.get().inner.lock();
+            if matches!(inner.state, State::Pending) {
+                inner.callbacks.push((r#fn, ctx));
+                return Ok(());
+            }
+        }
+        Self::schedule(slf, vec![(r#fn, ctx)])
+    }
+
+    fn remove_done_callback(&self, py: Python<'_>, r#fn: &Bound<'_, PyAny>) -> PyResult<usize> {
+        let callbacks = std::mem::take(&mut self.inner.lock().callbacks);
+        let mut kept = Vec::with_capacity(callbacks.len());
+        let mut removed = 0;
+        for (cb, ctx) in callbacks {
+            if cb.bind(py).eq(r#fn)? {
+                removed += 1;
+            } else {
+                kept.push((cb, ctx));
+            }
+        }
+        // Callbacks added while comparing (Python code) stay after the kept ones.
+        let mut inner = self.inner.lock();
+        kept.append(&mut inner.callbacks);
+        inner.callbacks = kept;
+        Ok(removed)
+    }
+
+    /// Cancel it: its callbacks run on the loop's next turn, and the client drops the reply
+    /// when it comes (the exchange itself finishes, so the connection stays in step).
+    #[pyo3(signature = (msg=None))]
+    fn cancel(slf: &Bound<'_, Self>, msg: Option<Py<PyAny>>) -> PyResult<bool> {
+        let callbacks = {
+            let mut inner = slf.get().inner.lock();
+            if !matches!(inner.state, State::Pending) {
+                return Ok(false);
+            }
+            inner.state = State::Cancelled(msg);
+            std::mem::take(&mut inner.callbacks)
+        };
+        Self::schedule(slf, callbacks)?;
+        Ok(true)
+    }
+
+    fn __await__(slf: Bound<'_, Self>) -> Bound<'_, Self> {
+        slf
+    }
+
+    fn __iter__(slf: Bound<'_, Self>) -> Bound<'_, Self> {
+        slf
+    }
+
+    /// `yield self` while pending (the task then waits on it), its result once done.
+    fn __next__(slf: &Bound<'_, Self>) -> PyResult<Py<PyAny>> {
+        let py = slf.py();
+        {
+            let mut inner = slf.get().inner.lock();
+            if matches!(inner.state, State::Pending) {
+                if inner.yielded {
+                    return Err(PyRuntimeError::new_err("await wasn't used with future"));
+                }
+                inner.yielded = true;
+                inner.blocking = true;
+                return Ok(slf.clone().into_any().unbind());
+            }
+        }
+        let v = slf.get().outcome(py)?;
+        Err(pyo3::exceptions::PyStopIteration::new_err((v,)))
+    }
+
+    fn __repr__(&self) -> String {
+        let state = match self.inner.lock().state {
+            State::Pending => "pending",
+            State::Result(_) => "finished",
+            State::Failed(_) => "finished (exception)",
+            State::Cancelled(_) => "cancelled",
+        };
+        format!("<fastmc aio_future {state}>")
+    }
+}
+
+/// A future already resolved with `v` (a call that needed no I/O).
+pub(super) fn ready(
+    py: Python<'_>,
+    event_loop: Py<PyAny>,
+    v: Py<PyAny>,
+) -> PyResult<Bound<'_, PyAioFuture>> {
+    let f = PyAioFuture::new(event_loop);
+    f.inner.lock().state = State::Result(v);
+    Bound::new(py, f)
+}

@@ -1,0 +1,155 @@
+"""The future fastmc.aio's native methods return (`_fastmc.aio_future`, docs/aio.md): asyncio
+treats it as a future (tasks, `gather`, `wait_for`, `ensure_future`, done callbacks with their
+context, cancellation with a message), and a task awaiting a lone request resumes in the loop
+turn whose reader callback read the reply, not one turn later."""
+
+import asyncio
+import contextvars
+import selectors
+
+import fastmc
+import fastmc.aio
+import pytest
+
+
+def test_it_is_an_asyncio_future_to_asyncio(server):
+    async def main():
+        async with fastmc.aio.Client([server.address]) as mc:
+            await mc.set("f", "v")
+            fut = mc._get("f")
+            assert asyncio.isfuture(fut)
+            assert asyncio.ensure_future(fut) is fut
+            assert fut.get_loop() is asyncio.get_running_loop()
+            assert await fut == "v"
+            assert fut.done() and not fut.cancelled()
+            assert fut.result() == "v" and fut.exception() is None
+            assert await asyncio.gather(mc._get("f"), mc._get("nothing", 7)) == ["v", 7]
+            assert await asyncio.wait_for(mc._get("f"), 5) == "v"
+            done, _ = await asyncio.wait([mc._get("f")])
+            assert [d.result() for d in done] == ["v"]
+            # an error is the future's exception, raised where it is awaited
+            bad = mc._arith(True, "f", 1)  # "v" is not a number
+            with pytest.raises(fastmc.Error):
+                await bad
+            assert isinstance(bad.exception(), fastmc.Error)
+
+    asyncio.run(main())
+
+
+def test_a_pending_future_has_no_result_yet(server):
+    async def main():
+        async with fastmc.aio.Client([server.address]) as mc:
+            fut = mc._get("f")
+            assert not fut.done()
+            with pytest.raises(asyncio.InvalidStateError):
+                fut.result()
+            with pytest.raises(asyncio.InvalidStateError):
+                fut.exception()
+            await fut
+
+    asyncio.run(main())
+
+
+def test_done_callbacks_run_once_in_their_context(server):
+    var = contextvars.ContextVar("var", default="unset")
+
+    async def main():
+        async with fastmc.aio.Client([server.address]) as mc:
+            await mc.set("f", 1)
+            seen = []
+            fut = mc._get("f")
+            ctx = contextvars.copy_context()
+            ctx.run(var.set, "theirs")
+            fut.add_done_callback(lambda f: seen.append(("a", f.result(), var.get())), context=ctx)
+            gone = fut.add_done_callback
+            gone(lambda f: seen.append(("b", f.result(), var.get())))
+            removed = lambda f: seen.append("removed")  # noqa: E731
+            fut.add_done_callback(removed)
+            assert fut.remove_done_callback(removed) == 1
+            assert fut.remove_done_callback(removed) == 0
+            var.set("mine")
+            await fut
+            await asyncio.sleep(0)
+            assert sorted(seen) == [("a", 1, "theirs"), ("b", 1, "unset")]
+            # added once done: called on the next turn
+            late = []
+            fut.add_done_callback(late.append)
+            assert late == []
+            await asyncio.sleep(0)
+            assert late == [fut]
+            # the task's own context is the one it resumes in
+            assert var.get() == "mine"
+
+    asyncio.run(main())
+
+
+def test_cancel_with_a_message_and_the_reply_is_dropped(server):
+    async def main():
+        async with fastmc.aio.Client([server.address]) as mc:
+            await mc.set("f", "v")
+            fut = mc._get("f")
+            called = []
+            fut.add_done_callback(called.append)
+            assert fut.cancel("enough")
+            assert not fut.cancel()
+            assert fut.cancelled() and fut.done()
+            with pytest.raises(asyncio.CancelledError, match="enough"):
+                fut.result()
+            with pytest.raises(asyncio.CancelledError):
+                await fut
+            await asyncio.sleep(0)
+            assert called == [fut]
+            # the cancelled request's reply went nowhere; the next ones read their own
+            for _ in range(3):
+                assert await mc.get("f") == "v"
+            while mc._in_flight:
+                await asyncio.sleep(0.001)
+
+    asyncio.run(main())
+
+
+def test_a_task_cancelled_while_it_waits_raises_cancelled(server):
+    async def main():
+        async with fastmc.aio.Client([server.address]) as mc:
+            await mc.set("f", "v")
+            task = asyncio.ensure_future(mc.get("f"))
+            await asyncio.sleep(0)  # the task now waits on the future
+            task.cancel("stop")
+            with pytest.raises(asyncio.CancelledError):
+                await task
+            assert await mc.get("f") == "v"
+
+    asyncio.run(main())
+
+
+class _CountingSelector(selectors.DefaultSelector):  # type: ignore[misc,valid-type]
+    turns = 0
+
+    def select(self, timeout=None):  # type: ignore[no-untyped-def]
+        type(self).turns += 1
+        return super().select(timeout)
+
+
+def test_a_lone_request_costs_one_turn_of_the_loop(server):
+    """The reader callback that reads the reply resumes the waiting task itself; with
+    `loop.create_future()` the task would resume one turn later (two turns per request)."""
+    keys = ["t%d" % i for i in range(20)]
+
+    async def main():
+        async with fastmc.aio.Client([server.address]) as mc:
+            await mc.set_multi(dict.fromkeys(keys, "v"))
+            await mc.get_multi(keys)
+            n = 200
+            before = _CountingSelector.turns
+            for _ in range(n):
+                assert await mc.get_multi(keys) == dict.fromkeys(keys, "v")
+            turns = _CountingSelector.turns - before
+            begun, _ = mc._direct_counts
+            assert begun >= n
+            assert turns <= n * 1.2, turns
+
+    loop = asyncio.SelectorEventLoop(_CountingSelector())
+    try:
+        loop.run_until_complete(main())
+    finally:
+        loop.close()
