@@ -5,6 +5,7 @@ turn whose reader callback read the reply, not one turn later."""
 
 import asyncio
 import contextvars
+import gc
 import selectors
 
 import fastmc
@@ -153,3 +154,22 @@ def test_a_lone_request_costs_one_turn_of_the_loop(server):
         loop.run_until_complete(main())
     finally:
         loop.close()
+
+
+def test_the_collector_sees_what_it_holds(server):
+    """A waiting task and its future refer to each other (the task's wakeup is among the
+    future's callbacks): the future shows the collector its loop and callbacks, so such a
+    cycle left behind (a loop closed with the task pending) can be collected."""
+
+    async def main():
+        async with fastmc.aio.Client([server.address]) as mc:
+            fut = mc._get("f")
+            cb = lambda f: None  # noqa: E731
+            fut.add_done_callback(cb)
+            held = gc.get_referents(fut)
+            assert asyncio.get_running_loop() in held
+            assert cb in held
+            await fut
+            assert cb not in gc.get_referents(fut)
+
+    asyncio.run(main())

@@ -18,6 +18,7 @@ use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
 use pyo3::types::PyDict;
+use pyo3::{PyTraverseError, PyVisit};
 
 pyo3::import_exception!(asyncio, CancelledError);
 pyo3::import_exception!(asyncio, InvalidStateError);
@@ -134,6 +135,38 @@ fn cancelled_error(py: Python<'_>, msg: &Option<Py<PyAny>>) -> PyErr {
 
 #[pymethods]
 impl PyAioFuture {
+    /// The garbage collector's view: a task waiting on this future holds it through its
+    /// coroutine's frame, and the future holds the task's wakeup among its callbacks.
+    fn __traverse__(&self, visit: PyVisit<'_>) -> Result<(), PyTraverseError> {
+        visit.call(&self.event_loop)?;
+        // Never held across Python code, so free whenever the collector runs.
+        if let Some(inner) = self.inner.try_lock() {
+            match &inner.state {
+                State::Result(v) | State::Failed(v) | State::Cancelled(Some(v)) => visit.call(v)?,
+                State::Pending | State::Cancelled(None) => {}
+            }
+            for (cb, ctx) in &inner.callbacks {
+                visit.call(cb)?;
+                visit.call(ctx)?;
+            }
+        }
+        Ok(())
+    }
+
+    fn __clear__(&self) {
+        let (callbacks, state) = {
+            let mut inner = self.inner.lock();
+            let callbacks = std::mem::take(&mut inner.callbacks);
+            let state = match inner.state {
+                State::Pending => State::Pending,
+                _ => std::mem::replace(&mut inner.state, State::Cancelled(None)),
+            };
+            (callbacks, state)
+        };
+        // Released here, with the lock free: their finalizers may run any code.
+        drop((callbacks, state));
+    }
+
     #[getter(_asyncio_future_blocking)]
     fn blocking(&self) -> bool {
         self.inner.lock().blocking
