@@ -178,7 +178,8 @@ async def _multi(ctx: Ctx, clients: list, blocking: Any) -> dict:
     client, so that both see the same machine. The peers take part in the first rounds only
     (their multi-key writes are gathers of single writes, up to half a second for 10,000
     keys): the ratio to the blocking client, close to 1, needs more samples than the ratio to
-    the peers."""
+    the peers. Odd rounds run the clients in the reverse order, so that neither fastmc client
+    always follows the same one."""
     out: dict = {}
     timed = [c for c in clients if c.name != "fastmc to_thread"]
     for n in SIZES:
@@ -186,7 +187,8 @@ async def _multi(ctx: Ctx, clients: list, blocking: Any) -> dict:
         times: dict = {}
         for r in range(ctx.s.aio_multi_rounds[n]):
             with_peers = r < ctx.s.aio_multi_peer_rounds[n]
-            for c in [*timed, blocking]:
+            order = [*timed, blocking]
+            for c in order if r % 2 == 0 else order[::-1]:
                 if not with_peers and not c.name.startswith("fastmc"):
                     continue
                 got = await ctx.failures.safe_async("aio multi", c.name, _multi_round, c, n, r)
