@@ -114,14 +114,11 @@ fn direct_op(req: &Request) -> Option<DirectOp> {
     }
 }
 
-/// Call `f` with the request's keys and its items (stores).
+/// Call `f` with the request's keys and its items (stores: the items only; a store's keys are
+/// its items', and the core reads them there).
 fn with_args<R>(req: &Request, f: impl FnOnce(&[&[u8]], &[StoreItem<'_>]) -> R) -> R {
     match req {
-        Request::Store { items, .. } => {
-            let v = items.all();
-            let keys: Vec<&[u8]> = v.iter().map(|it| it.key).collect();
-            f(&keys, &v)
-        }
+        Request::Store { items, .. } => f(&[], &items.all()),
         _ => {
             let keys = req.keys().map(|k| k.refs()).unwrap_or_default();
             f(&keys, &[])

@@ -14,9 +14,10 @@ pub struct Keys {
 }
 
 impl Keys {
-    pub fn with_capacity(n: usize) -> Keys {
+    /// Room for `n` keys of `bytes` bytes in all.
+    pub fn with_capacity(n: usize, bytes: usize) -> Keys {
         Keys {
-            bytes: Vec::with_capacity(n * 16),
+            bytes: Vec::with_capacity(bytes),
             ends: Vec::with_capacity(n),
         }
     }
@@ -54,9 +55,10 @@ pub struct Items {
 }
 
 impl Items {
-    pub fn with_capacity(n: usize, bytes: usize) -> Items {
+    /// Room for `n` items whose keys take `key_bytes` and values `bytes` in all.
+    pub fn with_capacity(n: usize, key_bytes: usize, bytes: usize) -> Items {
         Items {
-            keys: Keys::with_capacity(n),
+            keys: Keys::with_capacity(n, key_bytes),
             data: Vec::with_capacity(bytes),
             meta: Vec::with_capacity(n),
         }

@@ -29,13 +29,14 @@ pub(super) enum Prepared {
 }
 
 fn one(k: &[u8]) -> Keys {
-    let mut keys = Keys::with_capacity(1);
+    let mut keys = Keys::with_capacity(1, k.len());
     keys.push(k);
     keys
 }
 
 fn keys_of<K: AsRef<[u8]>>(full: &[K]) -> Keys {
-    let mut keys = Keys::with_capacity(full.len());
+    let bytes = full.iter().map(|k| k.as_ref().len()).sum();
+    let mut keys = Keys::with_capacity(full.len(), bytes);
     for k in full {
         keys.push(k.as_ref());
     }
@@ -86,7 +87,7 @@ pub(super) fn store(
     let Some((data, flags)) = single::store_value(slf, cmd, val, &args)? else {
         return Ok(Prepared::Ready(false.into_py_any(slf.py())?));
     };
-    let mut items = Items::with_capacity(1, data.len());
+    let mut items = Items::with_capacity(1, key.len(), data.len());
     items.push(&StoreItem {
         key,
         flags,
@@ -174,8 +175,9 @@ pub(super) fn store_multi(
 ) -> PyResult<Prepared> {
     let pairs: Vec<(Bound<'_, PyAny>, Bound<'_, PyAny>)> = args.mapping.iter().collect();
     let conv = multi::store_multi_keys(slf, &args, &pairs)?;
+    let key_bytes = conv.full.iter().map(|k| k.len()).sum();
     let bytes = conv.values.iter().map(|(d, _)| d.len()).sum();
-    let mut items = Items::with_capacity(conv.full.len(), bytes);
+    let mut items = Items::with_capacity(conv.full.len(), key_bytes, bytes);
     for (k, (data, flags)) in conv.full.iter().zip(&conv.values) {
         items.push(&StoreItem {
             key: k,
