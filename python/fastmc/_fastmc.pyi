@@ -289,6 +289,19 @@ class aio_direct:
     def fileno(self) -> int: ...
 
 @final
+class aio_reader:
+    """A reader of the client's descriptors for the event loop (see ``_attach_loop``)."""
+
+    def __new__(
+        cls,
+        client: Callable[[], object],
+        owner: object,
+        direct: bool,
+        event_loop: asyncio.AbstractEventLoop,
+    ) -> Self: ...
+    def __call__(self, *args: object, **kwargs: object) -> None: ...
+
+@final
 class aio_future:
     """What the ``_``-prefixed methods of :class:`aio_client` return: a future to asyncio
     (``asyncio.isfuture`` is true), resolved by the client only."""

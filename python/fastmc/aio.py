@@ -107,18 +107,9 @@ class Client(_fastmc.aio_client):
         open while watched) and only a weak reference to the client."""
         ref = weakref.ref(self)
         readers = []
-        for owner, method in ((mailbox, "_drain"), (direct, "_direct_ready")):
+        for owner, is_direct in ((mailbox, False), (direct, True)):
             fd = owner.fileno()
-
-            def ready(fd: int = fd, owner: Any = owner, method: str = method) -> None:
-                client = ref()
-                if client is None:
-                    loop.remove_reader(fd)
-                    owner.fileno()  # keeps the owner alive until the reader is removed
-                else:
-                    getattr(client, method)()
-
-            loop.add_reader(fd, ready)
+            loop.add_reader(fd, _fastmc.aio_reader(ref, owner, is_direct, loop))
             readers.append(fd)
         self._readers = (loop, readers)
 

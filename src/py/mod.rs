@@ -25,6 +25,7 @@ fn _fastmc(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<aio::PyMailbox>()?;
     m.add_class::<aio::PyDirect>()?;
     m.add_class::<aio::PyAioFuture>()?;
+    m.add_class::<aio::PyReader>()?;
     errors::init_retcodes(py)?;
     let excs = PyList::empty(py);
     for (name, cls, _) in errors::all_exceptions(py) {

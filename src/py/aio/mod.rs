@@ -7,10 +7,11 @@
 //! A call converts its arguments (`prepare`), makes a future for the running loop and hands
 //! an owned request to the `dispatch::Dispatcher`, whose worker threads run the blocking core.
 //! Outcomes come back through a `dispatch::Mailbox` whose descriptor the loop watches
-//! (`_attach_loop` in Python registers `_drain`); `_drain` converts each outcome with the
-//! blocking method's own functions (`finish`) and resolves the futures. No thread per request,
-//! no interpreter on the workers, and a cancelled future simply drops its outcome: the worker's
-//! blocking call finishes the exchange, so no reply is ever read for another request.
+//! (`_attach_loop` in Python registers a `PyReader` that calls `_drain`); `_drain` converts each
+//! outcome with the blocking method's own functions (`finish`) and resolves the futures. No
+//! thread per request, no interpreter on the workers, and a cancelled future simply drops its
+//! outcome: the worker's blocking call finishes the exchange, so no reply is ever read for
+//! another request.
 //!
 //! One client serves one event loop at a time (a new loop may take over once the old one is
 //! closed). Uses `py::client` (base class, codec, reply functions), `dispatch`, `py::errors`.
@@ -89,6 +90,51 @@ pub struct PyMailbox {
 impl PyMailbox {
     fn fileno(&self) -> i32 {
         self.mailbox.fd().as_raw_fd()
+    }
+}
+
+/// What the loop calls when one of a client's descriptors is readable: the client's
+/// `_direct_ready` (the direct request's epoll descriptor) or `_drain` (the mailbox), called
+/// here without a Python frame or a method lookup. It holds the client only through a weak
+/// reference (a client dropped without `close()` is not kept alive by its loop) and the
+/// descriptor's owner strongly (so the descriptor stays open while the loop watches it); once
+/// the client is gone, it removes itself from the loop.
+#[pyclass(name = "aio_reader", module = "_fastmc", frozen)]
+pub struct PyReader {
+    /// A `weakref.ref` to the client.
+    client: Py<PyAny>,
+    owner: Py<PyAny>,
+    direct: bool,
+    event_loop: Py<PyAny>,
+}
+
+#[pymethods]
+impl PyReader {
+    #[new]
+    fn new(client: Py<PyAny>, owner: Py<PyAny>, direct: bool, event_loop: Py<PyAny>) -> Self {
+        PyReader {
+            client,
+            owner,
+            direct,
+            event_loop,
+        }
+    }
+
+    fn __call__(&self, py: Python<'_>) -> PyResult<()> {
+        let client = self.client.bind(py).call0()?;
+        if client.is_none() {
+            let fd = self.owner.bind(py).call_method0(intern!(py, "fileno"))?;
+            self.event_loop
+                .bind(py)
+                .call_method1(intern!(py, "remove_reader"), (fd,))?;
+            return Ok(());
+        }
+        let client = client.cast::<PyAioClient>()?;
+        if self.direct {
+            PyAioClient::_direct_ready(client)
+        } else {
+            PyAioClient::_drain(client)
+        }
     }
 }
 
