@@ -173,3 +173,38 @@ def test_the_collector_sees_what_it_holds(server):
             assert cb not in gc.get_referents(fut)
 
     asyncio.run(main())
+
+
+def test_pythons_own_task_implementation_drives_it_too(server):
+    """asyncio's pure-Python Task (used where its C accelerator is not) awaits, resumes and
+    cancels on the same protocol."""
+    import asyncio.tasks
+    import random
+
+    py_task = asyncio.tasks._PyTask  # type: ignore[attr-defined]
+
+    async def body():
+        assert type(asyncio.current_task()) is py_task
+        async with fastmc.aio.Client([server.address]) as mc:
+            await mc.set_multi({"p%d" % i: i for i in range(10)})
+            assert await mc.get_multi(["p1", "p2"]) == {"p1": 1, "p2": 2}
+            rng = random.Random(3)
+            cancelled = 0
+            for _ in range(300):
+                t = asyncio.ensure_future(mc.get("p7"))
+                for _ in range(rng.randrange(3)):
+                    await asyncio.sleep(0)
+                t.cancel()
+                assert await mc.get("p9") == 9
+                if t.cancelled():
+                    cancelled += 1
+                else:
+                    assert t.result() == 7
+            assert cancelled > 0
+
+    async def main():
+        loop = asyncio.get_running_loop()
+        loop.set_task_factory(lambda loop, coro, **kw: py_task(coro, loop=loop, **kw))
+        await loop.create_task(body())
+
+    asyncio.run(main())
