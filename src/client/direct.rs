@@ -24,8 +24,9 @@ use super::ops::{
     store_status, touched,
 };
 use super::plan::Plan;
-use super::sink::{GetSink, LineSink, OwnedKeys, Sink};
+use super::sink::{GetSink, LineSink, Sink};
 use super::snapshot::Snapshot;
+use super::Keys;
 use super::{Client, Fetched, Outcome, StoreStatus};
 use crate::error::{Error, Result};
 use crate::metrics::Family;
@@ -44,7 +45,7 @@ pub enum DirectOp {
 type LineMap<T> = fn(Reply<'_>) -> Result<T>;
 
 enum OpSink {
-    Get(GetSink<OwnedKeys>),
+    Get(GetSink<Keys>),
     Store(LineSink<StoreStatus, LineMap<StoreStatus>>),
     Found(LineSink<bool, LineMap<bool>>),
     Numbers(LineSink<Option<u64>, LineMap<Option<u64>>>),
@@ -182,7 +183,7 @@ impl Client {
         let (plan, mut sink, family, replay_safe): (Plan<'_>, OpSink, Family, bool) = match op {
             DirectOp::Fetch { cas } => {
                 let p = plan_fetch(&snap, keys, cas, None);
-                let wire = OwnedKeys::new(&p.wire_keys);
+                let wire = Keys::of(&p.wire_keys);
                 let sink = GetSink::new(wire, fetch_arena(keys.len()));
                 (p, OpSink::Get(sink), Family::Get, true)
             }

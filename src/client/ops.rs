@@ -372,7 +372,6 @@ impl Client {
     }
 }
 
-/// One batch per server with one request `encode` writes (its outcome is the server's).
 /// Room for small values of every key of a fetch: the arena rarely has to grow.
 pub(super) fn fetch_arena(keys: usize) -> usize {
     (keys * 64).min(ARENA_START)
@@ -515,6 +514,7 @@ pub(super) fn plan_touch<'k>(
     p
 }
 
+/// One batch per server with one request `encode` writes (its outcome is the server's).
 fn per_server(snap: &Snapshot, kind: ReplyKind, encode: impl Fn(&mut Vec<u8>)) -> Vec<ServerBatch> {
     (0..snap.topo.servers.len())
         .map(|s| {

@@ -163,34 +163,12 @@ impl WireKeys for &[Cow<'_, [u8]>] {
     }
 }
 
-/// Wire keys in one buffer (one allocation however many keys).
-pub(super) struct OwnedKeys {
-    bytes: Vec<u8>,
-    ends: Vec<usize>,
-}
-
-impl OwnedKeys {
-    pub fn new(keys: &[Cow<'_, [u8]>]) -> OwnedKeys {
-        let mut bytes = Vec::with_capacity(keys.iter().map(|k| k.len()).sum());
-        let ends = keys
-            .iter()
-            .map(|k| {
-                bytes.extend_from_slice(k);
-                bytes.len()
-            })
-            .collect();
-        OwnedKeys { bytes, ends }
-    }
-}
-
-impl WireKeys for OwnedKeys {
+impl WireKeys for super::Keys {
     fn count(&self) -> usize {
-        self.ends.len()
+        self.len()
     }
     fn key(&self, i: u32) -> &[u8] {
-        let i = i as usize;
-        let start = if i == 0 { 0 } else { self.ends[i - 1] };
-        &self.bytes[start..self.ends[i]]
+        self.get(i as usize)
     }
 }
 

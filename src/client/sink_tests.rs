@@ -331,7 +331,7 @@ fn an_unknown_stats_group_fails_the_request_not_the_stream() {
 #[test]
 fn owned_wire_keys_match_hits_as_the_borrowed_ones_do() {
     let keys = wire(&[b"", b"a", b"bb", b"a-long-key"]);
-    let owned = OwnedKeys::new(&keys);
+    let owned = crate::client::Keys::of(&keys);
     assert_eq!(owned.count(), 4);
     assert_eq!(owned.key(0), b"");
     assert_eq!(owned.key(3), b"a-long-key");

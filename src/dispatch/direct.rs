@@ -14,8 +14,10 @@
 //! watchdog); owns no threads.
 
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd, RawFd};
-use std::time::Instant;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 
+use parking_lot::Mutex;
 use rustix::event::epoll;
 use rustix::time::{
     timerfd_create, timerfd_settime, Itimerspec, TimerfdClockId, TimerfdFlags, TimerfdTimerFlags,
@@ -23,6 +25,7 @@ use rustix::time::{
 
 use super::request::{Outcome, Request};
 use crate::client::{Begun, Client, DirectOp, Step, StoreItem};
+use crate::connection::to_timespec;
 
 /// How many times `ready` looks again when the connections moved, before it lets the loop run.
 const MAX_TURNS: usize = 64;
@@ -59,6 +62,28 @@ impl<P> HandOff<P> {
         } = self;
         let out = with_args(&req, |keys, items| client.complete(*begun, keys, items));
         (payload, out)
+    }
+}
+
+impl<P: Send + 'static> HandOff<P> {
+    /// Complete it on a thread of its own, then give `done` the payload and the outcome.
+    /// `Err`: no thread could start; the payload comes back (the thread that did not start
+    /// never took it), the request dropped unanswered.
+    pub fn spawn(
+        self,
+        client: &Arc<Client>,
+        done: impl FnOnce(P, Outcome) + Send + 'static,
+    ) -> Result<(), (Option<P>, std::io::Error)> {
+        // The thread owns the request; should it fail to start, the request is taken back.
+        let slot = Arc::new(Mutex::new(Some(self)));
+        let (theirs, client) = (slot.clone(), client.clone());
+        super::spawn_thread("fastmc-direct", move || {
+            if let Some(h) = theirs.lock().take() {
+                let (payload, outcome) = h.run(&client);
+                done(payload, outcome);
+            }
+        })
+        .map_err(|e| (slot.lock().take().map(|h| h.payload), e))
     }
 }
 
@@ -149,11 +174,6 @@ impl<P> Direct<P> {
         self.epoll.as_fd()
     }
 
-    /// Whether a request is running here.
-    pub fn busy(&self) -> bool {
-        self.running.is_some()
-    }
-
     /// Begin `req` on this thread. `Err` gives it back when the workers must run it (another
     /// request runs here, its kind waits for no reply, or `Client::begin` declined).
     pub fn start(
@@ -194,10 +214,7 @@ impl<P> Direct<P> {
             }
         }
         let mut events = Vec::with_capacity(8);
-        let zero = rustix::event::Timespec {
-            tv_sec: 0,
-            tv_nsec: 0,
-        };
+        let zero = to_timespec(Duration::ZERO);
         // Bounded: the connections may keep having more while the loop has other work.
         for _ in 0..MAX_TURNS {
             events.clear();
@@ -275,16 +292,10 @@ impl<P> Direct<P> {
         }
         let left = at
             .saturating_duration_since(Instant::now())
-            .max(std::time::Duration::from_micros(1));
+            .max(Duration::from_micros(1));
         let spec = Itimerspec {
-            it_interval: rustix::time::Timespec {
-                tv_sec: 0,
-                tv_nsec: 0,
-            },
-            it_value: rustix::time::Timespec {
-                tv_sec: left.as_secs() as i64,
-                tv_nsec: left.subsec_nanos() as _,
-            },
+            it_interval: to_timespec(Duration::ZERO),
+            it_value: to_timespec(left),
         };
         if timerfd_settime(&self.timer, TimerfdTimerFlags::empty(), &spec).is_ok() {
             self.armed = Some(at);

@@ -161,12 +161,17 @@ fn take_batch(first: Job, rx: &Receiver<Job>) -> Vec<Job> {
     jobs
 }
 
-fn start_thread(name: String, body: impl FnOnce() + Send + 'static) -> Result<()> {
+/// A thread of the dispatcher's: named, with a worker's stack.
+fn spawn_thread(name: &str, body: impl FnOnce() + Send + 'static) -> std::io::Result<()> {
     std::thread::Builder::new()
-        .name(name)
+        .name(name.into())
         .stack_size(WORKER_STACK)
         .spawn(body)
         .map(|_| ())
+}
+
+fn start_thread(name: String, body: impl FnOnce() + Send + 'static) -> Result<()> {
+    spawn_thread(&name, body)
         .map_err(|e| Error::NotSupported(format!("cannot start an I/O thread: {e}")))
 }
 

@@ -2,48 +2,9 @@
 //! outcomes: the core client's `Outcome`, the same whether a worker or the loop's thread ran
 //! the request. No threads, no I/O. Uses `client` and `protocol` (`StoreCmd`, `StoreItem`).
 
-pub use crate::client::Outcome;
 use crate::client::{Client, StoreItem};
+pub use crate::client::{Keys, Outcome};
 use crate::protocol::StoreCmd;
-
-/// Keys in one buffer (one allocation however many keys).
-#[derive(Clone, Debug, Default)]
-pub struct Keys {
-    bytes: Vec<u8>,
-    ends: Vec<usize>,
-}
-
-impl Keys {
-    /// Room for `n` keys of `bytes` bytes in all.
-    pub fn with_capacity(n: usize, bytes: usize) -> Keys {
-        Keys {
-            bytes: Vec::with_capacity(bytes),
-            ends: Vec::with_capacity(n),
-        }
-    }
-
-    pub fn push(&mut self, key: &[u8]) {
-        self.bytes.extend_from_slice(key);
-        self.ends.push(self.bytes.len());
-    }
-
-    pub fn len(&self) -> usize {
-        self.ends.len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.ends.is_empty()
-    }
-
-    pub fn get(&self, i: usize) -> &[u8] {
-        let start = if i == 0 { 0 } else { self.ends[i - 1] };
-        &self.bytes[start..self.ends[i]]
-    }
-
-    pub fn refs(&self) -> Vec<&[u8]> {
-        (0..self.len()).map(|i| self.get(i)).collect()
-    }
-}
 
 /// Storage items with their values in one buffer.
 #[derive(Clone, Debug, Default)]

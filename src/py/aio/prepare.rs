@@ -29,18 +29,7 @@ pub(super) enum Prepared {
 }
 
 fn one(k: &[u8]) -> Keys {
-    let mut keys = Keys::with_capacity(1, k.len());
-    keys.push(k);
-    keys
-}
-
-fn keys_of<K: AsRef<[u8]>>(full: &[K]) -> Keys {
-    let bytes = full.iter().map(|k| k.as_ref().len()).sum();
-    let mut keys = Keys::with_capacity(full.len(), bytes);
-    for k in full {
-        keys.push(k.as_ref());
-    }
-    keys
+    Keys::of(&[k])
 }
 
 fn unbind(objs: &[&Bound<'_, PyAny>]) -> Vec<Py<PyAny>> {
@@ -158,7 +147,7 @@ pub(super) fn fetch(
     let (prefix, items) = multi::fetch_items(keys, key_prefix, with_cas)?;
     let (objs, full) = multi::fetch_keys(&items, &prefix)?;
     let req = Request::Get {
-        keys: keys_of(&full),
+        keys: Keys::of(&full),
         cas: with_cas,
     };
     let finish = Finish::Fetch {
@@ -208,7 +197,7 @@ pub(super) fn delete_multi(
 ) -> PyResult<Prepared> {
     let (prefix, items, stopped) = multi::delete_multi_items(keys, key_prefix)?;
     let (full, all, stopped) = multi::delete_multi_keys(&items, &prefix, stopped);
-    let wire = keys_of(&full);
+    let wire = Keys::of(&full);
     let req = Request::Delete {
         keys: wire.clone(),
         noreply,
@@ -231,7 +220,7 @@ pub(super) fn incr_multi(
     let full = multi::incr_multi_keys(&items, &prefix)?;
     let req = Request::Arith {
         incr: true,
-        keys: keys_of(&full),
+        keys: Keys::of(&full),
         delta: u64::from(delta),
     };
     Ok(Prepared::Submit(req, Finish::IncrMulti))
@@ -246,7 +235,7 @@ pub(super) fn touch_multi(
     let (exptime, prefix, items) = multi::touch_multi_items(keys, time, key_prefix)?;
     let keys = multi_keys(&items, &prefix, true)?;
     let req = Request::Touch {
-        keys: keys_of(&keys.full),
+        keys: Keys::of(&keys.full),
         exptime,
         noreply,
     };
@@ -287,7 +276,7 @@ pub(super) fn gat_multi(
     let (prefix, items) = multi::fetch_items(keys, key_prefix, false)?;
     let (objs, full) = multi::fetch_keys(&items, &prefix)?;
     let req = Request::Gat {
-        keys: keys_of(&full),
+        keys: Keys::of(&full),
         exptime,
     };
     let finish = Finish::Fetch {
@@ -329,7 +318,7 @@ pub(super) fn invalidate_multi(
 ) -> PyResult<Prepared> {
     let prefix = prefix_bytes(key_prefix, ArgPos::of("invalidate_multi", 3))?;
     let (full, at) = lease::invalidate_keys(keys, &prefix)?;
-    let wire = keys_of(&full);
+    let wire = Keys::of(&full);
     let objs = at
         .iter()
         .filter_map(|&i| keys.get(i))
