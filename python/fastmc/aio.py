@@ -107,9 +107,9 @@ class Client(_fastmc.aio_client):
         open while watched) and only a weak reference to the client."""
         ref = weakref.ref(self)
         readers = []
-        for owner, is_direct in ((mailbox, False), (direct, True)):
+        for owner in (mailbox, direct):
             fd = owner.fileno()
-            loop.add_reader(fd, _fastmc.aio_reader(ref, owner, is_direct, loop))
+            loop.add_reader(fd, _fastmc.aio_reader(ref, owner, loop))
             readers.append(fd)
         self._readers = (loop, readers)
 

@@ -48,11 +48,6 @@ pub struct HandOff<P> {
 }
 
 impl<P> HandOff<P> {
-    /// The payload, the request dropped unanswered (no thread could take it).
-    pub fn into_payload(self) -> P {
-        self.payload
-    }
-
     /// Complete it with the blocking driver (this may wait, up to the client's timeouts).
     pub fn run(self, client: &Client) -> (P, Outcome) {
         let HandOff {

@@ -1,6 +1,6 @@
 //! Server state changes handed to Python: logged on the `fastmc` logger and passed to the
 //! callbacks registered with `Client.on`. Delivered by `io::detached` after the core call
-//! returns (and by the asyncio client's `_drain`), attached, with no core lock held and never on
+//! returns (and by the asyncio client's `drain`), attached, with no core lock held and never on
 //! a worker or I/O path: a slow or failing callback delays only the call that delivers it, and
 //! its exception is logged and swallowed. Uses `client::{EventKind, ServerEvent}`.
 

@@ -7,6 +7,7 @@ import asyncio
 import contextvars
 import gc
 import selectors
+import time
 
 import fastmc
 import fastmc.aio
@@ -206,5 +207,81 @@ def test_pythons_own_task_implementation_drives_it_too(server):
         loop = asyncio.get_running_loop()
         loop.set_task_factory(lambda loop, coro, **kw: py_task(coro, loop=loop, **kw))
         await loop.create_task(body())
+
+    asyncio.run(main())
+
+
+def test_any_number_of_tasks_may_await_one_future(server):
+    async def main():
+        async with fastmc.aio.Client([server.address]) as mc:
+            await mc.set("f", "v")
+            fut = mc._get("f")
+
+            async def wait():
+                return await fut
+
+            assert await asyncio.gather(wait(), wait(), wait()) == ["v", "v", "v"]
+            # iterated by hand while pending, as asyncio.Future refuses it
+            fut = mc._get("f")
+            it = fut.__await__()
+            assert next(it) is fut
+            fut._asyncio_future_blocking = True
+            with pytest.raises(RuntimeError, match="await wasn't used with future"):
+                next(it)
+            fut._asyncio_future_blocking = False
+            await fut
+
+    asyncio.run(main())
+
+
+def test_callbacks_survive_a_future_resolved_while_one_is_removed(server):
+    """`remove_done_callback` compares with `==`, which is Python code: when that code cancels
+    the future, the callbacks kept still run."""
+
+    async def main():
+        async with fastmc.aio.Client([server.address]) as mc:
+            fut = mc._get("f")
+            seen = []
+
+            class CancelsOnCompare:
+                def __call__(self, f):
+                    seen.append("compared-one")
+
+                def __eq__(self, other):
+                    fut.cancel()
+                    return False
+
+                __hash__ = None
+
+            fut.add_done_callback(CancelsOnCompare())
+            fut.add_done_callback(seen.append)
+            assert fut.remove_done_callback(print) == 0
+            assert fut.cancelled()
+            await asyncio.sleep(0)
+            assert seen == ["compared-one", fut]
+            while mc._in_flight:
+                await asyncio.sleep(0.001)
+
+    asyncio.run(main())
+
+
+def test_a_resumed_task_never_overtakes_what_was_queued_before(server):
+    """A reply read while other callbacks wait in the loop's queue resumes its task after
+    them, as an asyncio future would: running it in the reader's turn is only for an empty
+    queue."""
+
+    async def main():
+        loop = asyncio.get_running_loop()
+        async with fastmc.aio.Client([server.address]) as mc:
+            await mc.set("f", "v")
+            order = []
+            fut = mc._get("f")  # a lone request: the loop's thread reads its reply
+            time.sleep(0.02)  # the reply is in the socket before the loop looks again
+            # runs in the next turn before the reader: queues a callback ahead of the wakeup
+            loop.call_soon(loop.call_soon, order.append, "queued first")
+            assert await fut == "v"
+            order.append("resumed")
+            await asyncio.sleep(0)
+            assert order == ["queued first", "resumed"]
 
     asyncio.run(main())

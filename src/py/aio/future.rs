@@ -6,11 +6,12 @@
 //! Why not `loop.create_future()`: an asyncio future schedules its callbacks with
 //! `loop.call_soon`, so a task awaiting a reply resumes one turn of the loop after the reader
 //! callback that resolved it (a second `epoll_wait`, a handle, a pass of `_run_once`). This
-//! one, resolved from the client's own reader callbacks (`inline`), calls them there, as the
-//! loop would have on its next turn: the awaiting task resumes in the same turn. Those reader
-//! callbacks run outside any task, so entering the task is what the loop itself does.
-//! Resolved anywhere else (cancellation, a call that needs no I/O), callbacks go through
-//! `call_soon` as asyncio's do. Attached only, on the loop's thread.
+//! one, resolved from the client's own reader callbacks when the loop has nothing else ready
+//! (`wake`), calls them there, as the loop would have on its next turn: the awaiting task
+//! resumes in the same turn and overtakes nothing. Those reader callbacks run outside any
+//! task, so entering the task is what the loop itself does. Otherwise (something else is
+//! ready, a cancellation, a call that needs no I/O) callbacks go through `call_soon` as
+//! asyncio's do. Attached only, on the loop's thread.
 
 use parking_lot::Mutex;
 use pyo3::exceptions::PyRuntimeError;
@@ -41,8 +42,6 @@ struct Inner {
     state: State,
     callbacks: Vec<Callback>,
     blocking: bool,
-    /// `__next__` yielded it once: awaited again while pending is a misuse.
-    yielded: bool,
 }
 
 #[pyclass(name = "aio_future", module = "_fastmc", frozen)]
@@ -59,7 +58,6 @@ impl PyAioFuture {
                 state: State::Pending,
                 callbacks: Vec::new(),
                 blocking: false,
-                yielded: false,
             }),
         }
     }
@@ -68,43 +66,32 @@ impl PyAioFuture {
         !matches!(self.inner.lock().state, State::Pending)
     }
 
-    /// Resolve with `r` unless already done (cancelled): callbacks run here if `inline`, else
-    /// on the loop's next turn. An error a callback raises here (a task's step lets only
-    /// `KeyboardInterrupt` and `SystemExit` out) is returned once the other callbacks are
-    /// scheduled, so that it reaches the loop as it would from the loop's own handle.
-    pub(super) fn resolve(
-        slf: &Bound<'_, Self>,
+    /// Resolve with `r` unless already done (cancelled): the future and the callbacks that
+    /// resolving it calls, for `wake`.
+    pub(super) fn settle<'py>(
+        slf: &Bound<'py, Self>,
         r: PyResult<Py<PyAny>>,
-        inline: bool,
-    ) -> PyResult<()> {
-        let py = slf.py();
+    ) -> Option<Woken<'py>> {
         let state = match r {
             Ok(v) => State::Result(v),
-            Err(e) => State::Failed(e.into_value(py).into_any()),
+            Err(e) => State::Failed(e.into_value(slf.py()).into_any()),
         };
         let callbacks = {
             let mut inner = slf.get().inner.lock();
             if !matches!(inner.state, State::Pending) {
-                return Ok(());
+                return None;
             }
             inner.state = state;
             std::mem::take(&mut inner.callbacks)
         };
-        if !inline {
-            return Self::schedule(slf, callbacks);
-        }
-        let mut rest = callbacks.into_iter();
-        while let Some((cb, ctx)) = rest.next() {
-            if let Err(e) = ctx.bind(py).call_method1(intern!(py, "run"), (cb, slf)) {
-                Self::schedule(slf, rest.collect())?;
-                return Err(e);
-            }
-        }
-        Ok(())
+        Some(Woken {
+            fut: slf.clone(),
+            callbacks,
+        })
     }
 
     /// Run `callbacks` on the loop's next turn, as `asyncio.Future` does.
-    fn schedule(slf: &Bound<'_, Self>, callbacks: Vec<Callback>) -> PyResult<()> {
+    pub(super) fn schedule(slf: &Bound<'_, Self>, callbacks: Vec<Callback>) -> PyResult<()> {
         let py = slf.py();
         let event_loop = slf.get().event_loop.bind(py);
         for (cb, ctx) in callbacks {
@@ -124,6 +111,54 @@ impl PyAioFuture {
             State::Cancelled(msg) => Err(cancelled_error(py, msg)),
         }
     }
+}
+
+/// A future just resolved and the callbacks that resolving it calls.
+pub(super) struct Woken<'py> {
+    fut: Bound<'py, PyAioFuture>,
+    callbacks: Vec<Callback>,
+}
+
+/// Call what resolving these futures calls, in asyncio's order. With `inline` (the client's
+/// reader callbacks, which the loop runs outside any task) and nothing else ready on the loop,
+/// the first future's callbacks run here, once the others' are queued: first the first, then
+/// the others, then whatever the first one's scheduled, as with asyncio's futures, one turn
+/// of the loop sooner. Otherwise, or on a loop whose ready queue cannot be seen (uvloop), all
+/// go through `call_soon`. An error a callback raises here (a task's step lets only
+/// `KeyboardInterrupt` and `SystemExit` out) is returned once the rest are queued, so that it
+/// reaches the loop as it would from the loop's own handle.
+pub(super) fn wake(py: Python<'_>, woken: Vec<Woken<'_>>, inline: bool) -> PyResult<()> {
+    let mut all = woken.into_iter();
+    let Some(first) = all.next() else {
+        return Ok(());
+    };
+    let now = inline && nothing_ready(first.fut.get().event_loop.bind(py));
+    let (fut, callbacks) = (first.fut, first.callbacks);
+    let callbacks = if now {
+        callbacks
+    } else {
+        PyAioFuture::schedule(&fut, callbacks)?;
+        Vec::new()
+    };
+    for w in all {
+        PyAioFuture::schedule(&w.fut, w.callbacks)?;
+    }
+    let mut rest = callbacks.into_iter();
+    while let Some((cb, ctx)) = rest.next() {
+        if let Err(e) = ctx.bind(py).call_method1(intern!(py, "run"), (cb, &fut)) {
+            PyAioFuture::schedule(&fut, rest.collect())?;
+            return Err(e);
+        }
+    }
+    Ok(())
+}
+
+/// Whether the loop has no callback waiting to run (asyncio's loops keep them in `_ready`).
+fn nothing_ready(event_loop: &Bound<'_, PyAny>) -> bool {
+    event_loop
+        .getattr(intern!(event_loop.py(), "_ready"))
+        .and_then(|r| r.len())
+        .is_ok_and(|n| n == 0)
 }
 
 fn cancelled_error(py: Python<'_>, msg: &Option<Py<PyAny>>) -> PyErr {
@@ -217,12 +252,7 @@ impl PyAioFuture {
         let ctx = match context {
             Some(c) if !c.is_none(py) => c,
             _ => COPY_CONTEXT
-                .get_or_try_init(py, || {
-                    py.import("contextvars")?
-                        .getattr("copy_context")
-                        .map(Bound::unbind)
-                })?
-                .bind(py)
+                .import(py, "contextvars", "copy_context")?
                 .call0()?
                 .unbind(),
         };
@@ -236,22 +266,37 @@ impl PyAioFuture {
         Self::schedule(slf, vec![(r#fn, ctx)])
     }
 
-    fn remove_done_callback(&self, py: Python<'_>, r#fn: &Bound<'_, PyAny>) -> PyResult<usize> {
-        let callbacks = std::mem::take(&mut self.inner.lock().callbacks);
+    fn remove_done_callback(slf: &Bound<'_, Self>, r#fn: &Bound<'_, PyAny>) -> PyResult<usize> {
+        let py = slf.py();
+        // Compared with the lock free (`==` is Python code, which may add callbacks, or
+        // resolve or cancel this future); whatever happens, no callback is lost.
+        let callbacks = std::mem::take(&mut slf.get().inner.lock().callbacks);
         let mut kept = Vec::with_capacity(callbacks.len());
-        let mut removed = 0;
+        let (mut removed, mut failed) = (0, None);
         for (cb, ctx) in callbacks {
-            if cb.bind(py).eq(r#fn)? {
-                removed += 1;
-            } else {
-                kept.push((cb, ctx));
+            match failed.is_none().then(|| cb.bind(py).eq(r#fn)) {
+                Some(Ok(true)) => removed += 1,
+                Some(Err(e)) => {
+                    failed = Some(e);
+                    kept.push((cb, ctx));
+                }
+                _ => kept.push((cb, ctx)),
             }
         }
-        // Callbacks added while comparing (Python code) stay after the kept ones.
-        let mut inner = self.inner.lock();
-        kept.append(&mut inner.callbacks);
-        inner.callbacks = kept;
-        Ok(removed)
+        let late = {
+            let mut inner = slf.get().inner.lock();
+            if matches!(inner.state, State::Pending) {
+                // Callbacks added while comparing stay after the kept ones.
+                kept.append(&mut inner.callbacks);
+                inner.callbacks = kept;
+                Vec::new()
+            } else {
+                kept
+            }
+        };
+        // Resolved meanwhile: what was kept runs as if it had been there when it was.
+        Self::schedule(slf, late)?;
+        failed.map_or(Ok(removed), Err)
     }
 
     /// Cancel it: its callbacks run on the loop's next turn, and the client drops the reply
@@ -284,10 +329,11 @@ impl PyAioFuture {
         {
             let mut inner = slf.get().inner.lock();
             if matches!(inner.state, State::Pending) {
-                if inner.yielded {
+                // A task that waits on it clears the flag first: still set, the one that
+                // asked before is iterating it by hand (any number of tasks may await it).
+                if inner.blocking {
                     return Err(PyRuntimeError::new_err("await wasn't used with future"));
                 }
-                inner.yielded = true;
                 inner.blocking = true;
                 return Ok(slf.clone().into_any().unbind());
             }

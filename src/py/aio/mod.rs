@@ -7,7 +7,7 @@
 //! A call converts its arguments (`prepare`), makes a future for the running loop and hands
 //! an owned request to the `dispatch::Dispatcher`, whose worker threads run the blocking core.
 //! Outcomes come back through a `dispatch::Mailbox` whose descriptor the loop watches
-//! (`_attach_loop` in Python registers a `PyReader` that calls `_drain`); `_drain` converts each
+//! (`_attach_loop` in Python registers a `PyReader` that calls `drain`); `drain` converts each
 //! outcome with the blocking method's own functions (`finish`) and resolves the futures. No
 //! thread per request, no interpreter on the workers, and a cancelled future simply drops its
 //! outcome: the worker's blocking call finishes the exchange, so no reply is ever read for
@@ -94,7 +94,7 @@ impl PyMailbox {
 }
 
 /// What the loop calls when one of a client's descriptors is readable: the client's
-/// `_direct_ready` (the direct request's epoll descriptor) or `_drain` (the mailbox), called
+/// `direct_ready` (the direct request's epoll descriptor) or `drain` (the mailbox), called
 /// here without a Python frame or a method lookup. It holds the client only through a weak
 /// reference (a client dropped without `close()` is not kept alive by its loop) and the
 /// descriptor's owner strongly (so the descriptor stays open while the loop watches it); once
@@ -103,37 +103,47 @@ impl PyMailbox {
 pub struct PyReader {
     /// A `weakref.ref` to the client.
     client: Py<PyAny>,
-    owner: Py<PyAny>,
-    direct: bool,
+    source: Source,
     event_loop: Py<PyAny>,
+}
+
+/// The descriptor a `PyReader` is for (held: it stays open while the loop watches it).
+enum Source {
+    Mailbox(Py<PyMailbox>),
+    Direct(Py<PyDirect>),
 }
 
 #[pymethods]
 impl PyReader {
     #[new]
-    fn new(client: Py<PyAny>, owner: Py<PyAny>, direct: bool, event_loop: Py<PyAny>) -> Self {
-        PyReader {
+    fn new(client: Py<PyAny>, owner: &Bound<'_, PyAny>, event_loop: Py<PyAny>) -> PyResult<Self> {
+        let source = match owner.cast::<PyDirect>() {
+            Ok(d) => Source::Direct(d.clone().unbind()),
+            Err(_) => Source::Mailbox(owner.cast::<PyMailbox>()?.clone().unbind()),
+        };
+        Ok(PyReader {
             client,
-            owner,
-            direct,
+            source,
             event_loop,
-        }
+        })
     }
 
     fn __call__(&self, py: Python<'_>) -> PyResult<()> {
         let client = self.client.bind(py).call0()?;
         if client.is_none() {
-            let fd = self.owner.bind(py).call_method0(intern!(py, "fileno"))?;
+            let fd = match &self.source {
+                Source::Mailbox(m) => m.get().fileno(),
+                Source::Direct(d) => d.get().fileno(),
+            };
             self.event_loop
                 .bind(py)
                 .call_method1(intern!(py, "remove_reader"), (fd,))?;
             return Ok(());
         }
         let client = client.cast::<PyAioClient>()?;
-        if self.direct {
-            PyAioClient::_direct_ready(client)
-        } else {
-            PyAioClient::_drain(client)
+        match self.source {
+            Source::Direct(_) => PyAioClient::direct_ready(client),
+            Source::Mailbox(_) => PyAioClient::drain(client),
         }
     }
 }
@@ -150,12 +160,9 @@ pub struct PyAioClient {
 static GET_RUNNING_LOOP: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
 
 fn running_loop(py: Python<'_>) -> PyResult<Bound<'_, PyAny>> {
-    let f = GET_RUNNING_LOOP.get_or_try_init(py, || {
-        py.import("asyncio")?
-            .getattr("get_running_loop")
-            .map(Bound::unbind)
-    })?;
-    f.bind(py).call0()
+    GET_RUNNING_LOOP
+        .import(py, "asyncio", "get_running_loop")?
+        .call0()
 }
 
 fn store_cmd(name: &str) -> PyResult<StoreCmd> {
@@ -273,20 +280,21 @@ impl PyAioClient {
                 };
                 // Alone: on this thread (see `dispatch::direct`); else to the workers, where
                 // it travels with the others.
-                let (req, pending) = if slf.get().pending.fetch_add(1, Ordering::Relaxed) == 0 {
-                    let core = dispatch.client().clone();
-                    let started = direct.lock().start(&core, req, pending);
-                    match started {
-                        Ok(progress) => {
-                            Self::progress(slf, &core, progress, true)?;
-                            return Ok(fut.into_any().unbind());
-                        }
-                        Err(back) => back,
-                    }
+                let alone = slf.get().pending.fetch_add(1, Ordering::Relaxed) == 0;
+                let core = dispatch.client();
+                // Its own statement: the lock is let go before `progress` (which may call
+                // listeners, which may call this client).
+                let started = if alone {
+                    direct.lock().start(core, req, pending)
                 } else {
-                    (req, pending)
+                    Err((req, pending))
                 };
-                dispatch.submit(req, Done::new(move |o| mailbox.post((pending, o))));
+                match started {
+                    Ok(progress) => Self::progress(slf, core, &mailbox, progress, false)?,
+                    Err((req, pending)) => {
+                        dispatch.submit(req, Done::new(move |o| mailbox.post((pending, o))))
+                    }
+                }
                 fut
             }
         };
@@ -298,60 +306,48 @@ impl PyAioClient {
     fn progress(
         slf: &Bound<'_, Self>,
         core: &Arc<crate::client::Client>,
+        mailbox: &Arc<Mailbox<Delivery>>,
         progress: Progress<Pending>,
         inline: bool,
     ) -> PyResult<()> {
         match progress {
             Progress::Waiting => Ok(()),
             Progress::Done(pending, outcome) => {
-                let r = Self::resolve(slf, pending, Some(outcome), inline);
+                let woken = Self::resolve(slf, pending, Some(outcome));
+                let r = future::wake(slf.py(), woken.into_iter().collect(), inline);
                 let base = slf.as_super().get();
                 super::events::deliver(slf.py(), &base.listeners, core);
                 r
             }
             Progress::HandOff(h) => {
-                let mailbox = slf.get().binding.lock().as_ref().map(|b| b.mailbox.clone());
-                let Some(mailbox) = mailbox else {
-                    return Ok(());
-                };
-                // The thread owns the request; should it fail to start, the request is taken
-                // back and answered with the error (a future is never left waiting).
-                let slot = Arc::new(Mutex::new(Some(h)));
-                let (theirs, client, mb) = (slot.clone(), core.clone(), mailbox.clone());
-                let started = std::thread::Builder::new()
-                    .name("fastmc-direct".into())
-                    .spawn(move || {
-                        if let Some(h) = theirs.lock().take() {
-                            let (pending, outcome) = h.run(&client);
-                            mb.post((pending, Some(outcome)));
-                        }
-                    });
-                if let Err(e) = started {
-                    if let Some(h) = slot.lock().take() {
-                        let pending = h.into_payload();
-                        let err = errors::plain_error(format!("cannot start an I/O thread: {e}"));
-                        slf.get().pending.fetch_sub(1, Ordering::Relaxed);
-                        PyAioFuture::resolve(pending.fut.bind(slf.py()), Err(err), inline)?;
-                    }
+                let mailbox = mailbox.clone();
+                let started = h.spawn(core, move |pending, outcome| {
+                    mailbox.post((pending, Some(outcome)));
+                });
+                // A future is never left waiting: without a thread, it gets the error.
+                if let Err((Some(pending), e)) = started {
+                    let err = errors::plain_error(format!("cannot start an I/O thread: {e}"));
+                    slf.get().pending.fetch_sub(1, Ordering::Relaxed);
+                    let woken = PyAioFuture::settle(pending.fut.bind(slf.py()), Err(err));
+                    future::wake(slf.py(), woken.into_iter().collect(), inline)?;
                 }
                 Ok(())
             }
         }
     }
 
-    /// Resolve one future with its outcome, unless it was cancelled meanwhile; `inline` as
-    /// for `progress`.
-    fn resolve(
-        slf: &Bound<'_, Self>,
+    /// Resolve one future with its outcome, unless it was cancelled meanwhile: what to wake
+    /// (`future::wake`).
+    fn resolve<'py>(
+        slf: &Bound<'py, Self>,
         p: Pending,
         outcome: Option<Outcome>,
-        inline: bool,
-    ) -> PyResult<()> {
+    ) -> Option<future::Woken<'py>> {
         let py = slf.py();
         slf.get().pending.fetch_sub(1, Ordering::Relaxed);
         let fut = p.fut.bind(py);
         if fut.get().is_done() {
-            return Ok(());
+            return None;
         }
         let r = match outcome {
             Some(o) => p.finish.reply(slf.as_super(), o),
@@ -359,7 +355,46 @@ impl PyAioClient {
                 "the client was closed before this request ran",
             )),
         };
-        PyAioFuture::resolve(fut, r, inline)
+        PyAioFuture::settle(fut, r)
+    }
+
+    /// Serve the direct request's connections (its `PyReader`: the epoll descriptor is
+    /// readable).
+    fn direct_ready(slf: &Bound<'_, Self>) -> PyResult<()> {
+        let bound = slf
+            .get()
+            .binding
+            .lock()
+            .as_ref()
+            .map(|b| (b.direct.clone(), b.mailbox.clone()));
+        let Some((direct, mailbox)) = bound else {
+            return Ok(());
+        };
+        let core = slf.as_super().get().core()?;
+        let progress = direct.lock().ready(&core);
+        Self::progress(slf, &core, &mailbox, progress, true)
+    }
+
+    /// Resolve the futures whose outcomes arrived (its `PyReader`: the mailbox's descriptor is
+    /// readable). A future whose result cannot be built gets the exception.
+    fn drain(slf: &Bound<'_, Self>) -> PyResult<()> {
+        let mailbox = slf.get().binding.lock().as_ref().map(|b| b.mailbox.clone());
+        let Some(mailbox) = mailbox else {
+            return Ok(());
+        };
+        let woken = mailbox
+            .take()
+            .into_iter()
+            .filter_map(|(p, o)| Self::resolve(slf, p, o))
+            .collect();
+        let r = future::wake(slf.py(), woken, true);
+        // Server state changes the workers' calls noted: logged and called back here, on the
+        // loop's thread.
+        let base = slf.as_super().get();
+        if let Ok(core) = base.core() {
+            super::events::deliver(slf.py(), &base.listeners, &core);
+        }
+        r
     }
 }
 
@@ -591,40 +626,6 @@ impl PyAioClient {
             slf,
             prepare::invalidate_multi(&items, stale_time, key_prefix)?,
         )
-    }
-
-    /// Serve the direct request's connections (the loop calls this when its epoll descriptor
-    /// is readable).
-    fn _direct_ready(slf: &Bound<'_, Self>) -> PyResult<()> {
-        let direct = slf.get().binding.lock().as_ref().map(|b| b.direct.clone());
-        let Some(direct) = direct else {
-            return Ok(());
-        };
-        let core = slf.as_super().get().core()?;
-        let progress = direct.lock().ready(&core);
-        Self::progress(slf, &core, progress, true)
-    }
-
-    /// Resolve the futures whose outcomes arrived (the loop calls this when the mailbox's
-    /// descriptor is readable). A future whose result cannot be built gets the exception.
-    fn _drain(slf: &Bound<'_, Self>) -> PyResult<()> {
-        let mailbox = slf.get().binding.lock().as_ref().map(|b| b.mailbox.clone());
-        let Some(mailbox) = mailbox else {
-            return Ok(());
-        };
-        let mut first_err = None;
-        for (p, o) in mailbox.take() {
-            if let Err(e) = Self::resolve(slf, p, o, true) {
-                first_err.get_or_insert(e);
-            }
-        }
-        // Server state changes the workers' calls noted: logged and called back here, on the
-        // loop's thread.
-        let base = slf.as_super().get();
-        if let Ok(core) = base.core() {
-            super::events::deliver(slf.py(), &base.listeners, &core);
-        }
-        first_err.map_or(Ok(()), Err)
     }
 
     /// The blocking client's `set_servers` (no I/O), then the workers follow the new list at
