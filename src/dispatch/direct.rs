@@ -108,6 +108,17 @@ pub struct Direct<P> {
     /// Requests begun here, and how many of them were handed off (for tests and metrics).
     pub begun: u64,
     pub handed_off: u64,
+    /// How the waits in a call (`wait_here`) ended: the request moved on (done or handed
+    /// off), the loop had work, or the wait's time ran out (for tests).
+    pub idle: IdleWaits,
+}
+
+/// See `Direct::idle`.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct IdleWaits {
+    pub moved_on: u64,
+    pub woken: u64,
+    pub timed_out: u64,
 }
 
 /// The operation a request is, if the loop may drive it: those that wait for their replies
@@ -161,6 +172,7 @@ impl<P> Direct<P> {
             watched: Vec::new(),
             begun: 0,
             handed_off: 0,
+            idle: IdleWaits::default(),
         })
     }
 
@@ -170,12 +182,14 @@ impl<P> Direct<P> {
     }
 
     /// Begin `req` on this thread. `Err` gives it back when the workers must run it (another
-    /// request runs here, its kind waits for no reply, or `Client::begin` declined).
+    /// request runs here, its kind waits for no reply, or `Client::begin` declined). `watch`:
+    /// register what it waits on for the loop; else the caller goes on with `wait_here`.
     pub fn start(
         &mut self,
         client: &Client,
         req: Request,
         payload: P,
+        watch: bool,
     ) -> Result<Progress<P>, (Request, P)> {
         let Some(op) = direct_op(&req).filter(|_| self.running.is_none()) else {
             return Err((req, payload));
@@ -189,7 +203,78 @@ impl<P> Direct<P> {
             payload,
         });
         self.begun += 1;
-        Ok(self.settle(client))
+        Ok(self.settle(client, watch))
+    }
+
+    /// Wait for the request begun unwatched (`start`) on this thread, until `until` (or its
+    /// hand-off time) at the latest, and only while `selector` (the loop's) has nothing ready:
+    /// when the loop has work, the request is watched and left to the loop. No epoll
+    /// registration, no turn of the loop for a reply that comes while the loop is idle.
+    pub fn wait_here(
+        &mut self,
+        client: &Client,
+        selector: BorrowedFd<'_>,
+        until: Instant,
+    ) -> Progress<P> {
+        use rustix::event::{poll, PollFd, PollFlags};
+        let mut counter = &mut self.idle.moved_on;
+        while let Some(r) = self.running.as_mut() {
+            let until = r.begun.hand_off_at().map_or(until, |h| h.min(until));
+            let left = until.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                counter = &mut self.idle.timed_out;
+                break;
+            }
+            let mut fds: Vec<PollFd<'_>> = r
+                .begun
+                .interest()
+                .map(|(fd, out)| {
+                    let flags = if out {
+                        PollFlags::IN | PollFlags::OUT
+                    } else {
+                        PollFlags::IN
+                    };
+                    PollFd::from_borrowed_fd(fd, flags)
+                })
+                .collect();
+            fds.push(PollFd::from_borrowed_fd(selector, PollFlags::IN));
+            match poll(&mut fds, Some(&to_timespec(left))) {
+                Ok(0) => continue, // the time is up: counted above
+                Ok(_) => {}
+                Err(_) => {
+                    // a signal: the loop (Python) handles it
+                    counter = &mut self.idle.woken;
+                    break;
+                }
+            }
+            let conns = fds.len() - 1;
+            let moved: Vec<(RawFd, PollFlags)> = fds[..conns]
+                .iter()
+                .filter(|f| !f.revents().is_empty())
+                .map(|f| (f.as_fd().as_raw_fd(), f.revents()))
+                .collect();
+            if moved.is_empty() {
+                counter = &mut self.idle.woken; // the loop has work
+                break;
+            }
+            for (fd, ev) in moved {
+                let broken = ev.intersects(PollFlags::ERR | PollFlags::HUP | PollFlags::NVAL);
+                let step = r.begun.advance(
+                    fd,
+                    ev.contains(PollFlags::IN),
+                    ev.contains(PollFlags::OUT),
+                    broken,
+                );
+                if step.is_some_and(|s| s != Step::Wait) {
+                    break;
+                }
+            }
+            if r.begun.step() != Step::Wait {
+                break;
+            }
+        }
+        *counter += 1;
+        self.settle(client, true)
     }
 
     /// Serve what the selector reports ready (the loop found the descriptor readable), and go
@@ -205,7 +290,7 @@ impl<P> Direct<P> {
                 .advance(*fd, true, false, false)
                 .is_some_and(|s| s != Step::Wait)
             {
-                return self.settle(client);
+                return self.settle(client, true);
             }
         }
         let mut events = Vec::with_capacity(8);
@@ -248,7 +333,7 @@ impl<P> Direct<P> {
             // The writes that finished stop asking for writability before the next look.
             self.rewatch();
         }
-        self.settle(client)
+        self.settle(client, true)
     }
 
     /// `watch` for the running request, if any.
@@ -276,7 +361,7 @@ impl<P> Direct<P> {
                 Some(r) => self.hand_off(Box::new(r.begun), r.req, r.payload),
                 None => Progress::Waiting,
             },
-            _ => self.settle(client),
+            _ => self.settle(client, true),
         }
     }
 
@@ -297,17 +382,19 @@ impl<P> Direct<P> {
         }
     }
 
-    /// After the request moved: end it, hand it off, or watch what it waits on.
-    fn settle(&mut self, client: &Client) -> Progress<P> {
+    /// After the request moved: end it, hand it off, or (`watch`) watch what it waits on.
+    fn settle(&mut self, client: &Client, watch: bool) -> Progress<P> {
         let Some(r) = self.running.take() else {
             return Progress::Waiting;
         };
         match r.begun.step() {
             Step::Wait => {
-                self.watch(&r.begun);
                 let at = r.begun.hand_off_at();
+                if watch {
+                    self.watch(&r.begun);
+                }
                 self.running = Some(r);
-                if let Some(at) = at {
+                if let (Some(at), true) = (at, watch) {
                     self.arm(at);
                 }
                 Progress::Waiting

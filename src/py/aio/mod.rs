@@ -19,10 +19,12 @@
 mod finish;
 mod future;
 mod prepare;
+mod quiet;
 
 use std::os::fd::AsRawFd;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
+use std::time::Instant;
 
 use parking_lot::{Mutex, RwLock};
 use pyo3::exceptions::{PyRuntimeError, PyValueError};
@@ -44,6 +46,7 @@ use crate::protocol::StoreCmd;
 use finish::Finish;
 pub use future::PyAioFuture;
 use prepare::Prepared;
+use quiet::Quiet;
 
 /// A request on its way: the future to resolve and how to build its result.
 struct Pending {
@@ -55,12 +58,18 @@ type Delivery = (Pending, Option<Outcome>);
 
 type Loopside = Arc<Mutex<Direct<Pending>>>;
 
+/// A binding's parts a call uses: the mailbox, the direct request and its idle wait.
+type Sides = (Arc<Mailbox<Delivery>>, Loopside, Option<Arc<Quiet>>);
+
 /// The event loop this client resolves futures on, the mailbox it watches, and the request it
 /// drives itself (`dispatch::direct`).
 struct Binding {
     event_loop: Py<PyAny>,
     mailbox: Arc<Mailbox<Delivery>>,
     direct: Loopside,
+    /// Waiting inside a call while the loop is idle (`quiet`); `None` where the loop is not
+    /// one of asyncio's epoll selector loops.
+    quiet: Option<Arc<Quiet>>,
     /// The fork generation it was made in: a forked child makes its own mailbox.
     generation: u64,
 }
@@ -68,13 +77,16 @@ struct Binding {
 /// The direct request's epoll descriptor as the event loop holds it (see `PyMailbox`).
 #[pyclass(name = "aio_direct", module = "_fastmc", frozen)]
 pub struct PyDirect {
-    direct: Loopside,
+    /// Held: it keeps the descriptor open. Never locked here: the loop's thread holds the
+    /// lock without the interpreter while it waits in a call (`quiet`).
+    _direct: Loopside,
+    fd: i32,
 }
 
 #[pymethods]
 impl PyDirect {
     fn fileno(&self) -> i32 {
-        self.direct.lock().fd().as_raw_fd()
+        self.fd
     }
 }
 
@@ -181,10 +193,9 @@ fn store_cmd(name: &str) -> PyResult<StoreCmd> {
 }
 
 impl PyAioClient {
-    /// The running loop, the mailbox outcomes come through on it, and its direct request.
-    fn future<'py>(
-        slf: &Bound<'py, Self>,
-    ) -> PyResult<(Bound<'py, PyAny>, Arc<Mailbox<Delivery>>, Loopside)> {
+    /// The running loop, the mailbox outcomes come through on it, its direct request, and how
+    /// a call waits while the loop is idle.
+    fn future<'py>(slf: &Bound<'py, Self>) -> PyResult<(Bound<'py, PyAny>, Sides)> {
         let py = slf.py();
         let running = running_loop(py)?;
         let generation = crate::fork::generation();
@@ -192,21 +203,17 @@ impl PyAioClient {
             let b = slf.get().binding.lock();
             b.as_ref()
                 .filter(|b| b.generation == generation && b.event_loop.is(&running))
-                .map(|b| (b.mailbox.clone(), b.direct.clone()))
+                .map(|b| (b.mailbox.clone(), b.direct.clone(), b.quiet.clone()))
         };
-        let (mailbox, direct) = match bound {
+        let sides = match bound {
             Some(m) => m,
             None => Self::bind(slf, &running, generation)?,
         };
-        Ok((running, mailbox, direct))
+        Ok((running, sides))
     }
 
     /// Serve `running` from now on (the first loop, or one after the previous loop closed).
-    fn bind(
-        slf: &Bound<'_, Self>,
-        running: &Bound<'_, PyAny>,
-        generation: u64,
-    ) -> PyResult<(Arc<Mailbox<Delivery>>, Loopside)> {
+    fn bind(slf: &Bound<'_, Self>, running: &Bound<'_, PyAny>, generation: u64) -> PyResult<Sides> {
         let py = slf.py();
         let old = slf
             .get()
@@ -229,11 +236,13 @@ impl PyAioClient {
         let io_err = |e: std::io::Error| errors::plain_error(e.to_string());
         let mailbox = Arc::new(Mailbox::new().map_err(io_err)?);
         let direct = Arc::new(Mutex::new(Direct::new().map_err(io_err)?));
+        let quiet = Quiet::new(running).map(Arc::new);
         let handle = PyMailbox {
             mailbox: mailbox.clone(),
         };
         let direct_handle = PyDirect {
-            direct: direct.clone(),
+            fd: direct.lock().fd().as_raw_fd(),
+            _direct: direct.clone(),
         };
         slf.call_method1(
             intern!(py, "_attach_loop"),
@@ -243,9 +252,10 @@ impl PyAioClient {
             event_loop: running.clone().unbind(),
             mailbox: mailbox.clone(),
             direct: direct.clone(),
+            quiet: quiet.clone(),
             generation,
         });
-        Ok((mailbox, direct))
+        Ok((mailbox, direct, quiet))
     }
 
     fn dispatcher(slf: &Bound<'_, Self>) -> PyResult<Arc<Dispatcher>> {
@@ -268,11 +278,11 @@ impl PyAioClient {
     /// The future for a prepared call.
     fn submit(slf: &Bound<'_, Self>, prepared: Prepared) -> PyResult<Py<PyAny>> {
         let py = slf.py();
-        let (running, mailbox, direct) = Self::future(slf)?;
+        let (running, (mailbox, direct, quiet)) = Self::future(slf)?;
         let fut = match prepared {
             Prepared::Ready(v) => future::ready(py, running.unbind(), v)?,
             Prepared::Submit(req, finish) => {
-                let fut = Bound::new(py, PyAioFuture::new(running.unbind()))?;
+                let fut = Bound::new(py, PyAioFuture::new(running.clone().unbind()))?;
                 let dispatch = Self::dispatcher(slf)?;
                 let pending = Pending {
                     fut: fut.clone().unbind(),
@@ -282,16 +292,27 @@ impl PyAioClient {
                 // it travels with the others.
                 let alone = slf.get().pending.fetch_add(1, Ordering::Relaxed) == 0;
                 let core = dispatch.client();
+                // While the loop is idle, the call waits for the reply itself (`quiet`); a
+                // loop whose internals are not as expected is waited on as usual.
+                let quiet = quiet
+                    .filter(|_| alone)
+                    .and_then(|q| Some((q.budget(&running).ok()??, q)));
                 // Its own statement: the lock is let go before `progress` (which may call
                 // listeners, which may call this client).
                 let started = if alone {
-                    direct.lock().start(core, req, pending)
+                    direct.lock().start(core, req, pending, quiet.is_none())
                 } else {
                     Err((req, pending))
                 };
-                match started {
-                    Ok(progress) => Self::progress(slf, core, &mailbox, progress, false)?,
-                    Err((req, pending)) => {
+                match (started, quiet) {
+                    (Ok(Progress::Waiting), Some((budget, quiet))) => {
+                        let until = Instant::now() + budget;
+                        let progress =
+                            py.detach(|| direct.lock().wait_here(core, quiet.selector(), until));
+                        Self::progress(slf, core, &mailbox, progress, false)?
+                    }
+                    (Ok(progress), _) => Self::progress(slf, core, &mailbox, progress, false)?,
+                    (Err((req, pending)), _) => {
                         dispatch.submit(req, Done::new(move |o| mailbox.post((pending, o))))
                     }
                 }
@@ -655,10 +676,26 @@ impl PyAioClient {
     /// to a thread of their own.
     #[getter]
     fn _direct_counts(slf: &Bound<'_, Self>) -> (u64, u64) {
-        let guard = slf.get().binding.lock();
-        guard.as_ref().map_or((0, 0), |b| {
-            let d = b.direct.lock();
-            (d.begun, d.handed_off)
+        let direct = slf.get().binding.lock().as_ref().map(|b| b.direct.clone());
+        direct.map_or((0, 0), |d| {
+            // Without the interpreter: the loop's thread may hold the lock in a call.
+            slf.py().detach(|| {
+                let d = d.lock();
+                (d.begun, d.handed_off)
+            })
+        })
+    }
+
+    /// How the waits for a reply inside a call ended (`quiet`): the request moved on, the
+    /// loop had work, the wait's time ran out.
+    #[getter]
+    fn _idle_waits(slf: &Bound<'_, Self>) -> (u64, u64, u64) {
+        let direct = slf.get().binding.lock().as_ref().map(|b| b.direct.clone());
+        direct.map_or((0, 0, 0), |d| {
+            slf.py().detach(|| {
+                let w = d.lock().idle;
+                (w.moved_on, w.woken, w.timed_out)
+            })
         })
     }
 

@@ -1,0 +1,90 @@
+//! Waiting for a lone request's reply inside the call, while the loop has nothing else to do.
+//!
+//! A request the loop's thread began itself (`dispatch::direct`) normally returns a pending
+//! future; the loop then sleeps in its selector until the reply makes the direct request's
+//! epoll descriptor readable, and its reader callback resolves the future. When nothing else
+//! is ready to run (no callback queued, no timer due, the loop not stopping), that turn of
+//! the loop is pure overhead: the call can wait for the reply itself, on the loop's own
+//! selector as well, so that anything the loop would have woken for (a socket, a timer's
+//! deadline, `call_soon_threadsafe`, a signal) ends the wait at once, and the request goes on
+//! as usual. The waiting task then gets a resolved future: it resumes without a turn.
+//!
+//! Only for the selector loops of asyncio (`loop._selector` with an epoll descriptor); not on
+//! uvloop, whose loop exposes neither. The wait itself is `dispatch::Direct::wait_here`.
+
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::time::Duration;
+
+use pyo3::intern;
+use pyo3::prelude::*;
+use pyo3::types::PyList;
+use rustix::time::{clock_gettime, ClockId};
+
+/// The longest one wait inside a call lasts (asyncio's debug mode reports callbacks that run
+/// for 100 ms); after it, the request waits on the loop as usual.
+const LONGEST: Duration = Duration::from_millis(10);
+
+/// How a call waits while the loop is idle: the loop's selector, and where it keeps its work.
+pub(super) struct Quiet {
+    /// The loop's selector descriptor, duplicated: it stays valid for as long as this does.
+    selector: OwnedFd,
+    /// The loop's queue of callbacks ready to run (`loop._ready`, a deque it never replaces).
+    ready: Py<PyAny>,
+}
+
+impl Quiet {
+    /// For `running`, when it is one of asyncio's selector loops on epoll; else `None`.
+    pub(super) fn new(running: &Bound<'_, PyAny>) -> Option<Quiet> {
+        let py = running.py();
+        let ready = running.getattr(intern!(py, "_ready")).ok()?;
+        for attr in [intern!(py, "_scheduled"), intern!(py, "_stopping")] {
+            if !running.hasattr(attr).ok()? {
+                return None;
+            }
+        }
+        let fd: i32 = running
+            .getattr(intern!(py, "_selector"))
+            .and_then(|s| s.call_method0(intern!(py, "fileno")))
+            .and_then(|f| f.extract())
+            .ok()?;
+        // SAFETY: `fd` is the selector descriptor of `running`, the loop this call runs on:
+        // the loop keeps it open while it runs, and it is only borrowed here to duplicate it.
+        #[allow(unsafe_code)]
+        let borrowed = unsafe { BorrowedFd::borrow_raw(fd) };
+        let selector = rustix::io::fcntl_dupfd_cloexec(borrowed, 0).ok()?;
+        Some(Quiet {
+            selector,
+            ready: ready.unbind(),
+        })
+    }
+
+    /// The loop's selector: readable when the loop has a descriptor to serve.
+    pub(super) fn selector(&self) -> BorrowedFd<'_> {
+        self.selector.as_fd()
+    }
+    /// How long the call may wait: `None` when the loop has something to do now (a callback
+    /// queued, stopping, a timer due), else until its next timer's deadline, at most
+    /// `LONGEST`.
+    pub(super) fn budget(&self, running: &Bound<'_, PyAny>) -> PyResult<Option<Duration>> {
+        let py = running.py();
+        if self.ready.bind(py).len()? > 0
+            || running.getattr(intern!(py, "_stopping"))?.is_truthy()?
+        {
+            return Ok(None);
+        }
+        let scheduled = running.getattr(intern!(py, "_scheduled"))?;
+        let scheduled = scheduled.cast::<PyList>()?;
+        if scheduled.is_empty() {
+            return Ok(Some(LONGEST));
+        }
+        // `loop.time()` is `time.monotonic()`: the same clock.
+        let when: f64 = scheduled
+            .get_item(0)?
+            .getattr(intern!(py, "_when"))?
+            .extract()?;
+        let now = clock_gettime(ClockId::Monotonic);
+        let now = now.tv_sec as f64 + now.tv_nsec as f64 * 1e-9;
+        let left = when - now;
+        Ok((left > 0.0).then(|| Duration::from_secs_f64(left).min(LONGEST)))
+    }
+}
