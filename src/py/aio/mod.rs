@@ -307,8 +307,9 @@ impl PyAioClient {
                 match (started, quiet) {
                     (Ok(Progress::Waiting), Some((budget, quiet))) => {
                         let until = Instant::now() + budget;
-                        let progress =
-                            py.detach(|| direct.lock().wait_here(core, quiet.selector(), until));
+                        let progress = super::io::released(py, || {
+                            direct.lock().wait_here(core, quiet.selector(), until)
+                        });
                         Self::progress(slf, core, &mailbox, progress, false)?
                     }
                     (Ok(progress), _) => Self::progress(slf, core, &mailbox, progress, false)?,
@@ -679,7 +680,7 @@ impl PyAioClient {
         let direct = slf.get().binding.lock().as_ref().map(|b| b.direct.clone());
         direct.map_or((0, 0), |d| {
             // Without the interpreter: the loop's thread may hold the lock in a call.
-            slf.py().detach(|| {
+            super::io::released(slf.py(), || {
                 let d = d.lock();
                 (d.begun, d.handed_off)
             })
@@ -692,7 +693,7 @@ impl PyAioClient {
     fn _idle_waits(slf: &Bound<'_, Self>) -> (u64, u64, u64) {
         let direct = slf.get().binding.lock().as_ref().map(|b| b.direct.clone());
         direct.map_or((0, 0, 0), |d| {
-            slf.py().detach(|| {
+            super::io::released(slf.py(), || {
                 let w = d.lock().idle;
                 (w.moved_on, w.woken, w.timed_out)
             })
