@@ -222,7 +222,9 @@ impl Client {
                 down.push((batch, Error::NoServers));
                 continue;
             };
-            if let Err(e) = Self::healthy(server, now) {
+            // Counted once the call is begun here: if it goes to the blocking driver
+            // instead, that skip is counted there.
+            if let Err(e) = server.check_health(now) {
                 down.push((batch, e));
                 continue;
             }
@@ -242,6 +244,9 @@ impl Client {
             sink.as_dyn().reject(i, e);
         }
         for (batch, e) in down {
+            if let Some(server) = snap.topo.servers.get(batch.server) {
+                Self::count_skip(server, &e);
+            }
             sink.as_dyn().fail(&batch.keys, &e);
         }
         let mut flights: Vec<InFlight> = taken

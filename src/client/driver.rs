@@ -284,10 +284,15 @@ impl Client {
     /// `ServerDown`/`ServerDead` at once (counted) while the server is in its retry window or
     /// ejected.
     pub(super) fn healthy(server: &Server, now: Instant) -> Result<()> {
-        server.check_health(now).inspect_err(|e| {
-            server.metrics.down_skips.fetch_add(1, Ordering::Relaxed);
-            server.metrics.error(e);
-        })
+        server
+            .check_health(now)
+            .inspect_err(|e| Self::count_skip(server, e))
+    }
+
+    /// Count a call that skipped `server` (in its retry window or ejected) with `e`.
+    pub(super) fn count_skip(server: &Server, e: &Error) {
+        server.metrics.down_skips.fetch_add(1, Ordering::Relaxed);
+        server.metrics.error(e);
     }
 
     /// A clean exchange with `server`: clear its failure record, and note that it is up again

@@ -78,6 +78,31 @@ def test_asyncio_client_counts_the_same(server):
     assert m["requests"]["store"] == 1
 
 
+def test_a_skipped_server_is_counted_once_when_the_loop_hands_the_call_on(server):
+    """The asyncio client's loop thread looks at every server before it begins a call; when it
+    then leaves the call to the workers (here: no idle connection to the live server yet), the
+    down server the workers skip is counted once, not once by each."""
+    dead = "127.0.0.1:%d" % free_port()
+    addrs = [dead, server.address]
+    placement = fastmc.Client(addrs)
+    on_dead = [k for k in ("d%d" % i for i in range(200)) if placement.hash(k) == 0][:3]
+    on_live = [k for k in ("l%d" % i for i in range(200)) if placement.hash(k) == 1][:3]
+    behaviors = {"connect_timeout": 200, "retry_timeout": 30}
+
+    async def main():
+        async with fastmc.aio.Client(addrs, behaviors=behaviors) as mc:
+            with pytest.raises(fastmc.Error):
+                await mc.get(on_dead[0])  # the connection fails: the server is down from now
+            before = mc.metrics()[dead]
+            assert before["server_down_skips"] == 0
+            assert await mc.get_multi(on_dead + on_live) == {}
+            after = mc.metrics()[dead]
+            assert after["server_down_skips"] == 1
+            assert after["errors"].get("ServerDown", 0) == before["errors"].get("ServerDown", 0) + 1
+
+    asyncio.run(main())
+
+
 def test_prometheus_collector_scrape(server):
     import fastmc.prometheus
     from prometheus_client import CollectorRegistry, generate_latest
