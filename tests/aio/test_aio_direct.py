@@ -12,9 +12,8 @@ import time
 import fastmc
 import fastmc.aio
 import pytest
-from memcached import Memcached, sigstop
-
-FAST = {"_poll_timeout": 300, "retry_timeout": 1}
+from memcached import FAST_FAILURE as FAST
+from memcached import sigstop
 
 
 def test_lone_requests_run_on_the_loop_thread_with_the_blocking_results(servers):
@@ -71,63 +70,53 @@ def test_requests_issued_meanwhile_go_to_the_workers_and_travel_together(server)
     asyncio.run(main())
 
 
-def test_a_stalled_lone_request_is_handed_off_and_never_blocks_the_loop():
-    mcd = Memcached()
-    try:
+def test_a_stalled_lone_request_is_handed_off_and_never_blocks_the_loop(mcd):
+    async def main():
+        async with fastmc.aio.Client([mcd.address], behaviors=FAST) as mc:
+            await mc.set("s", "v")
+            assert await mc.get("s") == "v"
+            _, handed0 = mc._direct_counts
+            sigstop(mcd.proc.pid)
+            ticks = 0
 
-        async def main():
-            async with fastmc.aio.Client([mcd.address], behaviors=FAST) as mc:
-                await mc.set("s", "v")
-                assert await mc.get("s") == "v"
-                _, handed0 = mc._direct_counts
-                sigstop(mcd.proc.pid)
-                ticks = 0
+            async def ticker():
+                nonlocal ticks
+                while True:
+                    await asyncio.sleep(0.005)
+                    ticks += 1
 
-                async def ticker():
-                    nonlocal ticks
-                    while True:
-                        await asyncio.sleep(0.005)
-                        ticks += 1
+            tick = asyncio.ensure_future(ticker())
+            t0 = time.monotonic()
+            with pytest.raises(fastmc.Error, match="TIMEOUT") as ei:
+                await mc.get("s")
+            waited = time.monotonic() - t0
+            tick.cancel()
+            assert not isinstance(ei.value, fastmc.NotFound)
+            assert 0.25 <= waited < 2.0 and ticks >= 20
+            assert mc._direct_counts[1] == handed0 + 1
+            os.kill(mcd.proc.pid, signal.SIGCONT)
+            # back after retry_timeout, with the right value
+            await asyncio.sleep(1.1)
+            assert await mc.get("s") == "v"
 
-                tick = asyncio.ensure_future(ticker())
-                t0 = time.monotonic()
-                with pytest.raises(fastmc.Error, match="TIMEOUT") as ei:
-                    await mc.get("s")
-                waited = time.monotonic() - t0
-                tick.cancel()
-                assert not isinstance(ei.value, fastmc.NotFound)
-                assert 0.25 <= waited < 2.0 and ticks >= 20
-                assert mc._direct_counts[1] == handed0 + 1
-                os.kill(mcd.proc.pid, signal.SIGCONT)
-                # back after retry_timeout, with the right value
-                await asyncio.sleep(1.1)
-                assert await mc.get("s") == "v"
-
-        asyncio.run(main())
-    finally:
-        os.kill(mcd.proc.pid, signal.SIGCONT)
-        mcd.stop()
+    asyncio.run(main())
 
 
-def test_a_lone_request_on_a_connection_the_server_closed_is_replayed():
+def test_a_lone_request_on_a_connection_the_server_closed_is_replayed(mcd):
     """memcached restarted on the same port: the pooled connection is dead. A read finds out
     after sending and is replayed on a new connection by the blocking driver; a write is never
     sent on it (the pooled connection is peeked at first)."""
-    mcd = Memcached()
-    try:
 
-        async def main():
-            async with fastmc.aio.Client([mcd.address]) as mc:
-                await mc.set("r", "before")
-                assert await mc.get("r") == "before"
-                mcd.restart()
-                assert await mc.get("r") is None  # a new server: the value is gone, no error
-                assert await mc.set("r", "after") is True
-                assert await mc.get("r") == "after"
+    async def main():
+        async with fastmc.aio.Client([mcd.address]) as mc:
+            await mc.set("r", "before")
+            assert await mc.get("r") == "before"
+            mcd.restart()
+            assert await mc.get("r") is None  # a new server: the value is gone, no error
+            assert await mc.set("r", "after") is True
+            assert await mc.get("r") == "after"
 
-        asyncio.run(main())
-    finally:
-        mcd.stop()
+    asyncio.run(main())
 
 
 def test_cancelled_lone_requests_never_leave_a_reply_for_another(server):

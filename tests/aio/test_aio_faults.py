@@ -13,10 +13,9 @@ import fastmc
 import fastmc.aio
 import pytest
 from aio_blocking import Blocking
+from memcached import FAST_FAILURE as FAST
 from memcached import Memcached, free_port, sigstop
 from threads import in_forked_child
-
-FAST = {"_poll_timeout": 300, "retry_timeout": 1}
 
 
 def keys_on(mc_sync, index, n, prefix="k"):

@@ -11,7 +11,7 @@ import fastmc
 import pytest
 from checks import AGAIN
 from fakes import FakeMemcached, ScriptedServer, stalled_listener
-from memcached import Memcached, sigstop
+from memcached import FAST_FAILURE, Memcached, sigstop
 
 
 def within_10_percent(elapsed, expect):
@@ -66,10 +66,7 @@ def test_read_timeouts_are_honoured(behaviors, expect):
 
 
 def test_stopped_server_times_out_and_next_call_gets_its_own_value(mcd):
-    mc = fastmc.Client(
-        [mcd.address],
-        behaviors={"_poll_timeout": 300, "retry_timeout": 1},
-    )
+    mc = fastmc.Client([mcd.address], behaviors=FAST_FAILURE)
     assert mc.set("a", "value-a")
     assert mc.set("b", "value-b")
     sigstop(mcd.proc.pid)

@@ -206,6 +206,11 @@ def sasl_memcached(directory: object, user: str, password: str) -> Memcached:
     return proc
 
 
+# Behaviors for tests that stall or stop a server: a stalled request times out after 300 ms and
+# the server is tried again a second after it failed.
+FAST_FAILURE = {"_poll_timeout": 300, "retry_timeout": 1}
+
+
 def sigstop(pid: int, timeout: float = 2.0) -> None:
     """SIGSTOP a process and wait until every one of its threads has stopped (the signal is
     asynchronous: a call made right after kill() may still be answered)."""
