@@ -74,8 +74,9 @@ def test_a_loop_with_work_gets_a_pending_future_at_once(server):
     asyncio.run(main())
 
 
-def _stopped_then_resumed(mcd, body):
-    """Run `body(mc)` with mcd stopped after a first value was written, then resumed."""
+def _stopped_then_resumed(mcd, body, loop=None):
+    """Run `body(mc)` with mcd stopped after a first value was written, then resumed (on
+    `loop` if given, else on a new default loop)."""
 
     async def main():
         async with fastmc.aio.Client([mcd.address]) as mc:
@@ -88,7 +89,13 @@ def _stopped_then_resumed(mcd, body):
                 os.kill(mcd.proc.pid, signal.SIGCONT)
             assert await fut == "v"
 
-    asyncio.run(main())
+    if loop is None:
+        asyncio.run(main())
+    else:
+        try:
+            loop.run_until_complete(main())
+        finally:
+            loop.close()
 
 
 def test_a_readable_descriptor_ends_the_wait(mcd):
@@ -150,3 +157,29 @@ def test_a_wait_that_runs_out_leaves_the_request_to_the_loop(mcd):
         return fut
 
     _stopped_then_resumed(mcd, body)
+
+
+class _LoopClockBehind(asyncio.SelectorEventLoop):
+    """A loop with a clock of its own (as test loops with virtual time have)."""
+
+    def time(self) -> float:
+        return super().time() - 1000.0
+
+
+def test_the_next_timer_is_read_on_the_loops_own_clock(mcd):
+    """A timer 50 ms away on the loop's clock leaves the wait its time, and it runs out; read on
+    the system's clock, that timer would look long past and no wait would begin."""
+
+    async def body(mc):
+        loop = asyncio.get_running_loop()
+        fired = []
+        loop.call_later(0.05, fired.append, 1)
+        moved, woken, timed_out = mc._idle_waits
+        fut = mc._get("s")
+        assert mc._idle_waits == (moved, woken, timed_out + 1)
+        assert fired == []
+        await asyncio.sleep(0.06)
+        assert fired == [1]
+        return fut
+
+    _stopped_then_resumed(mcd, body, _LoopClockBehind())

@@ -18,7 +18,6 @@ use std::time::Duration;
 use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::types::PyList;
-use rustix::time::{clock_gettime, ClockId};
 
 /// The longest one wait inside a call lasts (asyncio's debug mode reports callbacks that run
 /// for 100 ms); after it, the request waits on the loop as usual.
@@ -62,6 +61,7 @@ impl Quiet {
     pub(super) fn selector(&self) -> BorrowedFd<'_> {
         self.selector.as_fd()
     }
+
     /// How long the call may wait: `None` when the loop has something to do now (a callback
     /// queued, stopping, a timer due), else until its next timer's deadline, at most
     /// `LONGEST`.
@@ -77,13 +77,12 @@ impl Quiet {
         if scheduled.is_empty() {
             return Ok(Some(LONGEST));
         }
-        // `loop.time()` is `time.monotonic()`: the same clock.
+        // The loop's own clock (a loop may keep a clock of its own, as test loops do).
         let when: f64 = scheduled
             .get_item(0)?
             .getattr(intern!(py, "_when"))?
             .extract()?;
-        let now = clock_gettime(ClockId::Monotonic);
-        let now = now.tv_sec as f64 + now.tv_nsec as f64 * 1e-9;
+        let now: f64 = running.call_method0(intern!(py, "time"))?.extract()?;
         let left = when - now;
         Ok((left > 0.0).then(|| Duration::from_secs_f64(left).min(LONGEST)))
     }
