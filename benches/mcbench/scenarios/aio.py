@@ -19,7 +19,7 @@ from ..context import Ctx
 from ..measure import median
 from ..report import fmt_num, fmt_ratio, md_table, ratio
 from ..verify import values_for
-from .aio_clients import AioClient, FastmcBlocking, make_all
+from .aio_clients import AioClient, FastmcBlocking, FastmcBlockingAgain, make_all
 
 TASKS = (1, 10, 100, 1_000)
 SIZES = (100, 1_000, 10_000)
@@ -48,7 +48,8 @@ async def _run(ctx: Ctx) -> None:
     try:
         tasks = {(op, t): await _tasks_row(ctx, clients, op, t) for op in OPS for t in TASKS}
         latency = await _latency(ctx, clients)
-        blocking = FastmcBlocking(ctx.fastmc_name, ctx.servers1)
+        blocking = [FastmcBlocking(ctx.fastmc_name, ctx.servers1)]
+        blocking.append(FastmcBlockingAgain(ctx.fastmc_name, ctx.servers1))
         multi = {("1", n, op): v for (n, op), v in (await _multi(ctx, clients, blocking)).items()}
     finally:
         for c in clients:
@@ -57,7 +58,8 @@ async def _run(ctx: Ctx) -> None:
     if ctx.servers3:
         clients3 = await make_all(ctx.fastmc_name, ctx.servers3, ctx.failures)
         try:
-            blocking3 = FastmcBlocking(ctx.fastmc_name, ctx.servers3)
+            blocking3 = [FastmcBlocking(ctx.fastmc_name, ctx.servers3)]
+            blocking3.append(FastmcBlockingAgain(ctx.fastmc_name, ctx.servers3))
             multi3 = await _multi(ctx, clients3, blocking3)
             multi.update({("3", n, op): v for (n, op), v in multi3.items()})
         finally:
@@ -172,10 +174,11 @@ async def _latency_one(ctx: Ctx, c: AioClient) -> tuple:
     return (p50, p99, len(lat), starved, load_rate)
 
 
-async def _multi(ctx: Ctx, clients: list, blocking: Any) -> dict:
+async def _multi(ctx: Ctx, clients: list, blocking: list) -> dict:
     """{(n, op): {client: seconds per call}}; the blocking fastmc client (called directly, not
     through a thread) is measured in the same rounds, alternating with the asyncio fastmc
-    client, so that both see the same machine. The peers take part in the first rounds only
+    client, so that both see the same machine; so is a second one (`FastmcBlockingAgain`), the
+    same code twice, whose ratio to the first shows how far apart two equal clients come out. The peers take part in the first rounds only
     (their multi-key writes are gathers of single writes, up to half a second for 10,000
     keys): the ratio to the blocking client, close to 1, needs more samples than the ratio to
     the peers. Odd rounds run the clients in the reverse order, so that neither fastmc client
@@ -187,14 +190,14 @@ async def _multi(ctx: Ctx, clients: list, blocking: Any) -> dict:
         times: dict = {}
         for r in range(ctx.s.aio_multi_rounds[n]):
             with_peers = r < ctx.s.aio_multi_peer_rounds[n]
-            order = [*timed, blocking]
+            order = [*timed, *blocking]
             for c in order if r % 2 == 0 else order[::-1]:
                 if not with_peers and not c.name.startswith("fastmc"):
                     continue
                 got = await ctx.failures.safe_async("aio multi", c.name, _multi_round, c, n, r)
                 for op, t in (got or {}).items():
                     times.setdefault((op, c.name), []).append(t)
-        for c in [*timed, blocking]:
+        for c in [*timed, *blocking]:
             for op in MULTI_OPS:
                 out.setdefault((n, op), {})[c.name] = median(times.get((op, c.name), []))
     return out
@@ -277,6 +280,7 @@ def _report(ctx: Ctx, names: list, tasks: dict, latency: dict, multi: dict) -> N
         best, best_name = min(peer_vals, default=(None, ""))
         cells = [f"{label}", f"{op}", f"{n:,}", fmt_num(f * 1e3 if f else None)]
         cells.append(f"{fmt_num(s * 1e3 if s else None)} (×{fmt_ratio(ratio(f, s))})")
+        cells.append(f"×{fmt_ratio(ratio(s, row.get(FastmcBlockingAgain.name)))}")
         for p in peers:
             v = row.get(p)
             cells.append(f"{fmt_num(v * 1e3)} (×{fmt_ratio(ratio(f, v))})" if v and f else "n/a")
@@ -293,8 +297,10 @@ def _report(ctx: Ctx, names: list, tasks: dict, latency: dict, multi: dict) -> N
         "asyncio: multi-key calls (ms per call, lower is better)",
         "One call at a time; median of rounds. Ratios: fastmc.aio ÷ the other (below 1 means "
         "fastmc.aio is faster). Peers without a multi-key write run one `asyncio.gather` of "
-        "single writes; n/a: the peer cannot spread keys over several servers.\n\n"
-        + md_table(["servers", "op", "keys", "fastmc.aio", "fastmc blocking", *peers], rows),
+        "single writes; n/a: the peer cannot spread keys over several servers. A/A: the "
+        "blocking client ÷ a second blocking client measured in the same rounds, the same code "
+        "twice (not a target): how far apart two equal clients come out in this run.\n\n"
+        + md_table(["servers", "op", "keys", "fastmc.aio", "fastmc blocking", "A/A", *peers], rows),
     )
     ctx.report.data["aio"] = {
         "tasks": {f"{op}:{t}": row for (op, t), row in tasks.items()},

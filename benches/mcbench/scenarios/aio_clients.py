@@ -88,6 +88,13 @@ class FastmcBlocking(AioClient):
         return self.mc.delete_multi(keys)
 
 
+class FastmcBlockingAgain(FastmcBlocking):
+    """A second blocking client in the same rounds: the same code twice (an A/A comparison),
+    for how far apart two equal clients come out in a run."""
+
+    name = "fastmc blocking, again"
+
+
 class GatherWrites(AioClient):
     """A peer with no multi-key write: a `gather` of its single writes, as its users write it."""
 
