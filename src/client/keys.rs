@@ -13,17 +13,31 @@ pub struct Keys {
 }
 
 /// How many spare buffers a thread keeps, and how large they may be (bytes of capacity).
-const SPARES: usize = 4;
-pub(crate) const SPARE_AT_MOST: usize = 16 << 20;
+const SPARES: usize = 2;
+pub(crate) const SPARE_AT_MOST: usize = 4 << 20;
 
 thread_local! {
     static SPARE: std::cell::RefCell<Vec<(Vec<u8>, Vec<usize>)>> =
         const { std::cell::RefCell::new(Vec::new()) };
+    /// Whether this thread makes `Keys` (or `Items`): only such a thread keeps spares. The
+    /// threads that only drop them (the asyncio client's workers, which run requests the
+    /// loop's thread made) would keep buffers nobody takes.
+    static MAKER: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Note that this thread makes keys or items (see `MAKER`).
+pub(crate) fn made_here() {
+    let _ = MAKER.try_with(|m| m.set(true));
+}
+
+/// Whether a buffer dropped on this thread is kept (see `MAKER`).
+pub(crate) fn keeps_spares() -> bool {
+    MAKER.try_with(|m| m.get()).unwrap_or(false)
 }
 
 impl Drop for Keys {
     fn drop(&mut self) {
-        if self.ends.capacity() == 0 || self.capacity() > SPARE_AT_MOST {
+        if self.ends.capacity() == 0 || self.capacity() > SPARE_AT_MOST || !keeps_spares() {
             return;
         }
         let mut bufs = (
@@ -59,6 +73,7 @@ impl Clone for Keys {
 impl Keys {
     /// Room for `n` keys of `bytes` bytes in all (in spare buffers of this thread, if any).
     pub fn with_capacity(n: usize, bytes: usize) -> Keys {
+        made_here();
         let spare = SPARE
             .try_with(|spare| spare.borrow_mut().pop())
             .ok()
@@ -139,6 +154,17 @@ mod tests {
         let copy = next.clone();
         assert_ne!(copy.bytes.as_ptr(), next.bytes.as_ptr());
         assert_eq!(copy.refs(), next.refs());
+    }
+
+    #[test]
+    fn a_thread_that_makes_no_keys_keeps_no_spares() {
+        let keys = Keys::of(&[b"made here".as_slice()]);
+        std::thread::spawn(move || {
+            drop(keys);
+            assert!(super::SPARE.with(|s| s.borrow().is_empty()));
+        })
+        .join()
+        .unwrap();
     }
 
     #[test]

@@ -248,6 +248,7 @@ impl<P> Direct<P> {
                 }
             }
             let conns = fds.len() - 1;
+            let loop_has_work = !fds[conns].revents().is_empty();
             let moved: Vec<(RawFd, PollFlags)> = fds[..conns]
                 .iter()
                 .filter(|f| !f.revents().is_empty())
@@ -270,6 +271,10 @@ impl<P> Direct<P> {
                 }
             }
             if r.begun.step() != Step::Wait {
+                break;
+            }
+            if loop_has_work {
+                counter = &mut self.idle.woken;
                 break;
             }
         }

@@ -24,7 +24,7 @@ struct Bufs {
     meta: Vec<(u32, u32, u64, usize)>,
 }
 
-use crate::client::SPARE_AT_MOST;
+use crate::client::{keeps_spares, made_here, SPARE_AT_MOST};
 
 thread_local! {
     static SPARE: std::cell::Cell<Option<Bufs>> = const { std::cell::Cell::new(None) };
@@ -39,7 +39,7 @@ impl Bufs {
 impl Drop for Items {
     fn drop(&mut self) {
         let mut bufs = std::mem::take(&mut self.bufs);
-        if bufs.capacity() == 0 || bufs.capacity() > SPARE_AT_MOST {
+        if bufs.capacity() == 0 || bufs.capacity() > SPARE_AT_MOST || !keeps_spares() {
             return;
         }
         bufs.data.clear();
@@ -58,6 +58,7 @@ impl Drop for Items {
 impl Items {
     /// Room for `n` items whose keys take `key_bytes` and values `bytes` in all.
     pub fn with_capacity(n: usize, key_bytes: usize, bytes: usize) -> Items {
+        made_here();
         let mut bufs = SPARE
             .try_with(|spare| spare.take())
             .ok()

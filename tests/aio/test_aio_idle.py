@@ -4,6 +4,7 @@ do (a queued callback, a due timer, a readable descriptor, a signal) ends that w
 keeps it from starting, and the request then waits on the loop as usual."""
 
 import asyncio
+import math
 import os
 import selectors
 import signal
@@ -183,3 +184,22 @@ def test_the_next_timer_is_read_on_the_loops_own_clock(mcd):
         return fut
 
     _stopped_then_resumed(mcd, body, _LoopClockBehind())
+
+
+def test_a_timer_at_infinity_leaves_the_wait_its_limit(server):
+    """`asyncio.sleep(math.inf)` (a task that sleeps for good) schedules a timer no duration
+    can hold: the wait takes its own limit, and the client goes on serving."""
+
+    async def main():
+        async with fastmc.aio.Client([server.address]) as mc:
+            await mc.set("f", "v")
+            forever = asyncio.ensure_future(asyncio.sleep(math.inf))
+            await asyncio.sleep(0)  # its timer is scheduled
+            moved, _, _ = mc._idle_waits
+            for _ in range(3):
+                assert await mc.get("f") == "v"
+            assert mc._idle_waits[0] == moved + 3
+            assert mc._in_flight == 0
+            forever.cancel()
+
+    asyncio.run(main())

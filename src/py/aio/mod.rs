@@ -288,15 +288,18 @@ impl PyAioClient {
                     fut: fut.clone().unbind(),
                     finish,
                 };
+                // While the loop is idle, a lone call waits for the reply itself (`quiet`),
+                // until a deadline taken now; a loop whose internals are not as expected is
+                // waited on as usual. (Before the count below: nothing here may leave it
+                // raised.)
+                let quiet = quiet
+                    .filter(|_| slf.get().pending.load(Ordering::Relaxed) == 0)
+                    .and_then(|q| Some((Instant::now() + q.budget(&running).ok()??, q)));
                 // Alone: on this thread (see `dispatch::direct`); else to the workers, where
                 // it travels with the others.
                 let alone = slf.get().pending.fetch_add(1, Ordering::Relaxed) == 0;
+                let quiet = quiet.filter(|_| alone);
                 let core = dispatch.client();
-                // While the loop is idle, the call waits for the reply itself (`quiet`); a
-                // loop whose internals are not as expected is waited on as usual.
-                let quiet = quiet
-                    .filter(|_| alone)
-                    .and_then(|q| Some((q.budget(&running).ok()??, q)));
                 // Its own statement: the lock is let go before `progress` (which may call
                 // listeners, which may call this client).
                 let started = if alone {
@@ -305,8 +308,7 @@ impl PyAioClient {
                     Err((req, pending))
                 };
                 match (started, quiet) {
-                    (Ok(Progress::Waiting), Some((budget, quiet))) => {
-                        let until = Instant::now() + budget;
+                    (Ok(Progress::Waiting), Some((until, quiet))) => {
                         let progress = super::io::released(py, || {
                             direct.lock().wait_here(core, quiet.selector(), until)
                         });

@@ -45,7 +45,8 @@ impl Quiet {
             .getattr(intern!(py, "_selector"))
             .and_then(|s| s.call_method0(intern!(py, "fileno")))
             .and_then(|f| f.extract())
-            .ok()?;
+            .ok()
+            .filter(|&fd| fd >= 0)?;
         // SAFETY: `fd` is the selector descriptor of `running`, the loop this call runs on:
         // the loop keeps it open while it runs, and it is only borrowed here to duplicate it.
         #[allow(unsafe_code)]
@@ -84,6 +85,8 @@ impl Quiet {
             .extract()?;
         let now: f64 = running.call_method0(intern!(py, "time"))?.extract()?;
         let left = when - now;
-        Ok((left > 0.0).then(|| Duration::from_secs_f64(left).min(LONGEST)))
+        // A timer beyond what a `Duration` holds (`asyncio.sleep(math.inf)`) is far enough.
+        Ok((left > 0.0)
+            .then(|| Duration::try_from_secs_f64(left).map_or(LONGEST, |d| d.min(LONGEST))))
     }
 }
