@@ -15,7 +15,7 @@ use std::os::fd::{AsRawFd, BorrowedFd, RawFd};
 use std::sync::Arc;
 use std::time::Instant;
 
-use rustix::event::PollFlags;
+use rustix::event::{PollFd, PollFlags};
 
 use super::check;
 use super::inflight::InFlight;
@@ -110,23 +110,22 @@ impl Begun {
             .find(|f| f.as_raw_fd() == fd)
     }
 
-    /// Serve the connection on `fd` as the selector reported it (`readable`, `writable`,
-    /// `broken`: an error or a hang-up); `None` if no batch waits on `fd`.
-    pub fn advance(
-        &mut self,
-        fd: RawFd,
-        readable: bool,
-        writable: bool,
-        broken: bool,
-    ) -> Option<Step> {
+    /// `interest` as `poll` takes it.
+    pub fn poll_fds(&self) -> Vec<PollFd<'_>> {
+        self.flights
+            .iter()
+            .filter(|a| !a.done())
+            .map(InFlight::poll_fd)
+            .collect()
+    }
+
+    /// Serve the connection on `fd` as the selector reported it (`events`, as `poll` reports
+    /// them: an error or a hang-up counts as broken); `None` if no batch waits on `fd`.
+    pub fn advance(&mut self, fd: RawFd, events: PollFlags) -> Option<Step> {
         let i = self
             .flights
             .iter()
             .position(|a| !a.done() && a.conn.fd().as_raw_fd() == fd)?;
-        let mut events = PollFlags::empty();
-        events.set(PollFlags::IN, readable);
-        events.set(PollFlags::OUT, writable);
-        events.set(PollFlags::ERR, broken);
         let a = &mut self.flights[i];
         match Client::serve(a, events, self.sink.as_dyn()) {
             Ok(true) => a.last_progress = Instant::now(),

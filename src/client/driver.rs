@@ -473,17 +473,7 @@ impl Client {
         ready: &mut Vec<PollFlags>,
         pinged: &mut Vec<(usize, PollFlags)>,
     ) {
-        let mut fds: Vec<PollFd<'_>> = waiting
-            .iter()
-            .map(|&i| {
-                let a = &flights[i];
-                let mut flags = PollFlags::IN;
-                if a.writing() {
-                    flags |= PollFlags::OUT;
-                }
-                PollFd::from_borrowed_fd(a.conn.fd(), flags)
-            })
-            .collect();
+        let mut fds: Vec<PollFd<'_>> = waiting.iter().map(|&i| flights[i].poll_fd()).collect();
         let n = fds.len();
         pinged.clear();
         for &i in waiting {

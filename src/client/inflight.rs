@@ -6,6 +6,8 @@
 
 use std::time::Instant;
 
+use rustix::event::{PollFd, PollFlags};
+
 use super::check::Check;
 use super::plan::ServerBatch;
 use super::replies::Replies;
@@ -109,6 +111,15 @@ impl InFlight {
                 "the server sent more than was asked".into(),
             ))
         }
+    }
+
+    /// Its connection as `poll` watches it: for reading, and for writing while it writes.
+    pub fn poll_fd(&self) -> PollFd<'_> {
+        let mut flags = PollFlags::IN;
+        if self.writing() {
+            flags |= PollFlags::OUT;
+        }
+        PollFd::from_borrowed_fd(self.conn.fd(), flags)
     }
 
     /// Write what the socket takes now; true if anything was written.

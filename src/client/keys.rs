@@ -12,52 +12,85 @@ pub struct Keys {
     ends: Vec<usize>,
 }
 
-/// How many spare buffers a thread keeps, and how large they may be (bytes of capacity).
+/// How many spare buffers a thread keeps of `Keys`.
 const SPARES: usize = 2;
-pub(crate) const SPARE_AT_MOST: usize = 4 << 20;
+/// The largest buffers a thread keeps (bytes of capacity).
+const SPARE_AT_MOST: usize = 4 << 20;
+
+/// A `Keys`' buffers.
+type KeyBufs = (Vec<u8>, Vec<usize>);
 
 thread_local! {
-    static SPARE: std::cell::RefCell<Vec<(Vec<u8>, Vec<usize>)>> =
-        const { std::cell::RefCell::new(Vec::new()) };
+    static SPARE: Spares<KeyBufs> = const { std::cell::RefCell::new(Vec::new()) };
     /// Whether this thread makes `Keys` (or `Items`): only such a thread keeps spares. The
     /// threads that only drop them (the asyncio client's workers, which run requests the
     /// loop's thread made) would keep buffers nobody takes.
     static MAKER: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
 }
 
-/// Note that this thread makes keys or items (see `MAKER`).
-pub(crate) fn made_here() {
-    let _ = MAKER.try_with(|m| m.set(true));
+/// Buffers a thread keeps for its next request (`Keys`, `Items`' values).
+pub(crate) trait Reusable: Default {
+    /// Bytes of capacity held.
+    fn capacity(&self) -> usize;
+    fn clear(&mut self);
 }
 
-/// Whether a buffer dropped on this thread is kept (see `MAKER`).
-pub(crate) fn keeps_spares() -> bool {
-    MAKER.try_with(|m| m.get()).unwrap_or(false)
+/// A thread's spare buffers of one kind.
+pub(crate) type Spares<T> = std::cell::RefCell<Vec<T>>;
+
+/// Keep `bufs`, cleared, among `spares` (at most `most`, the largest), if this thread makes
+/// such buffers and they are not too large.
+pub(crate) fn spare_keep<T: Reusable>(
+    spares: &'static std::thread::LocalKey<Spares<T>>,
+    most: usize,
+    mut bufs: T,
+) {
+    let capacity = bufs.capacity();
+    if capacity == 0 || capacity > SPARE_AT_MOST || !MAKER.try_with(|m| m.get()).unwrap_or(false) {
+        return;
+    }
+    bufs.clear();
+    // (`try_with`: not while the thread exits.)
+    let _ = spares.try_with(|spares| {
+        let mut spares = spares.borrow_mut();
+        if spares.len() < most {
+            spares.push(bufs);
+        } else if let Some(small) = spares.iter_mut().min_by_key(|b| b.capacity()) {
+            if small.capacity() < capacity {
+                *small = bufs;
+            }
+        }
+    });
+}
+
+/// A spare from `spares`, or new buffers; this thread keeps spares from now on.
+pub(crate) fn spare_take<T: Reusable>(spares: &'static std::thread::LocalKey<Spares<T>>) -> T {
+    let _ = MAKER.try_with(|m| m.set(true));
+    spares
+        .try_with(|spares| spares.borrow_mut().pop())
+        .ok()
+        .flatten()
+        .unwrap_or_default()
+}
+
+impl Reusable for KeyBufs {
+    fn capacity(&self) -> usize {
+        self.0.capacity() + self.1.capacity() * std::mem::size_of::<usize>()
+    }
+
+    fn clear(&mut self) {
+        self.0.clear();
+        self.1.clear();
+    }
 }
 
 impl Drop for Keys {
     fn drop(&mut self) {
-        if self.ends.capacity() == 0 || self.capacity() > SPARE_AT_MOST || !keeps_spares() {
-            return;
-        }
-        let mut bufs = (
+        let bufs = (
             std::mem::take(&mut self.bytes),
             std::mem::take(&mut self.ends),
         );
-        bufs.0.clear();
-        bufs.1.clear();
-        // (`try_with`: not while the thread exits.)
-        let _ = SPARE.try_with(|spare| {
-            let mut spare = spare.borrow_mut();
-            if spare.len() < SPARES {
-                spare.push(bufs);
-            } else if let Some(small) = spare.iter_mut().min_by_key(|b| b.0.capacity()) {
-                // The largest are kept.
-                if small.0.capacity() < bufs.0.capacity() {
-                    *small = bufs;
-                }
-            }
-        });
+        spare_keep(&SPARE, SPARES, bufs);
     }
 }
 
@@ -73,14 +106,10 @@ impl Clone for Keys {
 impl Keys {
     /// Room for `n` keys of `bytes` bytes in all (in spare buffers of this thread, if any).
     pub fn with_capacity(n: usize, bytes: usize) -> Keys {
-        made_here();
-        let spare = SPARE
-            .try_with(|spare| spare.borrow_mut().pop())
-            .ok()
-            .flatten();
-        let mut keys = match spare {
-            Some((bytes, ends)) => Keys { bytes, ends },
-            None => Keys::default(),
+        let (bytes_buf, ends) = spare_take(&SPARE);
+        let mut keys = Keys {
+            bytes: bytes_buf,
+            ends,
         };
         keys.reserve(n, bytes);
         keys
@@ -100,16 +129,6 @@ impl Keys {
     pub fn reserve(&mut self, n: usize, bytes: usize) {
         self.bytes.reserve(bytes);
         self.ends.reserve(n);
-    }
-
-    /// Bytes of capacity held.
-    pub fn capacity(&self) -> usize {
-        self.bytes.capacity() + self.ends.capacity() * std::mem::size_of::<usize>()
-    }
-
-    pub fn clear(&mut self) {
-        self.bytes.clear();
-        self.ends.clear();
     }
 
     pub fn push(&mut self, key: &[u8]) {
@@ -172,6 +191,6 @@ mod tests {
         let keys = Keys::with_capacity(1, super::SPARE_AT_MOST + 1);
         drop(keys);
         let next = Keys::with_capacity(1, 1);
-        assert!(next.capacity() < super::SPARE_AT_MOST);
+        assert!(next.bytes.capacity() < super::SPARE_AT_MOST);
     }
 }

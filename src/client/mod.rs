@@ -47,7 +47,7 @@ use crate::server::Probe;
 pub use direct::{Begun, DirectOp, Step};
 pub use driver::{Quick, Unfinished};
 pub use keys::Keys;
-pub(crate) use keys::{keeps_spares, made_here, SPARE_AT_MOST};
+pub(crate) use keys::{spare_keep, spare_take, Reusable, Spares};
 pub(crate) use sink::Tally;
 use snapshot::Snapshot;
 pub use topology::Membership;

@@ -18,7 +18,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
-use rustix::event::epoll;
+use rustix::event::{epoll, PollFlags};
 use rustix::time::{
     timerfd_create, timerfd_settime, Itimerspec, TimerfdClockId, TimerfdFlags, TimerfdTimerFlags,
 };
@@ -157,6 +157,16 @@ fn with_args<R>(req: &Request, f: impl FnOnce(&[&[u8]], &[StoreItem<'_>]) -> R) 
     }
 }
 
+/// What epoll reported for a connection, as `poll` would report it (`Begun::advance`).
+fn as_poll_flags(flags: epoll::EventFlags) -> PollFlags {
+    let mut events = PollFlags::empty();
+    events.set(PollFlags::IN, flags.contains(epoll::EventFlags::IN));
+    events.set(PollFlags::OUT, flags.contains(epoll::EventFlags::OUT));
+    events.set(PollFlags::ERR, flags.contains(epoll::EventFlags::ERR));
+    events.set(PollFlags::HUP, flags.contains(epoll::EventFlags::HUP));
+    events
+}
+
 impl<P> Direct<P> {
     pub fn new() -> std::io::Result<Direct<P>> {
         let epoll = epoll::create(epoll::CreateFlags::CLOEXEC)?;
@@ -216,7 +226,7 @@ impl<P> Direct<P> {
         selector: BorrowedFd<'_>,
         until: Instant,
     ) -> Progress<P> {
-        use rustix::event::{poll, PollFd, PollFlags};
+        use rustix::event::{poll, PollFd};
         let mut counter = &mut self.idle.moved_on;
         while let Some(r) = self.running.as_mut() {
             let until = r.begun.hand_off_at().map_or(until, |h| h.min(until));
@@ -225,18 +235,7 @@ impl<P> Direct<P> {
                 counter = &mut self.idle.timed_out;
                 break;
             }
-            let mut fds: Vec<PollFd<'_>> = r
-                .begun
-                .interest()
-                .map(|(fd, out)| {
-                    let flags = if out {
-                        PollFlags::IN | PollFlags::OUT
-                    } else {
-                        PollFlags::IN
-                    };
-                    PollFd::from_borrowed_fd(fd, flags)
-                })
-                .collect();
+            let mut fds = r.begun.poll_fds();
             fds.push(PollFd::from_borrowed_fd(selector, PollFlags::IN));
             match poll(&mut fds, Some(&to_timespec(left))) {
                 Ok(0) => continue, // the time is up: counted above
@@ -259,14 +258,7 @@ impl<P> Direct<P> {
                 break;
             }
             for (fd, ev) in moved {
-                let broken = ev.intersects(PollFlags::ERR | PollFlags::HUP | PollFlags::NVAL);
-                let step = r.begun.advance(
-                    fd,
-                    ev.contains(PollFlags::IN),
-                    ev.contains(PollFlags::OUT),
-                    broken,
-                );
-                if step.is_some_and(|s| s != Step::Wait) {
+                if r.begun.advance(fd, ev).is_some_and(|s| s != Step::Wait) {
                     break;
                 }
             }
@@ -292,7 +284,7 @@ impl<P> Direct<P> {
         // readiness of whatever else woke the loop (the watchdog's timer).
         if let ([(fd, false)], Some(r)) = (self.watched.as_slice(), self.running.as_mut()) {
             if r.begun
-                .advance(*fd, true, false, false)
+                .advance(*fd, PollFlags::IN)
                 .is_some_and(|s| s != Step::Wait)
             {
                 return self.settle(client, true);
@@ -318,13 +310,7 @@ impl<P> Direct<P> {
             for ev in &events {
                 let flags = ev.flags;
                 let fd = ev.data.u64() as RawFd;
-                let broken = flags.intersects(epoll::EventFlags::ERR | epoll::EventFlags::HUP);
-                let moved = r.begun.advance(
-                    fd,
-                    flags.contains(epoll::EventFlags::IN),
-                    flags.contains(epoll::EventFlags::OUT),
-                    broken,
-                );
+                let moved = r.begun.advance(fd, as_poll_flags(flags));
                 if let Some(s) = moved {
                     (step, served) = (s, true);
                     if step != Step::Wait {

@@ -24,46 +24,33 @@ struct Bufs {
     meta: Vec<(u32, u32, u64, usize)>,
 }
 
-use crate::client::{keeps_spares, made_here, SPARE_AT_MOST};
+use crate::client::{spare_keep, spare_take, Reusable, Spares};
 
 thread_local! {
-    static SPARE: std::cell::Cell<Option<Bufs>> = const { std::cell::Cell::new(None) };
+    static SPARE: Spares<Bufs> = const { std::cell::RefCell::new(Vec::new()) };
 }
 
-impl Bufs {
+impl Reusable for Bufs {
     fn capacity(&self) -> usize {
         self.data.capacity() + self.meta.capacity() * std::mem::size_of::<(u32, u32, u64, usize)>()
+    }
+
+    fn clear(&mut self) {
+        self.data.clear();
+        self.meta.clear();
     }
 }
 
 impl Drop for Items {
     fn drop(&mut self) {
-        let mut bufs = std::mem::take(&mut self.bufs);
-        if bufs.capacity() == 0 || bufs.capacity() > SPARE_AT_MOST || !keeps_spares() {
-            return;
-        }
-        bufs.data.clear();
-        bufs.meta.clear();
-        // The larger of the two is kept. (`try_with`: not while the thread exits.)
-        let _ = SPARE.try_with(|spare| {
-            let kept = match spare.take() {
-                Some(old) if old.capacity() >= bufs.capacity() => old,
-                _ => bufs,
-            };
-            spare.set(Some(kept));
-        });
+        spare_keep(&SPARE, 1, std::mem::take(&mut self.bufs));
     }
 }
 
 impl Items {
     /// Room for `n` items whose keys take `key_bytes` and values `bytes` in all.
     pub fn with_capacity(n: usize, key_bytes: usize, bytes: usize) -> Items {
-        made_here();
-        let mut bufs = SPARE
-            .try_with(|spare| spare.take())
-            .ok()
-            .flatten()
-            .unwrap_or_default();
+        let mut bufs: Bufs = spare_take(&SPARE);
         bufs.data.reserve(bytes);
         bufs.meta.reserve(n);
         Items {

@@ -5,7 +5,7 @@ turn whose reader callback read the reply, not one turn later.
 
 On an idle loop a lone request's reply is waited for inside the call (docs/aio.md, "An idle
 loop"), and the future comes back resolved; the tests that need a pending one queue a callback
-first (`busy`), so the loop has work and the call returns at once."""
+first (`loops.pending_get`), so the loop has work and the call returns at once."""
 
 import asyncio
 import contextvars
@@ -16,12 +16,7 @@ import time
 import fastmc
 import fastmc.aio
 import pytest
-
-
-def busy() -> None:
-    """Give the running loop a callback to run: the next request's future is returned pending
-    (the call does not wait for its reply)."""
-    asyncio.get_running_loop().call_soon(lambda: None)
+from loops import counting, pending_get, run_on
 
 
 def test_it_is_an_asyncio_future_to_asyncio(server):
@@ -51,8 +46,7 @@ def test_it_is_an_asyncio_future_to_asyncio(server):
 def test_a_pending_future_has_no_result_yet(server):
     async def main():
         async with fastmc.aio.Client([server.address]) as mc:
-            busy()
-            fut = mc._get("f")
+            fut = pending_get(mc)
             assert not fut.done()
             with pytest.raises(asyncio.InvalidStateError):
                 fut.result()
@@ -70,8 +64,7 @@ def test_done_callbacks_run_once_in_their_context(server):
         async with fastmc.aio.Client([server.address]) as mc:
             await mc.set("f", 1)
             seen = []
-            busy()
-            fut = mc._get("f")
+            fut = pending_get(mc)
             ctx = contextvars.copy_context()
             ctx.run(var.set, "theirs")
             fut.add_done_callback(lambda f: seen.append(("a", f.result(), var.get())), context=ctx)
@@ -101,8 +94,7 @@ def test_cancel_with_a_message_and_the_reply_is_dropped(server):
     async def main():
         async with fastmc.aio.Client([server.address]) as mc:
             await mc.set("f", "v")
-            busy()
-            fut = mc._get("f")
+            fut = pending_get(mc)
             called = []
             fut.add_done_callback(called.append)
             assert fut.cancel("enough")
@@ -137,12 +129,7 @@ def test_a_task_cancelled_while_it_waits_raises_cancelled(server):
     asyncio.run(main())
 
 
-class _CountingSelector(selectors.PollSelector):
-    turns = 0
-
-    def select(self, timeout=None):  # type: ignore[no-untyped-def]
-        type(self).turns += 1
-        return super().select(timeout)
+_CountingSelector = counting(selectors.PollSelector)
 
 
 def test_a_lone_request_costs_one_turn_of_the_loop(server):
@@ -164,11 +151,7 @@ def test_a_lone_request_costs_one_turn_of_the_loop(server):
             assert begun >= n
             assert turns <= n * 1.2, turns
 
-    loop = asyncio.SelectorEventLoop(_CountingSelector())
-    try:
-        loop.run_until_complete(main())
-    finally:
-        loop.close()
+    run_on(asyncio.SelectorEventLoop(_CountingSelector()), main)
 
 
 def test_the_collector_sees_what_it_holds(server):
@@ -178,8 +161,7 @@ def test_the_collector_sees_what_it_holds(server):
 
     async def main():
         async with fastmc.aio.Client([server.address]) as mc:
-            busy()
-            fut = mc._get("f")
+            fut = pending_get(mc)
             cb = lambda f: None  # noqa: E731
             fut.add_done_callback(cb)
             held = gc.get_referents(fut)
@@ -230,16 +212,14 @@ def test_any_number_of_tasks_may_await_one_future(server):
     async def main():
         async with fastmc.aio.Client([server.address]) as mc:
             await mc.set("f", "v")
-            busy()
-            fut = mc._get("f")
+            fut = pending_get(mc)
 
             async def wait():
                 return await fut
 
             assert await asyncio.gather(wait(), wait(), wait()) == ["v", "v", "v"]
             # iterated by hand while pending, as asyncio.Future refuses it
-            busy()
-            fut = mc._get("f")
+            fut = pending_get(mc)
             it = fut.__await__()
             assert next(it) is fut
             fut._asyncio_future_blocking = True
@@ -257,8 +237,7 @@ def test_callbacks_survive_a_future_resolved_while_one_is_removed(server):
 
     async def main():
         async with fastmc.aio.Client([server.address]) as mc:
-            busy()
-            fut = mc._get("f")
+            fut = pending_get(mc)
             seen = []
 
             class CancelsOnCompare:
@@ -293,8 +272,7 @@ def test_a_resumed_task_never_overtakes_what_was_queued_before(server):
         async with fastmc.aio.Client([server.address]) as mc:
             await mc.set("f", "v")
             order = []
-            busy()
-            fut = mc._get("f")  # a lone request: the loop's thread reads its reply
+            fut = pending_get(mc)  # a lone request: the loop's thread reads its reply
             time.sleep(0.02)  # the reply is in the socket before the loop looks again
             # runs in the next turn before the reader: queues a callback ahead of the wakeup
             loop.call_soon(loop.call_soon, order.append, "queued first")

@@ -13,15 +13,10 @@ import threading
 
 import fastmc
 import fastmc.aio
+from loops import counting, run_on
 from memcached import sigstop
 
-
-class _CountingEpoll(selectors.EpollSelector):
-    turns = 0
-
-    def select(self, timeout=None):  # type: ignore[no-untyped-def]
-        type(self).turns += 1
-        return super().select(timeout)
+_CountingEpoll = counting(selectors.EpollSelector)
 
 
 def test_on_an_idle_loop_a_lone_request_needs_no_turn_of_the_loop(server):
@@ -47,11 +42,7 @@ def test_on_an_idle_loop_a_lone_request_needs_no_turn_of_the_loop(server):
             assert woken == woken0
             assert turns <= n - done_at_once, turns
 
-    loop = asyncio.SelectorEventLoop(_CountingEpoll())
-    try:
-        loop.run_until_complete(main())
-    finally:
-        loop.close()
+    run_on(asyncio.SelectorEventLoop(_CountingEpoll()), main)
 
 
 def test_a_loop_with_work_gets_a_pending_future_at_once(server):
@@ -93,10 +84,7 @@ def _stopped_then_resumed(mcd, body, loop=None):
     if loop is None:
         asyncio.run(main())
     else:
-        try:
-            loop.run_until_complete(main())
-        finally:
-            loop.close()
+        run_on(loop, main)
 
 
 def test_a_readable_descriptor_ends_the_wait(mcd):

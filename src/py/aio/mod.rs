@@ -382,6 +382,18 @@ impl PyAioClient {
         PyAioFuture::settle(fut, r)
     }
 
+    /// `f` of the direct request's state (`T::default()` before the first loop), read without
+    /// the interpreter: the loop's thread may hold the lock while it waits in a call.
+    fn read_direct<T: Default + Send>(
+        slf: &Bound<'_, Self>,
+        f: impl FnOnce(&Direct<Pending>) -> T + Send,
+    ) -> T {
+        let direct = slf.get().binding.lock().as_ref().map(|b| b.direct.clone());
+        direct.map_or_else(T::default, |d| {
+            super::io::released(slf.py(), || f(&d.lock()))
+        })
+    }
+
     /// Serve the direct request's connections (its `PyReader`: the epoll descriptor is
     /// readable).
     fn direct_ready(slf: &Bound<'_, Self>) -> PyResult<()> {
@@ -679,27 +691,14 @@ impl PyAioClient {
     /// to a thread of their own.
     #[getter]
     fn _direct_counts(slf: &Bound<'_, Self>) -> (u64, u64) {
-        let direct = slf.get().binding.lock().as_ref().map(|b| b.direct.clone());
-        direct.map_or((0, 0), |d| {
-            // Without the interpreter: the loop's thread may hold the lock in a call.
-            super::io::released(slf.py(), || {
-                let d = d.lock();
-                (d.begun, d.handed_off)
-            })
-        })
+        Self::read_direct(slf, |d| (d.begun, d.handed_off))
     }
 
     /// How the waits for a reply inside a call ended (`quiet`): the request moved on, the
     /// loop had work, the wait's time ran out.
     #[getter]
     fn _idle_waits(slf: &Bound<'_, Self>) -> (u64, u64, u64) {
-        let direct = slf.get().binding.lock().as_ref().map(|b| b.direct.clone());
-        direct.map_or((0, 0, 0), |d| {
-            super::io::released(slf.py(), || {
-                let w = d.lock().idle;
-                (w.moved_on, w.woken, w.timed_out)
-            })
-        })
+        Self::read_direct(slf, |d| (d.idle.moved_on, d.idle.woken, d.idle.timed_out))
     }
 
     /// How many requests are in flight.
