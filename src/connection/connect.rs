@@ -139,6 +139,11 @@ pub(super) fn open(addr: &Address, opts: &SocketOptions) -> Result<Stream> {
         }
     };
     let fd = stream.fd();
+    // macOS has no per-call MSG_NOSIGNAL: the socket itself must not raise SIGPIPE (see
+    // `SEND` in connection/mod.rs). std sets this on its own sockets; the TCP ones are rustix's.
+    #[cfg(target_os = "macos")]
+    rustix::net::sockopt::set_socket_nosigpipe(fd, true)
+        .map_err(|e| Error::Connect(e.to_string()))?;
     if let Some(n) = opts.send_buffer {
         let _ = rustix::net::sockopt::set_socket_send_buffer_size(fd, n);
     }
@@ -216,8 +221,7 @@ fn connect_hedged(sa: &std::net::SocketAddr, timeout: Duration) -> io::Result<Tc
         } else {
             rustix::net::AddressFamily::INET6
         };
-        let flags = rustix::net::SocketFlags::NONBLOCK | rustix::net::SocketFlags::CLOEXEC;
-        let fd = rustix::net::socket_with(family, rustix::net::SocketType::STREAM, flags, None)?;
+        let fd = new_socket(family)?;
         match rustix::net::connect(&fd, sa) {
             Ok(()) => Ok(Some(connected(fd)?)),
             Err(Errno::INPROGRESS) | Err(Errno::INTR) => {
@@ -274,6 +278,28 @@ fn connect_hedged(sa: &std::net::SocketAddr, timeout: Duration) -> io::Result<Tc
             hedge_at = Some(now);
         }
     }
+}
+
+/// A non-blocking, close-on-exec stream socket, made so in the one call Linux has for it.
+#[cfg(not(target_os = "macos"))]
+fn new_socket(family: rustix::net::AddressFamily) -> io::Result<std::os::fd::OwnedFd> {
+    let flags = rustix::net::SocketFlags::NONBLOCK | rustix::net::SocketFlags::CLOEXEC;
+    Ok(rustix::net::socket_with(
+        family,
+        rustix::net::SocketType::STREAM,
+        flags,
+        None,
+    )?)
+}
+
+/// macOS has no SOCK_NONBLOCK or SOCK_CLOEXEC: the flags are set right after (as std does
+/// there; a fork and exec in between may inherit the socket, which macOS cannot prevent).
+#[cfg(target_os = "macos")]
+fn new_socket(family: rustix::net::AddressFamily) -> io::Result<std::os::fd::OwnedFd> {
+    let fd = rustix::net::socket(family, rustix::net::SocketType::STREAM, None)?;
+    rustix::io::fcntl_setfd(&fd, rustix::io::FdFlags::CLOEXEC)?;
+    rustix::io::ioctl_fionbio(&fd, true)?;
+    Ok(fd)
 }
 
 /// What a connect that got no answer within its timeout fails with (std's words for it).

@@ -25,6 +25,16 @@ use crate::protocol::binary;
 use connect::Stream;
 pub use connect::{Address, SocketOptions};
 
+/// The flags of every send: never block (the socket stays in blocking mode: per-call
+/// `MSG_DONTWAIT`) and never raise SIGPIPE when the server has gone (a program embedding
+/// CPython may not ignore it, as the `python` executable does). Linux says the latter per call,
+/// `MSG_NOSIGNAL`; macOS has no such flag and says it once per socket, `SO_NOSIGPIPE`
+/// (`connect::open`).
+#[cfg(not(target_os = "macos"))]
+const SEND: SendFlags = SendFlags::DONTWAIT.union(SendFlags::NOSIGNAL);
+#[cfg(target_os = "macos")]
+const SEND: SendFlags = SendFlags::DONTWAIT;
+
 /// Non-blocking I/O on a socket that stays in blocking mode: per-call `MSG_DONTWAIT`.
 struct NonBlocking<'a>(BorrowedFd<'a>);
 
@@ -38,19 +48,12 @@ impl Read for NonBlocking<'_> {
 
 impl Write for NonBlocking<'_> {
     fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-        rustix::net::send(self.0, buf, SendFlags::DONTWAIT | SendFlags::NOSIGNAL)
-            .map_err(io::Error::from)
+        rustix::net::send(self.0, buf, SEND).map_err(io::Error::from)
     }
     /// rustls hands over many small records at once: one `sendmsg` for all of them.
     fn write_vectored(&mut self, bufs: &[io::IoSlice<'_>]) -> io::Result<usize> {
         let mut control = rustix::net::SendAncillaryBuffer::default();
-        rustix::net::sendmsg(
-            self.0,
-            bufs,
-            &mut control,
-            SendFlags::DONTWAIT | SendFlags::NOSIGNAL,
-        )
-        .map_err(io::Error::from)
+        rustix::net::sendmsg(self.0, bufs, &mut control, SEND).map_err(io::Error::from)
     }
     fn flush(&mut self) -> io::Result<()> {
         Ok(())
@@ -323,7 +326,7 @@ impl Connection {
     }
 
     fn send_raw(&self, data: &[u8]) -> Result<usize> {
-        match rustix::net::send(self.fd(), data, SendFlags::DONTWAIT | SendFlags::NOSIGNAL) {
+        match rustix::net::send(self.fd(), data, SEND) {
             Ok(n) => Ok(n),
             Err(rustix::io::Errno::AGAIN) => Ok(0),
             Err(rustix::io::Errno::INTR) => Ok(0),
@@ -498,8 +501,7 @@ impl Connection {
     }
 
     fn send_nonblocking_ref(&self, data: &[u8]) -> Result<usize> {
-        rustix::net::send(self.fd(), data, SendFlags::DONTWAIT | SendFlags::NOSIGNAL)
-            .map_err(|e| Error::write(&io::Error::from(e)))
+        rustix::net::send(self.fd(), data, SEND).map_err(|e| Error::write(&io::Error::from(e)))
     }
 }
 
