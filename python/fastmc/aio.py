@@ -109,6 +109,8 @@ class Client(_fastmc.aio_client):
         readers = []
         for owner in (mailbox, direct):
             fd = owner.fileno()
+            if fd < 0:  # no direct request on this system (src/dispatch/direct_off.rs)
+                continue
             loop.add_reader(fd, _fastmc.aio_reader(ref, owner, loop))
             readers.append(fd)
         self._readers = (loop, readers)

@@ -29,6 +29,12 @@
 //! Uses `client::Client` (execution, routing) and `std::sync::mpsc` (the hand-off: since Rust
 //! 1.67 it is crossbeam-channel's implementation). Never Python.
 
+#[cfg(target_os = "linux")]
+pub mod direct;
+// epoll and timerfd are Linux's: elsewhere the loop's thread drives no request (the file says
+// why), and every request goes to the workers.
+#[cfg(not(target_os = "linux"))]
+#[path = "direct_off.rs"]
 pub mod direct;
 mod mailbox;
 mod merge;

@@ -34,6 +34,11 @@ pub(super) struct Quiet {
 impl Quiet {
     /// For `running`, when it is one of asyncio's selector loops on epoll; else `None`.
     pub(super) fn new(running: &Bound<'_, PyAny>) -> Option<Quiet> {
+        // Elsewhere no request is driven on the loop's thread (dispatch/direct_off.rs), so
+        // there is nothing to wait for here; macOS's selector is a kqueue besides.
+        if cfg!(not(target_os = "linux")) {
+            return None;
+        }
         let py = running.py();
         let ready = running.getattr(intern!(py, "_ready")).ok()?;
         for attr in [intern!(py, "_scheduled"), intern!(py, "_stopping")] {
