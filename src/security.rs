@@ -3,6 +3,8 @@
 //! Loading certificates and keys happens once, when the client is built, so a bad file fails at
 //! construction and connecting never reads files. Depends on `error` only (and rustls).
 
+mod roots;
+
 use std::fmt;
 use std::sync::Arc;
 
@@ -78,9 +80,8 @@ impl Tls {
                 }
             }
             None => {
-                let found = rustls_native_certs::load_native_certs();
                 // Certificates the platform store holds that rustls cannot parse are skipped.
-                let (added, _) = roots.add_parsable_certificates(found.certs);
+                let (added, _) = roots.add_parsable_certificates(roots::system());
                 if added == 0 {
                     return Err(
                         "no CA certificates found in the system store; pass a CA file".into(),
