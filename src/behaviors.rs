@@ -43,12 +43,15 @@ pub const ALL_BEHAVIORS: [&str; 30] = [
 ];
 
 /// fastmc's own behaviors (not in pylibmc): applied after pylibmc's, read back with them.
-pub const FASTMC_BEHAVIORS: [&str; 2] = [
+pub const FASTMC_BEHAVIORS: [&str; 3] = [
     // 1: get_multi raises when a server fails instead of leaving its keys out of the result.
     "get_multi_raise_on_error",
     // 1: a timeout marks the server down at once, as libmemcached does: no check of a stalled
     // request on a fresh connection first (docs/failures.md#lossy-links).
     "mark_down_at_once",
+    // Bytes a compressed value may inflate to (0: no limit); the binding's own, like
+    // pickle_protocol: it applies before any deserializer (docs/security.md).
+    "max_inflate",
 ];
 
 /// libmemcached's "invalid arguments" return code, which pylibmc reports for rejected values.

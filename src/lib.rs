@@ -19,3 +19,4 @@ pub mod py;
 pub mod ring;
 pub mod security;
 pub mod server;
+pub mod signing;

@@ -3,7 +3,7 @@ exception hierarchy and the native ``client`` class that :class:`fastmc.Client` 
 
 import asyncio
 import contextvars
-from collections.abc import Callable, Collection, Generator, Iterable, Mapping
+from collections.abc import Callable, Collection, Generator, Iterable, Mapping, Sequence
 from typing import Any, Final, TypeVar, final
 
 from typing_extensions import Self, TypeAlias
@@ -124,6 +124,9 @@ class TooBig(Error):
 class UnknownStatKey(Error):
     retcode: int
 
+# fastmc's own: a fetched value the client's value policy refuses (docs/security.md).
+class RefusedValueError(Error): ...
+
 # A key: text (encoded as UTF-8) or bytes.
 _Key: TypeAlias = str | bytes
 # The multi-key methods answer with the key objects they were given (without the prefix).
@@ -150,6 +153,10 @@ class client:
         tls_cert_file: str | None = None,
         tls_key_file: str | None = None,
         tls_server_name: str | None = None,
+        pickle: str = "allow",
+        signing_keys: Sequence[bytes] = ...,
+        accept_unsigned_pickles: bool = False,
+        pickle_loads: Callable[[bytes], Any] | None = None,
     ) -> None: ...
     @property
     def binary_protocol(self) -> bool: ...
@@ -342,6 +349,10 @@ class aio_client:
         tls_cert_file: str | None = None,
         tls_key_file: str | None = None,
         tls_server_name: str | None = None,
+        pickle: str = "allow",
+        signing_keys: Sequence[bytes] = ...,
+        accept_unsigned_pickles: bool = False,
+        pickle_loads: Callable[[bytes], Any] | None = None,
     ) -> None: ...
     @property
     def binary_protocol(self) -> bool: ...

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 from . import _fastmc, stampede
 from .client import _behaviors_numeric, _behaviors_symbolic, _native_init_args, _set_servers
 from .consts import BehaviorDict
+from .values import policy_arguments
 
 if TYPE_CHECKING:
     from types import TracebackType
@@ -62,6 +63,10 @@ class Client(_fastmc.aio_client):
         tls_cert_file: str | None = None,
         tls_key_file: str | None = None,
         tls_server_name: str | None = None,
+        pickle: str | None = None,
+        pickle_classes: Iterable[type | str] | None = None,
+        signing_keys: Iterable[str | bytes] | None = None,
+        accept_unsigned_pickles: bool | None = None,
     ) -> None:
         self.binary = binary
         self.addresses = list(servers)
@@ -78,7 +83,8 @@ class Client(_fastmc.aio_client):
                 tls_cert_file,
                 tls_key_file,
                 tls_server_name,
-            )
+            ),
+            **policy_arguments(pickle, pickle_classes, signing_keys, accept_unsigned_pickles),
         )
 
     def __repr__(self) -> str:

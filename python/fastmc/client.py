@@ -7,6 +7,7 @@ from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any, NoReturn, Union
 
 from . import _fastmc, stampede
+from .values import policy_arguments
 from .consts import BehaviorDict, distributions, distributions_rvs, hashers, hashers_rvs
 
 server_type_map = {
@@ -190,6 +191,10 @@ class Client(_fastmc.client):
         tls_cert_file: str | None = None,
         tls_key_file: str | None = None,
         tls_server_name: str | None = None,
+        pickle: str | None = None,
+        pickle_classes: Iterable[type | str] | None = None,
+        signing_keys: Iterable[str | bytes] | None = None,
+        accept_unsigned_pickles: bool | None = None,
     ) -> None:
         self.binary = binary
         self.addresses = list(servers)
@@ -205,7 +210,8 @@ class Client(_fastmc.client):
                 tls_cert_file,
                 tls_key_file,
                 tls_server_name,
-            )
+            ),
+            **policy_arguments(pickle, pickle_classes, signing_keys, accept_unsigned_pickles),
         )
 
     def __repr__(self) -> str:

@@ -68,6 +68,16 @@ subclasses! {
     UnknownStatKey = Some(36),
 }
 
+create_exception!(
+    pylibmc,
+    RefusedValueError,
+    Error,
+    "A fetched value the client's value policy refuses: a pickle where pickles are refused, an \
+     unsigned pickle where only signed ones are read, a bad signature, a class outside the \
+     allow list, or a value that inflates beyond max_inflate (a fastmc extension; \
+     docs/security.md)."
+);
+
 /// The class of every bad-key error fastmc raises: a `BadKeyProvided` that is also each class
 /// pylibmc raised for such a key in text mode, where it sent the key and the server (or the
 /// stream it corrupted) answered: `ClientError`, `ProtocolError` or `SocketCreateError`. So

@@ -10,6 +10,7 @@ pub mod events;
 mod io;
 pub mod serde;
 pub mod servers;
+pub mod values;
 
 use pyo3::prelude::*;
 use pyo3::types::PyList;
@@ -32,6 +33,11 @@ fn _fastmc(m: &Bound<'_, PyModule>) -> PyResult<()> {
         m.add(name, &cls)?;
         excs.append((name, cls))?;
     }
+    // fastmc's own, outside pylibmc's `exceptions` list.
+    m.add(
+        "RefusedValueError",
+        py.get_type::<errors::RefusedValueError>(),
+    )?;
     m.add("MemcachedError", errors::all_exceptions(py)[0].1.clone())?;
     m.add("exceptions", excs)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;

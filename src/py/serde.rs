@@ -10,7 +10,8 @@ use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyBool, PyBytes, PyInt, PyString, PyTuple};
 use pyo3::IntoPyObjectExt;
 
-use super::errors::plain_error;
+use super::errors::{plain_error, RefusedValueError};
+use super::values::ValuePolicy;
 
 pub const FLAG_PICKLE: u32 = 1;
 pub const FLAG_INTEGER: u32 = 2;
@@ -20,15 +21,15 @@ pub const FLAG_TEXT: u32 = 16;
 /// The flag bits that say how a value was serialized (all but ZLIB).
 pub const TYPE_MASK: u32 = FLAG_PICKLE | FLAG_INTEGER | FLAG_LONG | FLAG_TEXT;
 
-static PICKLE_DUMPS: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
-static PICKLE_LOADS: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
 static ZLIB_COMPRESS: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
-static ZLIB_DECOMPRESS: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
+static ZLIB_DECOMPRESSOBJ: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
 
-/// pylibmc's native serialization (no compression); bytes and str values are borrowed.
+/// pylibmc's native serialization (no compression); bytes and str values are borrowed. What
+/// needs pickle goes through the client's value policy.
 pub fn serialize<'a>(
     py: Python<'_>,
     v: &'a Bound<'_, PyAny>,
+    policy: &ValuePolicy,
     pickle_protocol: i64,
 ) -> PyResult<(Cow<'a, [u8]>, u32)> {
     if let Ok(b) = v.cast::<PyBytes>() {
@@ -51,12 +52,8 @@ pub fn serialize<'a>(
         let s = v.str()?;
         return Ok((Cow::Owned(s.to_str()?.as_bytes().to_vec()), FLAG_LONG));
     }
-    let dumps = PICKLE_DUMPS.import(py, "pickle", "dumps")?;
-    let out = dumps.call1((v, pickle_protocol))?;
-    let b = out
-        .cast::<PyBytes>()
-        .map_err(|_| PyTypeError::new_err("pickle.dumps did not return bytes"))?;
-    Ok((Cow::Owned(b.as_bytes().to_vec()), FLAG_PICKLE))
+    let (data, flags) = policy.pickle(py, v, pickle_protocol)?;
+    Ok((Cow::Owned(data), flags))
 }
 
 /// Check and convert what a user `serialize()` override returned.
@@ -113,16 +110,48 @@ pub fn maybe_compress<'a>(
     }
 }
 
-/// Inflate a zlib-container value.
-pub fn inflate(py: Python<'_>, data: &[u8]) -> PyResult<Vec<u8>> {
-    let decompress = ZLIB_DECOMPRESS.import(py, "zlib", "decompress")?;
-    match decompress.call1((PyBytes::new(py, data),)) {
-        Ok(out) => match out.cast::<PyBytes>() {
-            Ok(b) => Ok(b.as_bytes().to_vec()),
-            Err(_) => Err(plain_error("Failed to decompress value: inflate")),
-        },
-        Err(_) => Err(plain_error("Failed to decompress value: inflate")),
+/// Inflate a zlib-container value to at most `max` bytes: a value that would inflate further
+/// raises `RefusedValueError` once `max + 1` bytes are out, so a small value cannot make a huge
+/// one (behavior `max_inflate`). Anything else wrong is pylibmc's error.
+pub fn inflate<'py>(
+    py: Python<'py>,
+    key: Option<&[u8]>,
+    data: &[u8],
+    max: usize,
+) -> PyResult<Bound<'py, PyBytes>> {
+    let failed = || plain_error("Failed to decompress value: inflate");
+    let d = ZLIB_DECOMPRESSOBJ
+        .import(py, "zlib", "decompressobj")?
+        .call0()?;
+    // max_length 0 is no limit (behavior max_inflate 0).
+    let limit = if max >= isize::MAX as usize {
+        0
+    } else {
+        max + 1
+    };
+    let out = d
+        .call_method1("decompress", (PyBytes::new(py, data), limit))
+        .map_err(|_| failed())?;
+    let out = out.cast_into::<PyBytes>().map_err(|_| failed())?;
+    if out.as_bytes().len() > max {
+        return Err(inflate_refused(key, max));
     }
+    // A stream that did not end is truncated, as zlib.decompress would say.
+    if !d.getattr("eof")?.is_truthy()? {
+        return Err(failed());
+    }
+    Ok(out)
+}
+
+fn inflate_refused(key: Option<&[u8]>, max: usize) -> PyErr {
+    let what = match key {
+        Some(k) => format!("value of key {:?}", String::from_utf8_lossy(k)),
+        None => "value".to_string(),
+    };
+    RefusedValueError::new_err(format!(
+        "{what} refused: it inflates to more than max_inflate ({max} bytes); raise the \
+         behavior max_inflate to read it"
+    ))
 }
 
 /// PyLong_FromString's error for C bytes that are not ASCII (no digit is): ValueError with the
@@ -154,8 +183,16 @@ fn parse_small_int(data: &[u8]) -> Option<i64> {
     Some(if neg { -n } else { n })
 }
 
-/// pylibmc's native deserialization of already-inflated data; the ZLIB bit is ignored.
-pub fn deserialize(py: Python<'_>, data: &[u8], flags: u32) -> PyResult<Py<PyAny>> {
+/// pylibmc's native deserialization of already-inflated data; the ZLIB bit is ignored. A pickle
+/// goes through the client's value policy (`signed`: its signature was checked).
+pub fn deserialize(
+    py: Python<'_>,
+    data: &[u8],
+    flags: u32,
+    policy: &ValuePolicy,
+    key: Option<&[u8]>,
+    signed: bool,
+) -> PyResult<Py<PyAny>> {
     match flags & TYPE_MASK {
         0 => PyBytes::new(py, data).into_py_any(py),
         FLAG_TEXT => match std::str::from_utf8(data) {
@@ -177,10 +214,7 @@ pub fn deserialize(py: Python<'_>, data: &[u8], flags: u32) -> PyResult<Py<PyAny
             }
             Err(not_an_int(py, cut))
         }
-        FLAG_PICKLE => {
-            let loads = PICKLE_LOADS.import(py, "pickle", "loads")?;
-            loads.call1((PyBytes::new(py, data),)).map(Bound::unbind)
-        }
+        FLAG_PICKLE => policy.unpickle(py, key, data, signed),
         other => Err(plain_error(format!("unknown memcached key flags {other}"))),
     }
 }

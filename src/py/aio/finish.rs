@@ -9,6 +9,7 @@ use pyo3::IntoPyObjectExt;
 use crate::dispatch::request::{Keys, Outcome};
 use crate::error::Error as CoreError;
 use crate::protocol::StoreCmd;
+use crate::py::args::{join_key, key_obj};
 use crate::py::client::{admin, lease, multi, single, PyClient};
 use crate::py::errors::{self, Op};
 use pyo3::types::PyList;
@@ -18,7 +19,9 @@ pub(super) enum Finish {
         key: Vec<u8>,
         default: Py<PyAny>,
     },
-    Gets,
+    Gets {
+        key: Vec<u8>,
+    },
     Store {
         cmd: StoreCmd,
         key: Vec<u8>,
@@ -32,6 +35,8 @@ pub(super) enum Finish {
     Arith,
     Fetch {
         objs: Vec<Py<PyAny>>,
+        /// The key prefix: a value is decoded for its full key (signed values are bound to it).
+        prefix: Vec<u8>,
         with_cas: bool,
     },
     StoreMulti {
@@ -85,7 +90,9 @@ impl Finish {
             (Finish::Get { key, default }, Outcome::Fetched(f)) => {
                 single::get_reply(slf, &key, default, f)
             }
-            (Finish::Gets, Outcome::Fetched(f)) => single::gets_reply(slf, f)?.into_py_any(py),
+            (Finish::Gets { key }, Outcome::Fetched(f)) => {
+                single::gets_reply(slf, &key, f)?.into_py_any(py)
+            }
             (Finish::Store { cmd, key }, Outcome::Stored(mut v)) => {
                 single::store_reply(this, cmd, &key, v.pop())?.into_py_any(py)
             }
@@ -98,10 +105,21 @@ impl Finish {
             (Finish::Arith, Outcome::Numbers(mut v)) => {
                 single::arith_reply(v.pop())?.into_py_any(py)
             }
-            (Finish::Fetch { objs, with_cas }, Outcome::Fetched(f)) => {
+            (
+                Finish::Fetch {
+                    objs,
+                    prefix,
+                    with_cas,
+                },
+                Outcome::Fetched(f),
+            ) => {
                 let objs = bound(py, objs);
                 let refs: Vec<&Bound<'_, PyAny>> = objs.iter().collect();
-                Ok(multi::fetch_reply(slf, &refs, f, with_cas)?.into_any())
+                let full = objs
+                    .iter()
+                    .map(|o| Ok(join_key(&prefix, key_obj(o)?)))
+                    .collect::<PyResult<Vec<_>>>()?;
+                Ok(multi::fetch_reply(slf, &refs, &full, f, with_cas)?.into_any())
             }
             (
                 Finish::StoreMulti {

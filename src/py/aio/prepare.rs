@@ -63,7 +63,8 @@ pub(super) fn gets(slf: &Bound<'_, PyClient>, key: &Bound<'_, PyAny>) -> PyResul
         keys: one(k),
         cas: true,
     };
-    Ok(Prepared::Submit(req, Finish::Gets))
+    let finish = Finish::Gets { key: k.to_vec() };
+    Ok(Prepared::Submit(req, finish))
 }
 
 pub(super) fn store(
@@ -152,6 +153,7 @@ pub(super) fn fetch(
     };
     let finish = Finish::Fetch {
         objs: unbind(&objs),
+        prefix,
         with_cas,
     };
     Ok(Prepared::Submit(req, finish))
@@ -281,6 +283,7 @@ pub(super) fn gat_multi(
     };
     let finish = Finish::Fetch {
         objs: unbind(&objs),
+        prefix,
         with_cas: false,
     };
     Ok(Prepared::Submit(req, finish))

@@ -140,8 +140,9 @@ pub(super) fn serialize(
     value: &Bound<'_, PyAny>,
 ) -> PyResult<(Py<PyBytes>, u32)> {
     let py = slf.py();
-    let (data, flags) =
-        serde::serialize(py, value, slf.get().pickle_protocol.load(Ordering::Relaxed))?;
+    let this = slf.get();
+    let protocol = this.pickle_protocol.load(Ordering::Relaxed);
+    let (data, flags) = serde::serialize(py, value, &this.values(), protocol)?;
     Ok((PyBytes::new(py, &data).unbind(), flags))
 }
 
@@ -162,5 +163,6 @@ pub(super) fn deserialize(
             type_name(data)
         ))
     })?;
-    serde::deserialize(py, bytes.as_bytes(), flags)
+    // The pickle mode and the allow list apply (no key here, so no signature).
+    serde::deserialize(py, bytes.as_bytes(), flags, &slf.get().values(), None, false)
 }

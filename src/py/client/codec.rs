@@ -13,50 +13,75 @@ use pyo3::types::PyBytes;
 use super::PyClient;
 use crate::py::errors;
 use crate::py::serde;
+use crate::py::values::ValuePolicy;
+use crate::signing::FLAG_SIGNED;
 
 impl PyClient {
-    /// A value to store as (bytes, flags); bytes and str values are borrowed.
+    /// A value to store under `key` as (bytes, flags); bytes and str values are borrowed. A
+    /// pickle is signed last (over the compressed bytes) when the value policy says so.
     pub(crate) fn encode_value<'a>(
         &self,
         slf: &Bound<'_, Self>,
+        key: &[u8],
         val: &'a Bound<'_, PyAny>,
         min_compress_len: u32,
         compress_level: i32,
     ) -> PyResult<(Cow<'a, [u8]>, u32)> {
         let py = slf.py();
-        let (data, flags) = if self.user_serialize.load(Ordering::Relaxed) {
+        if self.user_serialize.load(Ordering::Relaxed) {
             let out = slf.call_method1(intern!(py, "serialize"), (val,))?;
             let (d, f) = serde::check_user_serialized(&out)?;
-            (Cow::Owned(d), f)
-        } else {
-            serde::serialize(py, val, self.pickle_protocol.load(Ordering::Relaxed))?
-        };
-        serde::maybe_compress(py, data, flags, min_compress_len, compress_level)
+            return serde::maybe_compress(py, Cow::Owned(d), f, min_compress_len, compress_level);
+        }
+        let policy = self.values();
+        let protocol = self.pickle_protocol.load(Ordering::Relaxed);
+        let (data, flags) = serde::serialize(py, val, &policy, protocol)?;
+        let (data, flags) =
+            serde::maybe_compress(py, data, flags, min_compress_len, compress_level)?;
+        Ok(policy.seal(key, data, flags))
     }
 
-    /// Decode a fetched value; `None` when a user `deserialize` raised `CacheMiss`.
+    /// Decode the value fetched for `key`; `None` when a user `deserialize` raised `CacheMiss`.
+    /// In order: the signature (when the policy checks it), then inflating (at most
+    /// `max_inflate` bytes), then the type; nothing is decoded before its signature is checked.
     pub(crate) fn decode_item(
         &self,
         slf: &Bound<'_, Self>,
+        key: &[u8],
         data: &[u8],
         flags: u32,
     ) -> PyResult<Option<Py<PyAny>>> {
         let py = slf.py();
-        let inflated;
-        let data: &[u8] = if flags & serde::FLAG_ZLIB != 0 {
-            inflated = serde::inflate(py, data)?;
-            &inflated
+        let user = self.user_deserialize.load(Ordering::Relaxed);
+        // Plain values (no pickle, no signature, no zlib) need neither the policy nor a copy.
+        if !user && flags & (serde::FLAG_PICKLE | serde::FLAG_ZLIB | FLAG_SIGNED) == 0 {
+            return serde::deserialize(py, data, flags, &ValuePolicy::default(), None, false)
+                .map(Some);
+        }
+        let policy = self.values();
+        // A class that decodes for itself owns the signed bit too (it may use it otherwise).
+        let signed = !user && policy.is_signed(flags);
+        let data = if signed {
+            policy.open(key, data, flags)?
         } else {
             data
         };
-        if self.user_deserialize.load(Ordering::Relaxed) {
+        let inflated;
+        let data: &[u8] = if flags & serde::FLAG_ZLIB != 0 {
+            let max = self.max_inflate.load(Ordering::Relaxed);
+            inflated = serde::inflate(py, Some(key), data, max)?;
+            inflated.as_bytes()
+        } else {
+            data
+        };
+        if user {
             match slf.call_method1(intern!(py, "deserialize"), (PyBytes::new(py, data), flags)) {
                 Ok(v) => Ok(Some(v.unbind())),
                 Err(e) if e.is_instance_of::<errors::CacheMiss>(py) => Ok(None),
                 Err(e) => Err(e),
             }
         } else {
-            serde::deserialize(py, data, flags).map(Some)
+            serde::deserialize(py, data, flags, &policy, Some(key), signed).map(Some)
         }
     }
 }

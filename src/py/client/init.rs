@@ -12,8 +12,10 @@ use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyInt, PyString};
 
-use super::PyClient;
-use crate::behaviors::{Behaviors, Rejected, ALL_BEHAVIORS, FASTMC_BEHAVIORS};
+use super::{PyClient, DEFAULT_MAX_INFLATE};
+use crate::behaviors::{
+    Behaviors, Rejected, ALL_BEHAVIORS, FASTMC_BEHAVIORS, RC_INVALID_ARGUMENTS,
+};
 use crate::client::Client;
 use crate::py::args::*;
 use crate::py::errors::{self, plain_error, Op};
@@ -142,6 +144,10 @@ pub(super) fn clone(slf: &Bound<'_, PyClient>) -> PyResult<Py<PyAny>> {
         this.pickle_protocol.load(Ordering::Relaxed),
         Ordering::Relaxed,
     );
+    *other.values.write() = Arc::new(this.values().copy(slf.py()));
+    other
+        .max_inflate
+        .store(this.max_inflate.load(Ordering::Relaxed), Ordering::Relaxed);
     other.user_serialize.store(
         this.user_serialize.load(Ordering::Relaxed),
         Ordering::Relaxed,
@@ -172,12 +178,18 @@ pub(super) fn get_behaviors(slf: &Bound<'_, PyClient>) -> PyResult<Py<PyDict>> {
     for name in ALL_BEHAVIORS.iter().chain(FASTMC_BEHAVIORS.iter()) {
         let v = match *name {
             "pickle_protocol" => this.pickle_protocol.load(Ordering::Relaxed),
+            // Shown only when set to something else than the default (as the others, below).
+            "max_inflate" => match this.max_inflate.load(Ordering::Relaxed) {
+                DEFAULT_MAX_INFLATE => continue,
+                usize::MAX => 0,
+                v => v as i64,
+            },
             "_socket_send_size" => b.get(name).unwrap_or(socket_sizes.0 as i64),
             "_socket_recv_size" => b.get(name).unwrap_or(socket_sizes.1 as i64),
             n => b.get(n).unwrap_or(0),
         };
         // fastmc's own behaviors appear only once set, so the read-back stays pylibmc's.
-        if FASTMC_BEHAVIORS.contains(name) && v == 0 {
+        if FASTMC_BEHAVIORS.contains(name) && v == 0 && *name != "max_inflate" {
             continue;
         }
         d.set_item(*name, v)?;
@@ -293,6 +305,21 @@ impl BehaviorPlan {
         for (i, &(name, value)) in self.values.iter().enumerate() {
             if name == "pickle_protocol" {
                 this.pickle_protocol.store(value, Ordering::Relaxed);
+                continue;
+            }
+            if name == "max_inflate" {
+                let max = match value {
+                    0 => usize::MAX,
+                    v => usize::try_from(v).map_err(|_| {
+                        (
+                            i,
+                            Rejected {
+                                rc: RC_INVALID_ARGUMENTS,
+                            },
+                        )
+                    })?,
+                };
+                this.max_inflate.store(max, Ordering::Relaxed);
                 continue;
             }
             b.set(name, value, binary)

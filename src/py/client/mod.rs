@@ -14,7 +14,7 @@ mod metrics;
 pub(crate) mod multi;
 pub(crate) mod single;
 
-use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU8, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU8, AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use parking_lot::RwLock;
@@ -23,6 +23,7 @@ use pyo3::types::{PyBytes, PyDict, PyList, PyTuple};
 
 use super::args::MaybeArg;
 use super::errors::plain_error;
+use super::values::{PickleMode, ValuePolicy};
 use crate::client::Client;
 use crate::protocol::StoreCmd;
 use crate::security::TlsOptions;
@@ -37,6 +38,10 @@ pub struct PyClient {
     pub(super) pickle_protocol: AtomicI64,
     pub(super) user_serialize: AtomicBool,
     pub(super) user_deserialize: AtomicBool,
+    /// What the codec does with pickles (`py::values`), set by `__init__` and `clone`.
+    pub(super) values: RwLock<Arc<ValuePolicy>>,
+    /// Behavior `max_inflate` (`usize::MAX`: no limit), applied before any deserializer.
+    pub(super) max_inflate: AtomicUsize,
     /// `BehaviorFlags` bits, mirrored from the core's behaviors by `init` whenever they change.
     flags: AtomicU8,
     /// Callbacks for server state changes (`on`).
@@ -57,6 +62,11 @@ impl PyClient {
     fn set_flags(&self, flags: BehaviorFlags) {
         self.flags.store(flags.bits(), Ordering::Relaxed);
     }
+
+    /// The value policy (a shared handle: its lock is held only to clone the `Arc`).
+    pub(crate) fn values(&self) -> Arc<ValuePolicy> {
+        self.values.read().clone()
+    }
 }
 
 impl PyClient {
@@ -68,6 +78,8 @@ impl PyClient {
             pickle_protocol: AtomicI64::new(-1),
             user_serialize: AtomicBool::new(false),
             user_deserialize: AtomicBool::new(false),
+            values: RwLock::new(Arc::new(ValuePolicy::default())),
+            max_inflate: AtomicUsize::new(DEFAULT_MAX_INFLATE),
             flags: AtomicU8::new(0),
             listeners: Default::default(),
         }
@@ -87,6 +99,11 @@ fn event_kind(event: &str) -> PyResult<crate::client::EventKind> {
         })
 }
 
+/// What a compressed value may inflate to by default: 64 MiB. memcached's items are 1 MiB by
+/// default (1 GiB at most with `-I`), zlib inflates at most about 1,000 times, and real cached
+/// text and pickles inflate 2 to 20 times; a value past this is a bomb more likely than a page.
+pub(crate) const DEFAULT_MAX_INFLATE: usize = 64 << 20;
+
 pub(super) fn not_initialized() -> PyErr {
     plain_error("client is not initialized (call __init__ first)")
 }
@@ -100,10 +117,11 @@ impl PyClient {
     }
 
     /// `_pylibmc.client(servers, binary=False, username=None, password=None, behaviors=None)`,
-    /// plus fastmc's keyword-only TLS arguments.
+    /// plus fastmc's keyword-only TLS and value-policy arguments.
     #[pyo3(signature = (servers, binary=None, username=None, password=None, behaviors=None, *,
                         tls=false, tls_ca_file=None, tls_cert_file=None, tls_key_file=None,
-                        tls_server_name=None))]
+                        tls_server_name=None, pickle="allow", signing_keys=Vec::new(),
+                        accept_unsigned_pickles=false, pickle_loads=None))]
     #[allow(clippy::too_many_arguments)]
     fn __init__(
         slf: &Bound<'_, Self>,
@@ -117,7 +135,18 @@ impl PyClient {
         tls_cert_file: Option<String>,
         tls_key_file: Option<String>,
         tls_server_name: Option<String>,
+        pickle: &str,
+        signing_keys: Vec<Vec<u8>>,
+        accept_unsigned_pickles: bool,
+        pickle_loads: Option<Py<PyAny>>,
     ) -> PyResult<()> {
+        let policy = ValuePolicy::new(
+            PickleMode::parse(pickle)?,
+            signing_keys,
+            accept_unsigned_pickles,
+            pickle_loads,
+        )?;
+        *slf.get().values.write() = Arc::new(policy);
         init::init(
             slf,
             servers,

@@ -286,7 +286,7 @@ pub(super) fn fetch(
             None => core.get_multi(&refs, with_cas),
         })
     })?;
-    fetch_reply(slf, &objs, fetched, with_cas)
+    fetch_reply(slf, &objs, &full, fetched, with_cas)
 }
 
 /// get_multi's prefix and keys (`O|s#:get_multi`, then the keys' length: a sequence).
@@ -317,6 +317,7 @@ pub(crate) fn fetch_keys<'a, 'py>(
 pub(crate) fn fetch_reply(
     slf: &Bound<'_, PyClient>,
     objs: &[&Bound<'_, PyAny>],
+    full: &[Cow<'_, [u8]>],
     mut fetched: Fetched,
     with_cas: bool,
 ) -> PyResult<Py<PyDict>> {
@@ -338,11 +339,11 @@ pub(crate) fn fetch_reply(
     let out = PyDict::new(py);
     let mut first_err: Option<CoreError> = None;
     let mut any_ok = false;
-    for (obj, r) in objs.iter().zip(results) {
+    for ((obj, key), r) in objs.iter().zip(full).zip(results) {
         match r {
             Ok(Some(item)) => {
                 any_ok = true;
-                if let Some(v) = this.decode_item(slf, fetched.bytes(&item), item.flags)? {
+                if let Some(v) = this.decode_item(slf, key, fetched.bytes(&item), item.flags)? {
                     if with_cas {
                         out.set_item(obj, (v, item.cas.unwrap_or(0)))?;
                     } else {
@@ -495,7 +496,7 @@ pub(crate) fn store_multi_keys<'a>(
         check_key_len(&args.prefix)?;
         let fk = join_key(&args.prefix, kb);
         check_key_len(&fk)?;
-        let enc = this.encode_value(slf, v, args.min_compress_len, args.level)?;
+        let enc = this.encode_value(slf, &fk, v, args.min_compress_len, args.level)?;
         if fk.is_empty() {
             failed_at[i] = true;
             continue;

@@ -103,7 +103,7 @@ pub(crate) fn store_value<'v>(
 ) -> PyResult<Option<(std::borrow::Cow<'v, [u8]>, u32)>> {
     let this = slf.get();
     let key = args.key;
-    let encoded = this.encode_value(slf, val, args.min_compress_len, args.level)?;
+    let encoded = this.encode_value(slf, key, val, args.min_compress_len, args.level)?;
     if key.is_empty() {
         if cmd == StoreCmd::Cas {
             return Err(errors::bad_key(Op::Store(cmd), errors::BAD_KEY_DETAIL));
@@ -184,7 +184,7 @@ pub(crate) fn get_reply(
     let this = slf.get();
     match f.items.pop() {
         Some(Ok(Some(item))) => Ok(this
-            .decode_item(slf, f.bytes(&item), item.flags)?
+            .decode_item(slf, k, f.bytes(&item), item.flags)?
             .unwrap_or(default)),
         Some(Ok(None)) => Ok(default),
         Some(Err(e)) => Err(errors::op_error(Op::Get, Some(k), &e)),
@@ -203,7 +203,7 @@ pub(super) fn gets(
         return Ok((py.None(), py.None()));
     };
     let f = detached(py, this, |core| Ok(core.get_multi(&[k], true)))?;
-    gets_reply(slf, f)
+    gets_reply(slf, k, f)
 }
 
 /// gets' key, converted and checked (with the cas behavior); `None` for an empty key, which
@@ -226,12 +226,13 @@ pub(crate) fn gets_key<'k>(
 /// What `gets` returns for the core's outcome `f` (one key).
 pub(crate) fn gets_reply(
     slf: &Bound<'_, PyClient>,
+    k: &[u8],
     mut f: Fetched,
 ) -> PyResult<(Py<PyAny>, Py<PyAny>)> {
     let py = slf.py();
     let this = slf.get();
     match f.items.pop() {
-        Some(Ok(Some(item))) => match this.decode_item(slf, f.bytes(&item), item.flags)? {
+        Some(Ok(Some(item))) => match this.decode_item(slf, k, f.bytes(&item), item.flags)? {
             Some(v) => Ok((v, item.cas.unwrap_or(0).into_py_any(py)?)),
             None => Ok((py.None(), py.None())),
         },
