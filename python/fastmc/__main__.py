@@ -2,7 +2,7 @@
 memrm/memflush::
 
     python -m fastmc [--servers host:port,...] stats [ARG]
-    python -m fastmc get KEY [KEY ...]
+    python -m fastmc get KEY [KEY ...] [--decode [--unpickle]]
     python -m fastmc set KEY VALUE [--time SECONDS] [--type str|bytes|int]   (VALUE "-": stdin)
     python -m fastmc delete KEY [KEY ...]
     python -m fastmc flush [--delay SECONDS]
@@ -11,6 +11,11 @@ Servers come from ``--servers``, else the ``MEMCACHED_SERVERS`` environment vari
 ``127.0.0.1:11211``. Exit status: 0 on success, 1 when a key is missing or not stored, 2 on a
 usage error, 3 when a server cannot be reached or answers with an error; every failure prints one
 line on standard error.
+
+``get`` prints what is stored, as memcached's text protocol shows it (``VALUE KEY FLAGS BYTES``,
+then the bytes, then a newline; a compressed value is inflated, at most ``max_inflate``), and
+never runs anything from the cache: ``--decode`` prints the value as a Python client reads it
+(str, int or bytes); a pickle is refused unless ``--unpickle`` says to run it.
 """
 
 from __future__ import annotations
@@ -21,7 +26,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from . import BadKeyProvided, Client, Error
+from . import BadKeyProvided, Client, Error, RefusedValueError
 
 EXIT_OK = 0
 EXIT_MISSING = 1
@@ -62,8 +67,18 @@ def _parser() -> argparse.ArgumentParser:
     s = command("stats", help="print each server's statistics")
     s.add_argument("arg", nargs="?", help='a stats group, e.g. "items", "slabs", "settings"')
 
-    g = command("get", help="print the value of each key")
+    g = command("get", help="print each key's flags and stored bytes")
     g.add_argument("keys", nargs="+", metavar="KEY")
+    g.add_argument(
+        "--decode",
+        action="store_true",
+        help="print the value as a Python client reads it (a pickle is refused)",
+    )
+    g.add_argument(
+        "--unpickle",
+        action="store_true",
+        help="with --decode, unpickle pickles: this runs code stored in the cache",
+    )
 
     st = command("set", help="store a value")
     st.add_argument("key", metavar="KEY")
@@ -91,10 +106,22 @@ def _servers(spec: str) -> list[str]:
     return servers
 
 
+class _Stored(Client):
+    """Reads (flags, bytes) as stored: nothing is decoded, so nothing can run."""
+
+    def deserialize(self, data: bytes, flags: int) -> Any:
+        return flags, data
+
+
 def _client(args: argparse.Namespace, servers: list[str] | None = None) -> Client:
     ms = max(1, int(args.timeout * 1000))
     behaviors = {"connect_timeout": ms, "_poll_timeout": ms, "retry_timeout": 1}
-    return Client(servers or _servers(args.servers), behaviors=behaviors)
+    servers = servers or _servers(args.servers)
+    if args.command == "get" and not args.decode:
+        return _Stored(servers, behaviors=behaviors)
+    # Pickles only when asked; never with a policy from the environment in the way.
+    pickle = "allow" if getattr(args, "unpickle", False) else "refuse"
+    return Client(servers, behaviors=behaviors, pickle=pickle, signing_keys=[])
 
 
 def _write_value(value: Any) -> None:
@@ -132,6 +159,8 @@ def _stats(mc: Client, args: argparse.Namespace) -> int:
 
 
 def _get(mc: Client, args: argparse.Namespace) -> int:
+    if args.unpickle and not args.decode:
+        raise ValueError("--unpickle goes with --decode")
     found = mc.get_multi(args.keys) if len(args.keys) > 1 else {}
     status = EXIT_OK
     for key in args.keys:
@@ -139,8 +168,14 @@ def _get(mc: Client, args: argparse.Namespace) -> int:
         if value is _MISSING:
             _error("key not found: %s" % key)
             status = EXIT_MISSING
-        else:
+        elif args.decode:
             _write_value(value)
+        else:
+            flags, data = value
+            out = sys.stdout.buffer
+            out.write(b"VALUE %s %d %d\n" % (os.fsencode(key), flags, len(data)))
+            out.write(data + b"\n")
+            out.flush()
     return status
 
 
@@ -194,6 +229,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     except BadKeyProvided as e:
         _error("invalid key: %s" % _one_line(e))
         return EXIT_USAGE
+    except RefusedValueError as e:
+        hint = " (--unpickle runs it)" if "pickle" in str(e) else ""
+        _error("%s%s" % (_one_line(e), hint))
+        return EXIT_SERVER
     except Error as e:
         _error("%s (servers: %s): %s" % (type(e).__name__, args.servers, _one_line(e)))
         return EXIT_SERVER

@@ -3,7 +3,8 @@
 aiocache's own memcached backend wraps aiomcache (one server, a pool of two connections, a
 ``gather`` of single sets for ``multi_set``). ``FastMCCache`` is a drop-in replacement for
 ``aiocache.MemcachedCache``: the same constructor arguments, the same values on the wire
-(bytes with flags 0, so the two backends read each other's entries), the same exceptions
+(bytes with flags 0, so the two backends read each other's entries; a value with other flags,
+a pickle among them, raises as it does there, and is never unpickled), the same exceptions
 (``TypeError("aiomcache error: ...")`` for what aiomcache refuses, worded as aiocache's users
 see them today), plus fastmc's pipelining (``multi_get``/``multi_set`` are one round trip per
 server) and several servers::
@@ -65,6 +66,19 @@ def _as_bytes(value: Any) -> bytes:
     return value
 
 
+class _BytesClient(fastmc.aio.Client):
+    """Values as aiomcache returns them: the bytes of a value stored with flags 0, and for any
+    other flags (a pickle, a str or an int stored by a pylibmc-style client) the error aiomcache
+    raises without a flag handler. Nothing is ever unpickled."""
+
+    def deserialize(self, data: bytes, flags: int) -> Any:
+        if flags:
+            raise fastmc.RefusedValueError(
+                "aiomcache error: received flags without handler (flags %d)" % flags
+            )
+        return data
+
+
 class FastMCBackend(BaseCache):  # type: ignore[misc]
     def __init__(
         self,
@@ -88,7 +102,7 @@ class FastMCBackend(BaseCache):  # type: ignore[misc]
         if discovery:
             self._client = self._discovered(discovery, behaviors, binary)
         else:
-            self._client = fastmc.aio.Client(self.servers, behaviors=behaviors, binary=binary)
+            self._client = _BytesClient(self.servers, behaviors=behaviors, binary=binary)
 
     def _discovered(
         self, discovery: bool | Mapping[str, Any], behaviors: dict[str, Any], binary: bool
@@ -102,7 +116,7 @@ class FastMCBackend(BaseCache):  # type: ignore[misc]
         interval = float(how.pop("interval", 60.0))
         args = autodiscovery.discovery_fetch_args(binary=binary, **how)
         config = autodiscovery.fetch_config(where, **args)
-        client = fastmc.aio.Client(list(config.servers), behaviors=behaviors, binary=binary)
+        client = _BytesClient(list(config.servers), behaviors=behaviors, binary=binary)
         self._discovery = autodiscovery.AutoDiscovery(
             client, where, interval=interval, config=config, **args
         )

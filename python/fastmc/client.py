@@ -7,8 +7,8 @@ from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any, NoReturn, Union
 
 from . import _fastmc, stampede
-from .values import policy_arguments
 from .consts import BehaviorDict, distributions, distributions_rvs, hashers, hashers_rvs
+from .values import policy_arguments
 
 server_type_map = {
     "tcp": _fastmc.server_type_tcp,

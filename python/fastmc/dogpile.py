@@ -13,7 +13,9 @@
     )
 
 It takes ``dogpile.cache.pylibmc``'s arguments (``url``, ``binary``, ``behaviors``,
-``min_compress_len``, ``distributed_lock``, ``lock_timeout``) and differs in two ways:
+``min_compress_len``, ``distributed_lock``, ``lock_timeout``), plus the value policy's
+(``pickle``, ``pickle_classes``, ``signing_keys``, ``accept_unsigned_pickles``: docs/security.md),
+and differs in two ways:
 
 - **One client for every thread.** dogpile's memcached backends keep a client per thread; a
   fastmc client is thread-safe, so one is shared (one small pool of connections per server).
@@ -99,11 +101,17 @@ class LeaseLock(CacheMutex):
 class FastMCBackend(PylibmcBackend):
     """``dogpile.cache.pylibmc`` on one shared fastmc client, with lease-based locks."""
 
+    _POLICY = ("pickle", "pickle_classes", "signing_keys", "accept_unsigned_pickles")
+
+    def __init__(self, arguments: dict[str, Any]) -> None:
+        self._policy = {k: arguments[k] for k in self._POLICY if k in arguments}
+        super().__init__(arguments)
+
     def _imports(self) -> None:
         pass
 
     def _create_client(self) -> fastmc.Client:
-        return fastmc.Client(self.url, binary=self.binary, behaviors=self.behaviors)
+        return fastmc.Client(self.url, binary=self.binary, behaviors=self.behaviors, **self._policy)
 
     @property
     def client(self) -> fastmc.Client:

@@ -111,3 +111,43 @@ def test_discovery_follows_the_configuration_endpoint(servers):
         assert sum(spread) == 30 and all(n > 0 for n in spread)
         with pytest.raises(TypeError, match="unknown discovery options: every"):
             FastMCCache(endpoint=host, port=int(port), discovery={"every": 1})
+
+
+def test_backend_never_unpickles_a_value_as_aiomcache_never_does(on_11211, tmp_path):
+    """A pickle written by a pylibmc-style client (flags 1) raises in both backends and runs
+    nothing; so does any value with other flags."""
+    import asyncio
+    import pickle
+
+    import fastmc
+    from aiocache.backends.memcached import MemcachedCache
+    from aiomcache.exceptions import ClientException
+    from fastmc.aiocache import FastMCCache
+
+    ran = tmp_path / "ran"
+
+    class Boom:
+        def __reduce__(self):
+            return (os.system, ("touch %s" % ran,))
+
+    class Writer(fastmc.Client):
+        def serialize(self, value):
+            return value
+
+    Writer([on_11211.address]).set("boom", (pickle.dumps(Boom()), 1))
+    fastmc.Client([on_11211.address]).set("text", "str")  # flags 16
+
+    async def main():
+        theirs, ours = MemcachedCache(), FastMCCache()
+        for key in ("boom", "text"):
+            with pytest.raises(ClientException, match="received flags without handler"):
+                await theirs.get(key)
+            with pytest.raises(fastmc.RefusedValueError, match="flags without handler"):
+                await ours.get(key)
+            with pytest.raises(fastmc.RefusedValueError, match="flags without handler"):
+                await ours.multi_get([key, "other"])
+        await theirs.close()
+        await ours.close()
+
+    asyncio.run(main())
+    assert not ran.exists()

@@ -34,6 +34,9 @@ def test_set_then_get_as_a_python_client_sees_it(server, mc):
     assert (r.returncode, r.stdout, r.stderr) == (0, b"", b"")
     assert mc.get("greeting") == "hello wörld"  # stored as str, like mc.set(k, "text")
     r = run("get", "greeting", servers=server.address)
+    stored = "hello wörld".encode()
+    assert (r.returncode, r.stdout) == (0, b"VALUE greeting 16 %d\n%s\n" % (len(stored), stored))
+    r = run("get", "greeting", "--decode", servers=server.address)
     assert (r.returncode, r.stdout) == (0, "hello wörld\n".encode())
 
 
@@ -49,15 +52,17 @@ def test_set_types_stdin_and_expiry(server, mc):
     assert mc.incr("n") == 42
     assert run("set", "gone", "x", "--time", "-1", servers=server.address).returncode == 0
     assert mc.get("gone") is None
-    r = run("get", "n", servers=server.address)
+    r = run("get", "n", "--decode", servers=server.address)
     assert r.stdout == b"42\n"
 
 
 def test_get_several_keys_and_a_missing_one(server, mc):
     mc.set_multi({"a": "1", "b": b"2"})
-    r = run("get", "a", "missing", "b", servers=server.address)
+    r = run("get", "a", "missing", "b", "--decode", servers=server.address)
     assert r.returncode == 1
     assert r.stdout == b"1\n2\n"
+    r = run("get", "a", "missing", "b", servers=server.address)
+    assert (r.returncode, r.stdout) == (1, b"VALUE a 16 1\n1\nVALUE b 0 1\n2\n")
     assert r.stderr == b"fastmc: key not found: missing\n"
 
 
@@ -91,7 +96,7 @@ def test_stats_and_a_stats_group(server, mc):
 
 def test_servers_from_environment(server, mc):
     mc.set("env", "from env")
-    r = run("get", "env", env={"MEMCACHED_SERVERS": server.address})
+    r = run("get", "env", "--decode", env={"MEMCACHED_SERVERS": server.address})
     assert (r.returncode, r.stdout) == (0, b"from env\n")
 
 
@@ -100,7 +105,7 @@ def test_servers_and_timeout_after_the_command(server, mc):
     after the command wins over the environment."""
     mc.set("after", "yes")
     env = {"MEMCACHED_SERVERS": "127.0.0.1:%d" % free_port()}
-    r = run("get", "after", "--servers", server.address, "--timeout", "5", env=env)
+    r = run("get", "after", "--servers", server.address, "--timeout", "5", "--decode", env=env)
     assert (r.returncode, r.stdout) == (0, b"yes\n")
     r = run("stats", "--servers", server.address, env=env)
     assert r.returncode == 0 and server.address.encode() in r.stdout
@@ -136,3 +141,33 @@ def test_bad_input_is_a_usage_error(server):
     assert r.returncode == 2
     r = run(servers=server.address)
     assert r.returncode == 2 and b"usage:" in r.stderr
+
+
+def test_get_never_runs_a_pickle_unless_asked(server, mc, tmp_path):
+    """An operator inspecting a suspicious key sees its bytes; --decode refuses the pickle, even
+    with a permissive policy in the environment; only --unpickle runs it."""
+    import pickle
+
+    ran = tmp_path / "ran"
+
+    class Boom:
+        def __reduce__(self):
+            return (os.system, ("touch %s" % ran,))
+
+    class Writer(fastmc.Client):
+        def serialize(self, value):
+            return value
+
+    payload = pickle.dumps(Boom())
+    Writer([server.address]).set("boom", (payload, 1))
+    r = run("get", "boom", servers=server.address)
+    assert (r.returncode, r.stdout) == (0, b"VALUE boom 1 %d\n%s\n" % (len(payload), payload))
+    env = {"FASTMC_PICKLE": "allow"}
+    r = run("get", "boom", "--decode", servers=server.address, env=env)
+    assert r.returncode == 3 and b"refuses pickles (--unpickle runs it)" in r.stderr
+    assert not ran.exists()
+    r = run("get", "boom", "--unpickle", servers=server.address)
+    assert r.returncode == 2 and b"--unpickle goes with --decode" in r.stderr
+    assert not ran.exists()
+    r = run("get", "boom", "--decode", "--unpickle", servers=server.address)
+    assert r.returncode == 0 and ran.exists()

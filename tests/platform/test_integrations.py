@@ -735,3 +735,90 @@ def test_django_discovery_follows_the_configuration_endpoint(servers, django_set
         pytest.raises(ValueError, match="one configuration endpoint"),
     ):
         caches["default"].get("x")
+
+
+# ---------------------------------------------------------------------------------------------
+# The value policy through each framework (docs/security.md)
+
+SIGNING_KEY = "s" * 32
+
+
+class _Stored(fastmc.Client):
+    def deserialize(self, data, flags):
+        return flags
+
+
+@pytest.mark.parametrize("backend", ["FastMCCache", "PyLibMCCache+install_as_pylibmc"])
+def test_django_options_carry_the_value_policy(backend, server, raw, django_settings, request):
+    """OPTIONS reach both clients (blocking and asyncio): objects are written signed, and a
+    pickle planted in the cache is refused instead of run."""
+    import asyncio
+
+    from django.core.cache import caches
+    from django.test import override_settings
+
+    if backend == "FastMCCache":
+        path = "fastmc.django.FastMCCache"
+    else:
+        request.getfixturevalue("as_pylibmc")
+        path = "django.core.cache.backends.memcached.PyLibMCCache"
+    options = {"pickle": "signed", "signing_keys": [SIGNING_KEY]}
+    with override_settings(CACHES=_django_caches(path, server, KEY_PREFIX="pol", OPTIONS=options)):
+        cache = caches["default"]
+        cache.set("obj", {"a": 1})
+        assert cache.get("obj") == {"a": 1}
+        key = cache.make_and_validate_key("obj")
+        assert _Stored([server.address]).get(key) == 257  # signed pickle
+        raw.set(cache.make_and_validate_key("planted"), {"b": 2})  # an unsigned pickle
+        with pytest.raises(fastmc.RefusedValueError):
+            cache.get("planted")
+        if backend == "FastMCCache":
+
+            async def main():
+                await cache.aset("aobj", [1])
+                assert await cache.aget("aobj") == [1]
+                with pytest.raises(fastmc.RefusedValueError):
+                    await cache.aget("planted")
+
+            asyncio.run(main())
+            assert _Stored([server.address]).get(cache.make_and_validate_key("aobj")) == 257
+
+
+def test_flask_caching_takes_the_policy_from_the_environment(server, raw, as_pylibmc, monkeypatch):
+    """cachelib builds its client without options: the FASTMC_* variables reach it."""
+    from flask import Flask
+    from flask_caching import Cache
+
+    monkeypatch.setenv("FASTMC_PICKLE", "signed")
+    monkeypatch.setenv("FASTMC_SIGNING_KEYS", SIGNING_KEY)
+    app = Flask("fastmc_policy")
+    cache = Cache(
+        app,
+        config={
+            "CACHE_TYPE": "MemcachedCache",
+            "CACHE_MEMCACHED_SERVERS": [server.address],
+            "CACHE_KEY_PREFIX": "fp:",
+        },
+    )
+    with app.app_context():
+        assert cache.set("obj", {"a": 1}) and cache.get("obj") == {"a": 1}
+        assert _Stored([server.address]).get("fp:obj") == 257
+        raw.set("fp:planted", {"b": 2})
+        with pytest.raises(fastmc.RefusedValueError):
+            cache.get("planted")
+
+
+def test_dogpile_arguments_carry_the_value_policy(server, raw):
+    import fastmc.dogpile  # registers "fastmc"
+    from dogpile.cache import make_region
+
+    region = make_region().configure(
+        "fastmc",
+        arguments={"url": [server.address], "pickle": "signed", "signing_keys": [SIGNING_KEY]},
+    )
+    region.set("obj", {"a": 1})
+    assert region.get("obj") == {"a": 1}
+    assert _Stored([server.address]).get("obj") == 257
+    raw.set("planted", {"b": 2})
+    with pytest.raises(fastmc.RefusedValueError):
+        region.get("planted")
