@@ -90,6 +90,10 @@ pub enum Error {
     /// A binary-protocol status the client has no meaning for (e.g. incr on a non-numeric
     /// value): one request failed, the stream is in sync after it.
     UnknownStatus(String),
+    /// The client would not (a value announced over `max_value_size`) or could not (the
+    /// allocator refused) make room for what the server sent. The reply is left unread, so the
+    /// connection is dropped; the server is not blamed for the client's memory.
+    Alloc(String),
 }
 
 impl Error {
@@ -170,6 +174,7 @@ impl Error {
             Error::NoServers => 20,
             Error::Auth(_) => 41,
             Error::UnknownStatus(_) => 7,
+            Error::Alloc(_) => 17,
         }
     }
 }
@@ -195,11 +200,19 @@ impl fmt::Display for Error {
             Error::NoServers => f.write_str("NO SERVERS DEFINED"),
             Error::Auth(m) => write!(f, "AUTHENTICATION FAILURE ({m})"),
             Error::UnknownStatus(m) => write!(f, "UNKNOWN READ FAILURE ({m})"),
+            Error::Alloc(m) => write!(f, "MEMORY ALLOCATION FAILURE ({m})"),
         }
     }
 }
 
 impl std::error::Error for Error {}
+
+impl From<std::collections::TryReserveError> for Error {
+    /// The allocator refused room for bytes the server announced or sent.
+    fn from(e: std::collections::TryReserveError) -> Error {
+        Error::Alloc(e.to_string())
+    }
+}
 
 /// The core's result type.
 pub type Result<T> = std::result::Result<T, Error>;

@@ -125,6 +125,8 @@ pub(super) struct GetSink<W: WireKeys> {
     pub data: Vec<u8>,
     /// The current request's error lines (see `GetError`); empty on the common path.
     errors: Vec<GetError>,
+    /// How many error lines the current request got: never more than it has keys.
+    error_lines: usize,
     /// Whether a hit of the current request came out of order.
     reordered: bool,
 }
@@ -180,15 +182,40 @@ impl<W: WireKeys> GetSink<W> {
             wire,
             data: Vec::with_capacity(arena),
             errors: Vec::new(),
+            error_lines: 0,
             reordered: false,
         }
     }
 
-    fn hit(&mut self, k: u32, flags: u32, cas: Option<u64>, data: &[u8]) {
+    /// A hit's bytes into the arena: the server chose their size, so room is asked for, and a
+    /// refusal is an error rather than an abort.
+    fn hit(&mut self, k: u32, flags: u32, cas: Option<u64>, data: &[u8]) -> Result<()> {
         let start = self.data.len();
+        self.data.try_reserve(data.len())?;
         self.data.extend_from_slice(data);
         let item = Item::new(flags, cas, start, data.len());
         self.out.set(k, Ok(Some(item)));
+        Ok(())
+    }
+
+    /// An error line in place of a value. Each stands for one key, so more lines than keys are
+    /// a protocol error. Only the first line since the last hit is kept: a later one would fail
+    /// the same keys or fewer, and the first failure recorded for a key is the one it keeps.
+    fn error_in_reply(&mut self, keys: &[u32], cursor: usize, error: Error) -> Result<bool> {
+        self.error_lines += 1;
+        if self.error_lines > keys.len() {
+            return Err(Error::Protocol(
+                "more error lines than keys in a get reply".into(),
+            ));
+        }
+        if !self.errors.last().is_some_and(|e| e.to.is_none()) {
+            self.errors.push(GetError {
+                from: cursor,
+                to: None,
+                error,
+            });
+        }
+        Ok(false)
     }
 
     /// A hit for `key`: ahead of the cursor (skipping misses), or a key skipped earlier.
@@ -208,11 +235,12 @@ impl<W: WireKeys> GetSink<W> {
                 // (if not empty: a binary batch may have failed this key on its own)
                 self.out.set_if_empty(k, Ok(None));
             }
-            for e in self.errors.iter_mut().filter(|e| e.to.is_none()) {
+            // (only the last error line kept can still be open: see `error_in_reply`)
+            if let Some(e) = self.errors.last_mut().filter(|e| e.to.is_none()) {
                 e.to = Some(pos);
             }
             *cursor = pos + 1;
-            self.hit(keys[pos], flags, cas, data);
+            self.hit(keys[pos], flags, cas, data)?;
             return Ok(false);
         }
         let behind = keys[..(*cursor).min(keys.len())]
@@ -222,7 +250,7 @@ impl<W: WireKeys> GetSink<W> {
         match behind {
             Some(k) => {
                 self.reordered = true;
-                self.hit(k, flags, cas, data);
+                self.hit(k, flags, cas, data)?;
                 Ok(false)
             }
             None => Err(Error::Protocol(
@@ -249,6 +277,7 @@ impl<W: WireKeys> GetSink<W> {
             }
         }
         self.reordered = false;
+        self.error_lines = 0;
         *cursor = keys.len();
     }
 }
@@ -277,12 +306,7 @@ impl<W: WireKeys> Sink for GetSink<W> {
             // whole reply (as a proxy passes a single get through); memcached itself never sends
             // one inside a reply but "out of memory writing get response", which ends it.
             Reply::Failed(e @ (Error::ServerError(_) | Error::TooBig)) if keys.len() > 1 => {
-                self.errors.push(GetError {
-                    from: *cursor,
-                    to: None,
-                    error: e,
-                });
-                Ok(false)
+                self.error_in_reply(keys, *cursor, e)
             }
             Reply::Failed(e) if *cursor == 0 && self.errors.is_empty() => Err(e),
             Reply::Failed(e) => Err(Error::Protocol(format!(
@@ -293,11 +317,13 @@ impl<W: WireKeys> Sink for GetSink<W> {
     }
     fn fail(&mut self, keys: &[u32], e: &Error) {
         self.errors.clear();
+        self.error_lines = 0;
         self.reordered = false;
         self.out.fail(keys, e);
     }
     fn revoke(&mut self, keys: &[u32], e: &Error) {
         self.errors.clear();
+        self.error_lines = 0;
         self.reordered = false;
         self.out.revoke(keys, e);
     }
@@ -387,10 +413,18 @@ impl<T: Clone + Tally, F: FnMut(Reply<'_>) -> Result<T>> Sink for LineSink<T, F>
     }
 }
 
+/// The most `STAT` lines one server's `stats` reply may have (memcached's largest groups,
+/// `items` and `slabs`, have about 1,500 with every slab class in use).
+pub(crate) const MAX_STAT_LINES: usize = 16_384;
+/// The most bytes of names and values one server's `stats` reply may have.
+pub(crate) const MAX_STAT_BYTES: usize = 4 << 20;
+
 /// `stats` replies: many lines per server; one outcome per server.
 pub(super) struct StatsSink {
     out: Vec<Option<Result<Stats>>>,
     acc: Stats,
+    /// Bytes of names and values in `acc`.
+    acc_bytes: usize,
 }
 
 impl StatsSink {
@@ -398,6 +432,7 @@ impl StatsSink {
         StatsSink {
             out: (0..servers).map(|_| None).collect(),
             acc: Vec::new(),
+            acc_bytes: 0,
         }
     }
 
@@ -416,6 +451,10 @@ impl Sink for StatsSink {
         };
         match r {
             Reply::Stat { name, value } => {
+                self.acc_bytes += name.len() + value.len();
+                if self.acc.len() >= MAX_STAT_LINES || self.acc_bytes > MAX_STAT_BYTES {
+                    return Err(Error::Protocol("too many STAT lines".into()));
+                }
                 self.acc.push((name.to_vec(), value.to_vec()));
                 Ok(false)
             }
@@ -423,6 +462,7 @@ impl Sink for StatsSink {
                 if let Some(slot) = self.out.get_mut(k as usize) {
                     *slot = Some(Ok(std::mem::take(&mut self.acc)));
                 }
+                self.acc_bytes = 0;
                 Ok(true)
             }
             Reply::Failed(e) if self.acc.is_empty() => Err(e),
@@ -441,6 +481,7 @@ impl Sink for StatsSink {
             }
         }
         self.acc.clear();
+        self.acc_bytes = 0;
     }
     fn assume_ok(&mut self, _: &[u32]) {}
     fn reject(&mut self, key: u32, e: Error) {
@@ -451,11 +492,14 @@ impl Sink for StatsSink {
 }
 
 /// Where a quiet meta batch stands: the position after the last key the server answered for,
-/// and error lines that came without a key (each belongs to some key between two answered ones).
+/// the first error line that came without a key since then (it belongs to some key between two
+/// answered ones; a later one would fail the same keys, which keep their first failure), and
+/// how many error lines the segment had: never more than it has keys.
 #[derive(Default)]
 pub(super) struct QuietBatch {
     from: usize,
-    pending: Vec<(usize, Error)>,
+    pending: Option<(usize, Error)>,
+    error_lines: usize,
 }
 
 impl QuietBatch {
@@ -469,7 +513,7 @@ impl QuietBatch {
                         "meta reply for a request that was not sent".into(),
                     ));
                 }
-                for (from, e) in self.pending.drain(..) {
+                if let Some((from, e)) = self.pending.take() {
                     sink.ambiguous(&keys[from..pos], &e);
                 }
                 match sink.reply(ReplyKind::MetaStore, &keys[pos..=pos], &mut 0, *status) {
@@ -483,15 +527,22 @@ impl QuietBatch {
             // An error line carries no token: it belongs to one of the keys after the last one
             // answered and before the next one answered (or the end of the segment).
             Reply::Failed(e) => {
-                self.pending.push((self.from, e));
+                self.error_lines += 1;
+                if self.error_lines > keys.len() {
+                    return Err(Error::Protocol(
+                        "more error lines than keys in a quiet batch".into(),
+                    ));
+                }
+                self.pending.get_or_insert((self.from, e));
                 Ok(false)
             }
             Reply::MetaNoop => {
-                for (from, e) in self.pending.drain(..) {
+                if let Some((from, e)) = self.pending.take() {
                     sink.ambiguous(&keys[from..], &e);
                 }
                 sink.assume_ok(keys);
                 self.from = 0;
+                self.error_lines = 0;
                 Ok(true)
             }
             _ => Err(unexpected()),

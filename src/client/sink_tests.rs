@@ -346,3 +346,77 @@ fn owned_wire_keys_match_hits_as_the_borrowed_ones_do() {
     assert!(matches!(r, Ok(true)));
     assert_eq!(fetched(sink), ["miss", "miss", "two", "three"]);
 }
+
+#[test]
+fn a_get_reply_with_more_error_lines_than_keys_breaks_the_stream() {
+    let w = wire(&[b"a", b"b", b"c"]);
+    let keys = [0, 1, 2];
+    let kind = ReplyKind::Retrieval;
+    let failed = || Reply::Failed(Error::ServerError("backend failure".into()));
+    let mut sink = get_sink(&w);
+    let mut cursor = 0;
+    for _ in 0..keys.len() {
+        assert!(!sink.reply(kind, &keys, &mut cursor, failed()).unwrap());
+    }
+    // One line per key at most; and the lines kept do not grow with the lines sent.
+    assert_eq!(sink.errors.len(), 1);
+    let r = sink.reply(kind, &keys, &mut cursor, failed());
+    assert!(matches!(r, Err(Error::Protocol(_))), "{r:?}");
+    // A new request starts counting again.
+    let mut sink = get_sink(&w);
+    let mut cursor = 0;
+    sink.reply(kind, &keys, &mut cursor, failed()).unwrap();
+    sink.reply(kind, &keys, &mut cursor, value(b"b", b"B"))
+        .unwrap();
+    sink.reply(kind, &keys, &mut cursor, failed()).unwrap();
+    assert_eq!(sink.errors.len(), 2);
+    assert!(sink.reply(kind, &keys, &mut cursor, Reply::End).unwrap());
+    assert_eq!(fetched(sink), ["err", "B", "err"]);
+}
+
+#[test]
+fn a_quiet_batch_with_more_error_lines_than_keys_breaks_the_stream() {
+    let mut sink = store_sink();
+    let mut quiet = QuietBatch::default();
+    let keys = [0, 1];
+    let failed = || Reply::Failed(Error::OutOfMemory);
+    for _ in 0..keys.len() {
+        assert!(!quiet.reply(&mut sink, &keys, failed()).unwrap());
+    }
+    let r = quiet.reply(&mut sink, &keys, failed());
+    assert!(matches!(r, Err(Error::Protocol(_))), "{r:?}");
+    // MN ends the segment: the next one may have as many again.
+    let mut quiet = QuietBatch::default();
+    quiet.reply(&mut sink, &keys, failed()).unwrap();
+    quiet.reply(&mut sink, &keys, failed()).unwrap();
+    assert!(quiet.reply(&mut sink, &keys, Reply::MetaNoop).unwrap());
+    assert_eq!(sink.ambiguous, [0, 1]); // once, however many lines
+    quiet.reply(&mut sink, &keys, failed()).unwrap();
+    quiet.reply(&mut sink, &keys, failed()).unwrap();
+}
+
+#[test]
+fn a_stats_reply_has_a_bounded_number_of_lines() {
+    let mut sink = StatsSink::new(1);
+    let stat = || Reply::Stat {
+        name: b"pid",
+        value: b"1",
+    };
+    for _ in 0..MAX_STAT_LINES {
+        assert!(!sink.reply(ReplyKind::Stats, &[0], &mut 0, stat()).unwrap());
+    }
+    let r = sink.reply(ReplyKind::Stats, &[0], &mut 0, stat());
+    assert!(matches!(r, Err(Error::Protocol(_))), "{r:?}");
+    // And of bytes: a few long lines are refused as well.
+    let mut sink = StatsSink::new(1);
+    let long = vec![b'x'; 8000];
+    let mut refused = false;
+    for _ in 0..MAX_STAT_BYTES / 8000 + 1 {
+        let line = Reply::Stat {
+            name: b"n",
+            value: &long,
+        };
+        refused |= sink.reply(ReplyKind::Stats, &[0], &mut 0, line).is_err();
+    }
+    assert!(refused);
+}

@@ -71,14 +71,24 @@ pub(super) fn garbage(line: &[u8]) -> Error {
     Error::Protocol(format!("unexpected reply {shown:?}"))
 }
 
+/// The most of an error line's text an error keeps. memcached's messages are short; a failure
+/// is copied to every key it fails, so a long line from a hostile server must not be (libmemcached
+/// keeps at most 2,048 bytes of it).
+pub const MAX_ERROR_TEXT: usize = 256;
+
+/// An error line's text, cut to `MAX_ERROR_TEXT` bytes.
+fn error_text(msg: &[u8]) -> String {
+    let msg = msg.strip_prefix(b" ").unwrap_or(msg);
+    String::from_utf8_lossy(&msg[..msg.len().min(MAX_ERROR_TEXT)]).into_owned()
+}
+
 /// Map an error line to its per-request failure, if it is one.
 pub(super) fn error_line(line: &[u8]) -> Option<Error> {
     if line == b"ERROR" {
         return Some(Error::UnknownCommand);
     }
     if let Some(msg) = line.strip_prefix(b"CLIENT_ERROR") {
-        let msg = String::from_utf8_lossy(msg.strip_prefix(b" ").unwrap_or(msg)).into_owned();
-        return Some(Error::ClientError(msg));
+        return Some(Error::ClientError(error_text(msg)));
     }
     if let Some(msg) = line.strip_prefix(b"SERVER_ERROR") {
         let msg = msg.strip_prefix(b" ").unwrap_or(msg);
@@ -88,9 +98,24 @@ pub(super) fn error_line(line: &[u8]) -> Option<Error> {
         if msg.starts_with(b"out of memory") {
             return Some(Error::OutOfMemory);
         }
-        return Some(Error::ServerError(
-            String::from_utf8_lossy(msg).into_owned(),
-        ));
+        return Some(Error::ServerError(error_text(msg)));
     }
     None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_error_line_keeps_a_bounded_text() {
+        let mut line = b"SERVER_ERROR ".to_vec();
+        line.resize(MAX_LINE, b'x');
+        match error_line(&line) {
+            Some(Error::ServerError(m)) => assert_eq!(m.len(), MAX_ERROR_TEXT),
+            other => panic!("{other:?}"),
+        }
+        let short = error_line(b"CLIENT_ERROR bad data chunk");
+        assert_eq!(short, Some(Error::ClientError("bad data chunk".into())));
+    }
 }

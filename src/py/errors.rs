@@ -187,6 +187,7 @@ pub fn class_name_of_retcode(rc: u32) -> &'static str {
         8 => "ProtocolError",
         9 => "ClientError",
         10 | 48 => "ServerError",
+        17 => "AllocationError",
         20 => "NoServers",
         28 => "NotSupportedError",
         33 => "BadKeyProvided",
@@ -222,6 +223,7 @@ where
         // libmemcached's AUTH_FAILURE (41) has no class of its own in pylibmc.
         CoreError::Auth(_) => Error::new_err(args),
         CoreError::UnknownStatus(_) => UnknownReadFailure::new_err(args),
+        CoreError::Alloc(_) => AllocationError::new_err(args),
     }
 }
 
