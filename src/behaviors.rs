@@ -43,7 +43,7 @@ pub const ALL_BEHAVIORS: [&str; 30] = [
 ];
 
 /// fastmc's own behaviors (not in pylibmc): applied after pylibmc's, read back with them.
-pub const FASTMC_BEHAVIORS: [&str; 3] = [
+pub const FASTMC_BEHAVIORS: [&str; 4] = [
     // 1: get_multi raises when a server fails instead of leaving its keys out of the result.
     "get_multi_raise_on_error",
     // 1: a timeout marks the server down at once, as libmemcached does: no check of a stalled
@@ -52,7 +52,18 @@ pub const FASTMC_BEHAVIORS: [&str; 3] = [
     // Bytes a compressed value may inflate to (0: no limit); the binding's own, like
     // pickle_protocol: it applies before any deserializer (docs/security.md).
     "max_inflate",
+    // Bytes: the largest value a server may send (default `DEFAULT_MAX_VALUE_SIZE`); a larger
+    // one raises AllocationError and drops the connection before its bytes are read.
+    "max_value_size",
 ];
+
+/// `max_value_size`'s default: 128 MiB. memcached stores at most 1 MiB unless started with a
+/// larger `-I`, so this is 128 times its default, and it keeps what a hostile server can make a
+/// client hold for one value (about twice the value, at the peak) well under 512 MiB.
+pub const DEFAULT_MAX_VALUE_SIZE: usize = 128 << 20;
+/// The largest `max_value_size`: memcached's own largest item (`-I 1g`), beyond which the
+/// parsers refuse any value.
+pub const MAX_MAX_VALUE_SIZE: usize = 1 << 30;
 
 /// libmemcached's "invalid arguments" return code, which pylibmc reports for rejected values.
 pub const RC_INVALID_ARGUMENTS: u32 = 38;
@@ -91,6 +102,8 @@ pub struct Behaviors {
     pub dead_timeout_s: i32,
     pub get_multi_raise_on_error: bool,
     pub mark_down_at_once: bool,
+    /// The largest value a server may send, in bytes.
+    pub max_value_size: usize,
     /// Speak the binary protocol (pylibmc's `binary=True`); fixed at construction.
     pub binary: bool,
     /// SASL credentials and TLS settings (constructor arguments, not behaviors in pylibmc).
@@ -126,6 +139,7 @@ impl Default for Behaviors {
             dead_timeout_s: 0,
             get_multi_raise_on_error: false,
             mark_down_at_once: false,
+            max_value_size: DEFAULT_MAX_VALUE_SIZE,
             binary: false,
             security: Default::default(),
         }
@@ -203,6 +217,10 @@ impl Behaviors {
             "dead_timeout" => self.dead_timeout_s = v32,
             "get_multi_raise_on_error" => self.get_multi_raise_on_error = on,
             "mark_down_at_once" => self.mark_down_at_once = on,
+            "max_value_size" => match usize::try_from(value) {
+                Ok(n) if (1..=MAX_MAX_VALUE_SIZE).contains(&n) => self.max_value_size = n,
+                _ => return reject,
+            },
             _ => {}
         }
         Ok(())
@@ -243,6 +261,7 @@ impl Behaviors {
             "dead_timeout" => Some(self.dead_timeout_s as i64),
             "get_multi_raise_on_error" => b(self.get_multi_raise_on_error),
             "mark_down_at_once" => b(self.mark_down_at_once),
+            "max_value_size" => Some(self.max_value_size as i64),
             _ => None,
         }
     }
@@ -320,5 +339,16 @@ mod tests {
         assert_eq!(b.get("num_replicas"), Some(4294967295));
         b.set("tcp_nodelay", 7, false).unwrap();
         assert_eq!(b.get("tcp_nodelay"), Some(1));
+    }
+
+    #[test]
+    fn max_value_size_is_between_one_byte_and_memcacheds_largest_item() {
+        let mut b = Behaviors::default();
+        assert_eq!(b.get("max_value_size"), Some(128 << 20));
+        assert!(b.set("max_value_size", 0, false).is_err());
+        assert!(b.set("max_value_size", -1, false).is_err());
+        assert!(b.set("max_value_size", (1 << 30) + 1, false).is_err());
+        b.set("max_value_size", 1 << 30, false).unwrap();
+        assert_eq!(b.get("max_value_size"), Some(1 << 30));
     }
 }

@@ -145,7 +145,9 @@ impl Client {
             batch.prepend_sync();
         }
         let binary = snap.behaviors.binary;
-        InFlight::new(batch, conn, binary, reused, replay_safe, now)
+        let mut a = InFlight::new(batch, conn, binary, reused, replay_safe, now);
+        a.replies.max_value = snap.behaviors.max_value_size;
+        a
     }
 
     /// A connection to server `s` for a batch, unless the server is in its retry window or

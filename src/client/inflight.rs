@@ -73,7 +73,9 @@ impl InFlight {
         self.reused = false;
         self.wpos = 0;
         self.record = 0;
+        let max_value = self.replies.max_value;
         self.replies = Replies::default();
+        self.replies.max_value = max_value;
         self.last_progress = Instant::now();
     }
 
@@ -102,6 +104,9 @@ impl InFlight {
         self.conn.consume(d.used);
         if d.synced {
             self.conn.synced();
+        }
+        if let Some(n) = d.need {
+            self.conn.reserve_unit(n)?;
         }
         // After the last reply unit that has arrived: any byte left over was never asked for.
         if self.conn.is_idle_clean() || !self.replies.complete(&self.batch) {

@@ -9,11 +9,11 @@
 
 use super::plan::{Request, ServerBatch};
 use super::sink::{unexpected, QuietBatch, Sink};
+use crate::behaviors::DEFAULT_MAX_VALUE_SIZE;
 use crate::error::{Error, Result};
-use crate::protocol::{binary, parse_text_reply, Parsed, Reply, ReplyKind};
+use crate::protocol::{self, binary, parse_text_reply, Parsed, Reply, ReplyKind};
 
 /// Where the replies of one batch stand.
-#[derive(Default)]
 pub(super) struct Replies {
     /// The request whose reply is being read.
     pub req: usize,
@@ -24,6 +24,37 @@ pub(super) struct Replies {
     quiet: QuietBatch,
     /// Whether an error line was among the replies (see `Connection::answered`).
     pub error_reply: bool,
+    /// The largest data block a reply may carry (the behavior `max_value_size`).
+    pub max_value: usize,
+}
+
+impl Default for Replies {
+    fn default() -> Self {
+        Replies {
+            req: 0,
+            cursor: 0,
+            owed_errors: 0,
+            quiet: QuietBatch::default(),
+            error_reply: false,
+            max_value: DEFAULT_MAX_VALUE_SIZE,
+        }
+    }
+}
+
+/// A data block over the limit: refused before it is read (the connection is dropped).
+fn too_large(len: usize, max: usize) -> Error {
+    Error::Alloc(format!(
+        "a value of {len} bytes is over max_value_size ({max})"
+    ))
+}
+
+/// The size of the data block a complete reply unit carries.
+fn data_len(r: &Reply<'_>) -> usize {
+    match r {
+        Reply::Value { data, .. } => data.len(),
+        Reply::MetaResult { data: Some(d), .. } => d.len(),
+        _ => 0,
+    }
 }
 
 /// What one `dispatch` call took from its input.
@@ -34,6 +65,9 @@ pub(super) struct Dispatched {
     /// A sync marker (`ServerBatch::prepend_sync`) was answered: every earlier `noreply`
     /// command on the connection has been processed.
     pub synced: bool,
+    /// The size of the partial unit after `used`, when its header announced one (within
+    /// `max_value`): the reader makes room for exactly that.
+    pub need: Option<usize>,
 }
 
 impl Replies {
@@ -61,6 +95,7 @@ impl Replies {
                 self.text_unit(batch, req, rest, sink, &mut done.synced)?
             };
             let Some((used, complete)) = step else {
+                done.need = self.announced(binary, req.kind, rest)?;
                 break;
             };
             done.used += used;
@@ -70,6 +105,16 @@ impl Replies {
             }
         }
         Ok(done)
+    }
+
+    /// What the header of the partial unit at the start of `rest` announces, refused over
+    /// `max_value` before any of its data is read.
+    fn announced(&self, binary: bool, kind: ReplyKind, rest: &[u8]) -> Result<Option<usize>> {
+        match protocol::announced(binary, kind, rest) {
+            Some((_, len)) if len > self.max_value => Err(too_large(len, self.max_value)),
+            Some((total, _)) => Ok(Some(total)),
+            None => Ok(None),
+        }
     }
 
     /// One text or meta unit for `req`: `None` if it has not fully arrived, else the bytes it
@@ -85,6 +130,9 @@ impl Replies {
         let Parsed::Done(reply, used) = parse_text_reply(req.kind, input)? else {
             return Ok(None);
         };
+        if data_len(&reply) > self.max_value {
+            return Err(too_large(data_len(&reply), self.max_value));
+        }
         self.error_reply |= matches!(reply, Reply::Failed(_));
         let keys = req.keys(&batch.keys);
         let complete = if matches!(req.kind, ReplyKind::MetaStore | ReplyKind::MetaDelete) {
@@ -136,6 +184,9 @@ impl Replies {
         let Parsed::Done((reply, opaque), used) = binary::parse_reply(req.kind, input)? else {
             return Ok(None);
         };
+        if data_len(&reply) > self.max_value {
+            return Err(too_large(data_len(&reply), self.max_value));
+        }
         self.error_reply |= matches!(reply, Reply::Failed(_));
         let keys = req.keys(&batch.keys);
         let in_batch = req.marker || req.kind == ReplyKind::Retrieval;

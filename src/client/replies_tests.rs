@@ -187,3 +187,44 @@ fn binary_hits_are_matched_by_opaque_and_may_not_go_back() {
     let r = replies.dispatch(&batch, true, &binary_hit(b"a", b"A", 0), &mut sink);
     assert_eq!(r, Err(Error::Protocol("a hit out of order".into())));
 }
+
+#[test]
+fn a_value_header_announces_the_room_to_make_and_one_over_the_limit_is_refused() {
+    let wire: Vec<Cow<'_, [u8]>> = vec![Cow::Borrowed(b"a"), Cow::Borrowed(b"b")];
+    let batch = get_batch(2, &wire);
+    let mut sink = crate::client::sink::GetSink::new(&wire[..], 0);
+    let mut replies = Replies {
+        max_value: 1000,
+        ..Replies::default()
+    };
+    // A hit, then the header of a value of 1,000 bytes: room for exactly its unit.
+    let input = b"VALUE a 0 1\r\nA\r\nVALUE b 0 1000\r\nxx";
+    let d = replies.dispatch(&batch, false, input, &mut sink).unwrap();
+    assert_eq!(d.used, 16);
+    assert_eq!(d.need, Some(16 + 1000 + 2));
+    // One byte more is refused before any of it is read, as a value that came whole.
+    let mut replies = Replies {
+        max_value: 999,
+        ..Replies::default()
+    };
+    let r = replies.dispatch(&batch, false, &input[16..], &mut sink);
+    assert!(matches!(r, Err(Error::Alloc(_))), "{r:?}");
+    let mut replies = Replies {
+        max_value: 0,
+        ..Replies::default()
+    };
+    let r = replies.dispatch(&batch, false, &input[..16], &mut sink);
+    assert!(matches!(r, Err(Error::Alloc(_))), "{r:?}");
+    // The binary protocol: the header's body length, less its key and extras.
+    let mut replies = Replies {
+        max_value: 10,
+        ..Replies::default()
+    };
+    let mut batch = ServerBatch::new(0);
+    batch.keys = vec![0, 1];
+    batch.encode_gets(&wire, false, true, None);
+    let mut header = binary_hit(b"a", &[b'x'; 11], 0);
+    header.truncate(24);
+    let r = replies.dispatch(&batch, true, &header, &mut sink);
+    assert!(matches!(r, Err(Error::Alloc(_))), "{r:?}");
+}

@@ -37,6 +37,9 @@ pub(super) fn tls(
     Ok(Some(Box::new(session)))
 }
 
+/// The largest SASL answer read (memcached's is a word or two).
+const MAX_SASL_ANSWER: usize = 4096;
+
 impl Connection {
     /// SASL PLAIN over the binary protocol; nothing else is sent until the server says yes.
     pub(super) fn authenticate(&mut self, c: &Credentials) -> Result<()> {
@@ -51,6 +54,10 @@ impl Connection {
                     return Err(Error::Protocol("data after the SASL answer".into()));
                 }
                 return outcome;
+            }
+            // A SASL answer is a few bytes: the read buffer does not grow for one.
+            if matches!(binary::announced(self.unread()), Some((n, _)) if n > MAX_SASL_ANSWER) {
+                return Err(Error::Protocol("SASL answer too large".into()));
             }
             self.recv_blocking()?;
         }

@@ -80,6 +80,8 @@ fn flush_tls(tls: &mut rustls::ClientConnection, fd: BorrowedFd<'_>) -> Result<(
 /// See `Connection::needs_probe`.
 const PROBE_AFTER: Duration = Duration::from_millis(1);
 
+/// The read buffer's usual size. It is never full of one unit unless a header announced a
+/// larger one (`reserve_unit`): reply lines are at most `protocol::text::MAX_LINE`.
 const READ_CHUNK: usize = 64 * 1024;
 /// A read buffer that grew past this (for a huge value) is given back when the connection idles.
 const KEEP_READ_BUF: usize = 1024 * 1024;
@@ -353,20 +355,51 @@ impl Connection {
         }
     }
 
-    /// Make room at the end of the read buffer, keeping unread data.
-    fn make_room(&mut self) {
-        if self.rend < self.rbuf.len() {
-            return;
-        }
+    /// Move the unread bytes to the start of the read buffer.
+    fn compact(&mut self) {
         if self.rpos > 0 {
             self.rbuf.copy_within(self.rpos..self.rend, 0);
             self.rend -= self.rpos;
             self.rpos = 0;
         }
-        if self.rend == self.rbuf.len() {
-            let grow = self.rbuf.len().max(READ_CHUNK);
-            self.rbuf.resize(self.rbuf.len() + grow, 0);
+    }
+
+    /// Make room at the end of the read buffer, keeping unread data. A buffer full of one
+    /// unit that announced no size (only TLS plaintext rustls holds past a unit's end can do
+    /// that) grows by one chunk, never by doubling.
+    fn make_room(&mut self) -> Result<()> {
+        if self.rend < self.rbuf.len() {
+            return Ok(());
         }
+        self.compact();
+        if self.rend == self.rbuf.len() {
+            self.rbuf.try_reserve_exact(READ_CHUNK)?;
+            self.rbuf.resize(self.rbuf.len() + READ_CHUNK, 0);
+        }
+        Ok(())
+    }
+
+    /// Room for a reply unit of `total` bytes whose header is the first unread byte (the size
+    /// its header announced, checked against the caller's limit): the buffer grows to exactly
+    /// that, so a large value costs its size once here, and a refusal of the allocator is an
+    /// `Error::Alloc` rather than an abort. (The fresh buffer is zero-filled: it holds only
+    /// initialised bytes, which the reads need.)
+    pub fn reserve_unit(&mut self, total: usize) -> Result<()> {
+        if self.rpos + total <= self.rbuf.len() {
+            return Ok(());
+        }
+        if total <= self.rbuf.len() {
+            self.compact();
+            return Ok(());
+        }
+        let mut buf = Vec::new();
+        buf.try_reserve_exact(total)?;
+        buf.extend_from_slice(self.unread());
+        buf.resize(total, 0);
+        self.rend -= self.rpos;
+        self.rpos = 0;
+        self.rbuf = buf;
+        Ok(())
     }
 
     fn after_read(&mut self, r: io::Result<usize>, blocking: bool) -> Result<usize> {
@@ -394,7 +427,7 @@ impl Connection {
     fn drain_plaintext(&mut self) -> Result<usize> {
         let mut total = 0;
         loop {
-            self.make_room();
+            self.make_room()?;
             let end = self.rend;
             let Some(tls) = self.tls.as_mut() else {
                 return Ok(total);
@@ -453,7 +486,7 @@ impl Connection {
         if self.tls.is_some() {
             return self.recv_tls(false);
         }
-        self.make_room();
+        self.make_room()?;
         let end = self.rend;
         let r = rustix::net::recv(self.stream.fd(), &mut self.rbuf[end..], RecvFlags::DONTWAIT)
             .map(|(n, _)| n)
@@ -466,7 +499,7 @@ impl Connection {
         if self.tls.is_some() {
             return self.recv_tls(true);
         }
-        self.make_room();
+        self.make_room()?;
         let end = self.rend;
         let r = self.stream.read(&mut self.rbuf[end..]);
         self.after_read(r, true)
@@ -509,6 +542,42 @@ impl Connection {
 mod tests {
     use super::*;
     use std::net::TcpListener;
+
+    fn pair() -> (Connection, std::net::TcpStream) {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = Address::Tcp {
+            host: "127.0.0.1".into(),
+            port: listener.local_addr().unwrap().port(),
+        };
+        let c = Connection::connect(&addr, &SocketOptions::for_tests()).unwrap();
+        (c, listener.accept().unwrap().0)
+    }
+
+    #[test]
+    fn the_read_buffer_grows_to_the_announced_unit_and_no_further() {
+        let (mut c, mut server) = pair();
+        server.write_all(b"VALUE k 0 200000\r\n").unwrap();
+        while c.unread().len() < 18 {
+            c.recv_blocking().unwrap();
+        }
+        c.consume(5);
+        // A unit of 200,000 bytes that starts at the first unread byte: exactly that much room.
+        c.reserve_unit(200_000).unwrap();
+        assert_eq!(c.rbuf.len(), 200_000);
+        assert_eq!(c.unread(), b" k 0 200000\r\n");
+        // Already room: nothing moves.
+        c.reserve_unit(1000).unwrap();
+        assert_eq!(c.rbuf.len(), 200_000);
+        let block = vec![b'x'; 200_000 - 13];
+        server.write_all(&block).unwrap();
+        while c.unread().len() < 200_000 {
+            c.recv_blocking().unwrap();
+        }
+        assert_eq!(c.rbuf.len(), 200_000);
+        // Too large for the allocator: an error, not an abort.
+        let r = c.reserve_unit(usize::MAX / 2);
+        assert!(matches!(r, Err(Error::Alloc(_))), "{r:?}");
+    }
 
     fn nodelay(c: &Connection) -> bool {
         match &c.stream {

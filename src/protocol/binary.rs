@@ -259,6 +259,18 @@ fn be64(b: &[u8]) -> u64 {
     u64::from_be_bytes(a)
 }
 
+/// What the complete header at the start of `buf` announces: `(packet bytes, value bytes)`.
+/// `None` before the header has arrived, or when it is not the protocol (the parser says so).
+pub fn announced(buf: &[u8]) -> Option<(usize, usize)> {
+    let h = buf.get(..HEADER_LEN)?;
+    let body_len = be32(&h[8..12]) as usize;
+    if h[0] != RESPONSE || body_len > MAX_BODY {
+        return None;
+    }
+    let named = be16(&h[2..4]) as usize + h[4] as usize;
+    Some((HEADER_LEN + body_len, body_len.saturating_sub(named)))
+}
+
 /// Parse one response packet from the start of `buf`. `Err` means the peer broke the protocol.
 pub fn parse_response(buf: &[u8]) -> Result<Parsed<Response<'_>>> {
     if buf.is_empty() {

@@ -468,3 +468,13 @@ fn sasl_answers() {
     assert!(matches!(parse(&bad), Err(Error::Auth(_))));
     assert!(matches!(parse(&unknown), Err(Error::Auth(_))));
 }
+
+#[test]
+fn a_header_announces_its_packet_and_its_value() {
+    let p = resp(op::GETK, 0, 0, 0, &[0; 4], b"key", &[b'v'; 100]);
+    assert_eq!(announced(&p[..HEADER_LEN]), Some((HEADER_LEN + 107, 100)));
+    assert_eq!(announced(&p[..HEADER_LEN - 1]), None);
+    let mut bad = p.clone();
+    bad[0] = REQUEST;
+    assert_eq!(announced(&bad), None);
+}

@@ -115,14 +115,7 @@ pub fn parse_command_reply(buf: &[u8]) -> Result<Parsed<Reply<'_>>> {
         };
         return Ok(Parsed::Done(reply, end + 2));
     }
-    let (size, flags) = match rest.iter().position(|&b| b == b' ') {
-        Some(sp) => (&rest[..sp], &rest[sp + 1..]),
-        None => (rest, &b""[..]),
-    };
-    let len = match parse_dec_u64(size) {
-        Some(n) if n <= MAX_VALUE as u64 => n as usize,
-        _ => return Err(garbage(line)),
-    };
+    let (len, flags) = va_size(rest).ok_or_else(|| garbage(line))?;
     let start = end + 2;
     let Some(block) = buf.get(start..start + len + 2) else {
         return Ok(Parsed::NeedMore);
@@ -136,6 +129,27 @@ pub fn parse_command_reply(buf: &[u8]) -> Result<Parsed<Reply<'_>>> {
         data: Some(&block[..len]),
     };
     Ok(Parsed::Done(reply, start + len + 2))
+}
+
+/// A `VA` line's size (at most `MAX_VALUE`) and flags, from what follows `VA `.
+fn va_size(rest: &[u8]) -> Option<(usize, &[u8])> {
+    let (size, flags) = match rest.iter().position(|&b| b == b' ') {
+        Some(sp) => (&rest[..sp], &rest[sp + 1..]),
+        None => (rest, &b""[..]),
+    };
+    match parse_dec_u64(size) {
+        Some(n) if n <= MAX_VALUE as u64 => Some((n as usize, flags)),
+        _ => None,
+    }
+}
+
+/// What the complete `VA` line at the start of `buf` announces: `(unit bytes, data bytes)`, as
+/// `text::announced` for a `VALUE` line. `None` for any other unit.
+pub fn announced(buf: &[u8]) -> Option<(usize, usize)> {
+    let rest = buf.strip_prefix(b"VA ")?;
+    let end = find_line(buf).ok()??;
+    let (len, _) = va_size(&rest[..end - 3])?;
+    Some((end + 2 + len + 2, len))
 }
 
 /// The opaque token of a meta reply line's flags (`O<n>`), if any.
@@ -339,5 +353,14 @@ mod tests {
         assert!(has_quiet_store(StoreCmd::Set));
         assert!(!has_quiet_store(StoreCmd::Cas));
         assert!(!has_quiet_store(StoreCmd::Append));
+    }
+
+    #[test]
+    fn a_va_line_announces_its_unit() {
+        assert_eq!(announced(b"VA 1000 f5 c9\r\n"), Some((15 + 1000 + 2, 1000)));
+        assert_eq!(announced(b"VA 7\r\n"), Some((6 + 7 + 2, 7)));
+        assert_eq!(announced(b"VA 1000"), None);
+        assert_eq!(announced(b"HD f5\r\n"), None);
+        assert_eq!(announced(b"VA 99999999999\r\n"), None); // over MAX_VALUE: garbage
     }
 }

@@ -113,6 +113,19 @@ pub fn parse_text_reply(kind: ReplyKind, buf: &[u8]) -> Result<Parsed<Reply<'_>>
     }
 }
 
+/// The size of the reply unit at the start of `buf`, as its complete header announces a data
+/// block: `(unit bytes, data bytes)`, so that a reader makes room for exactly that (and refuses
+/// a value over its limit before reading it). `None` when no header announcing data has arrived.
+pub fn announced(binary: bool, kind: ReplyKind, buf: &[u8]) -> Option<(usize, usize)> {
+    if binary {
+        binary::announced(buf)
+    } else if kind == ReplyKind::MetaCmd {
+        meta::announced(buf)
+    } else {
+        text::announced(kind, buf)
+    }
+}
+
 /// Which replies a request may legally receive; anything else is a protocol error.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ReplyKind {

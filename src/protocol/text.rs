@@ -151,6 +151,19 @@ fn parse_value_header(line: &[u8]) -> Result<(&[u8], u32, usize, Option<u64>)> {
     Ok((key, flags as u32, len as usize, (count == 3).then_some(cas)))
 }
 
+/// What the complete `VALUE` line at the start of `buf` announces: `(unit bytes, data bytes)`,
+/// the line and the data block with its CRLF. `None` for any other unit (a line needs no more
+/// room than `MAX_LINE`), or when the line has not fully arrived or is not the protocol (the
+/// parser says so).
+pub fn announced(kind: ReplyKind, buf: &[u8]) -> Option<(usize, usize)> {
+    if kind != ReplyKind::Retrieval || !buf.starts_with(b"VALUE ") {
+        return None;
+    }
+    let end = find_line(buf).ok()??;
+    let (_, _, len, _) = parse_value_header(&buf[..end]).ok()?;
+    Some((end + 2 + len + 2, len))
+}
+
 /// Parse one reply unit of the given kind from the start of `buf`.
 ///
 /// `Err` means the peer broke the protocol: the connection must be dropped. A well-formed error
@@ -474,5 +487,18 @@ set nr 4 0 1 noreply\r\n1\r\ndelete nr noreply\r\n\
 delete w3\r\ntouch w1 50\r\nincr w2 5\r\ndecr w2 1\r\n\
 flush_all \r\nflush_all 5\r\nstats \r\nget w1 w2 missing\r\ngets c1\r\ngat 60 w1 w2\r\ngats 0 c1\r\nversion\r\nquit\r\n";
         assert_eq!(String::from_utf8_lossy(&b), String::from_utf8_lossy(expect));
+    }
+
+    #[test]
+    fn a_value_line_announces_its_unit_and_nothing_else_does() {
+        let r = ReplyKind::Retrieval;
+        assert_eq!(
+            announced(r, b"VALUE k 5 300 9\r\nxy"),
+            Some((17 + 300 + 2, 300))
+        );
+        assert_eq!(announced(r, b"VALUE k 5 300"), None); // the line is not complete
+        assert_eq!(announced(r, b"END\r\n"), None);
+        assert_eq!(announced(r, b"VALUE k x 300\r\n"), None); // garbage: the parser says so
+        assert_eq!(announced(ReplyKind::Stats, b"VALUE k 5 300\r\n"), None);
     }
 }

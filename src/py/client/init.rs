@@ -184,6 +184,11 @@ pub(super) fn get_behaviors(slf: &Bound<'_, PyClient>) -> PyResult<Py<PyDict>> {
                 usize::MAX => 0,
                 v => v as i64,
             },
+            // Shown only when set to something else than its default.
+            "max_value_size" => match b.get(name) {
+                Some(v) if v == crate::behaviors::DEFAULT_MAX_VALUE_SIZE as i64 => continue,
+                v => v.unwrap_or(0),
+            },
             "_socket_send_size" => b.get(name).unwrap_or(socket_sizes.0 as i64),
             "_socket_recv_size" => b.get(name).unwrap_or(socket_sizes.1 as i64),
             n => b.get(n).unwrap_or(0),
