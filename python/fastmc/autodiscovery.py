@@ -22,6 +22,10 @@ that fails (endpoint unreachable, malformed answer) is logged on the ``fastmc`` 
 current list is kept. ``close()`` stops the refreshing (docs/operations.md). With the client's
 TLS keywords (``tls=True``, ``tls_ca_file``, ...) the endpoint is asked over TLS too, verified
 the same way (:func:`tls_context`).
+
+The endpoint decides where the client connects, and so where SASL credentials go: an answer
+with more than ``max_nodes`` nodes is refused (the current list is kept), and SASL credentials
+are refused over plain TCP unless ``allow_plaintext_sasl=True`` (docs/operations.md).
 """
 
 from __future__ import annotations
@@ -71,6 +75,11 @@ _log = logging.getLogger("fastmc")
 # A configuration answer larger than this is refused (a cluster has at most a few hundred nodes).
 _MAX_REPLY = 1 << 20
 
+# The most nodes a configuration may list (``max_nodes``' default). ElastiCache for memcached has
+# 60 nodes per cluster unless its quota is raised, Memorystore 20; every node costs a server
+# object, pooled connections and its metrics, so a hostile answer must not list 50,000.
+MAX_NODES = 512
+
 
 class DiscoveryError(Exception):
     """The cluster configuration could not be fetched or understood."""
@@ -113,9 +122,10 @@ def _node_spec(node: str) -> str:
     return "%s:%d" % (address, int(port))
 
 
-def parse_cluster_config(body: bytes | str) -> ClusterConfig:
+def parse_cluster_config(body: bytes | str, max_nodes: int = MAX_NODES) -> ClusterConfig:
     """The configuration in a ``config get cluster`` body (or the legacy key's value):
-    ``<version>\\n<host|ip|port> ...\\n``. Raises :class:`MalformedConfig` on anything else."""
+    ``<version>\\n<host|ip|port> ...\\n``. Raises :class:`MalformedConfig` on anything else,
+    and on more than ``max_nodes`` nodes."""
     if isinstance(body, bytes):
         try:
             body = body.decode("ascii")
@@ -131,6 +141,10 @@ def parse_cluster_config(body: bytes | str) -> ClusterConfig:
         raise MalformedConfig("the configuration version %r is not a number" % (version,))
     if not nodes:
         raise MalformedConfig("the configuration lists no node")
+    if len(nodes) > max_nodes:
+        raise MalformedConfig(
+            "the configuration lists %d nodes, over max_nodes (%d)" % (len(nodes), max_nodes)
+        )
     return ClusterConfig(int(version), tuple(_node_spec(n) for n in nodes))
 
 
@@ -216,10 +230,10 @@ def _requests(config_key: bytes | str, mc_key: bytes | str) -> list[tuple[bytes,
     ]
 
 
-def _outcome(body: bytes | None, endpoint: str) -> ClusterConfig:
+def _outcome(body: bytes | None, endpoint: str, max_nodes: int) -> ClusterConfig:
     if body is None:
         raise NoAutoconfFound("no cluster configuration at %s" % (endpoint,))
-    return parse_cluster_config(body)
+    return parse_cluster_config(body, max_nodes)
 
 
 def fetch_config(
@@ -230,11 +244,13 @@ def fetch_config(
     mc_key: bytes | str = "AmazonElastiCache:cluster",
     ssl_context: ssl.SSLContext | None = None,
     server_hostname: str | None = None,
+    max_nodes: int = MAX_NODES,
 ) -> ClusterConfig:
     """Ask ``endpoint`` (``host:port``) for the cluster configuration: ``config get
     <config_key>``, or, where that is unknown, the legacy key ``mc_key``. ``timeout`` bounds
     the whole exchange; ``ssl_context`` asks over TLS (verified as ``server_hostname``, or the
-    endpoint's host). Raises :class:`DiscoveryError` (or ``OSError`` for the network and TLS)."""
+    endpoint's host). Raises :class:`DiscoveryError` (or ``OSError`` for the network and TLS),
+    :class:`MalformedConfig` for more than ``max_nodes`` nodes."""
     host, port = _split_endpoint(endpoint)
     deadline = time.monotonic() + timeout
     with contextlib.ExitStack() as stack:
@@ -254,7 +270,7 @@ def fetch_config(
                         raise DiscoveryError("the endpoint closed the connection")
                     done, body = reply.feed(chunk)
                     if done:
-                        return _outcome(body, endpoint)
+                        return _outcome(body, endpoint, max_nodes)
             except UnsupportedAutoconfMethod:
                 continue
     raise DiscoveryError("unreachable")  # pragma: no cover (the legacy get always decides)
@@ -268,21 +284,23 @@ async def fetch_config_async(
     mc_key: bytes | str = "AmazonElastiCache:cluster",
     ssl_context: ssl.SSLContext | None = None,
     server_hostname: str | None = None,
+    max_nodes: int = MAX_NODES,
 ) -> ClusterConfig:
     """:func:`fetch_config` on the running event loop."""
     host, port = _split_endpoint(endpoint)
     tls = (ssl_context, server_hostname or host) if ssl_context is not None else None
-    return await asyncio.wait_for(_exchange(host, port, endpoint, config_key, mc_key, tls), timeout)
+    keys = (config_key, mc_key, max_nodes)
+    return await asyncio.wait_for(_exchange(host, port, endpoint, keys, tls), timeout)
 
 
 async def _exchange(
     host: str,
     port: int,
     endpoint: str,
-    config_key: bytes | str,
-    mc_key: bytes | str,
+    keys: tuple[bytes | str, bytes | str, int],
     tls: tuple[ssl.SSLContext, str] | None,
 ) -> ClusterConfig:
+    config_key, mc_key, max_nodes = keys
     if tls is None:
         reader, writer = await asyncio.open_connection(host, port)
     else:
@@ -301,7 +319,7 @@ async def _exchange(
                         raise DiscoveryError("the endpoint closed the connection")
                     done, body = reply.feed(chunk)
                     if done:
-                        return _outcome(body, endpoint)
+                        return _outcome(body, endpoint, max_nodes)
             except UnsupportedAutoconfMethod:
                 continue
         raise DiscoveryError("unreachable")  # pragma: no cover
@@ -328,6 +346,7 @@ class AutoDiscovery:
         config: ClusterConfig | None = None,
         ssl_context: ssl.SSLContext | None = None,
         server_hostname: str | None = None,
+        max_nodes: int = MAX_NODES,
     ) -> None:
         if not interval > 0:
             raise ValueError("the refresh interval must be positive, not %r" % (interval,))
@@ -339,6 +358,7 @@ class AutoDiscovery:
         self.mc_key = mc_key
         self.ssl_context = ssl_context
         self.server_hostname = server_hostname
+        self.max_nodes = max_nodes
         self.config = config
         """The configuration applied last."""
         self._client: Callable[[], Client | aio.Client | None] = weakref.ref(client)
@@ -355,6 +375,7 @@ class AutoDiscovery:
             "mc_key": self.mc_key,
             "ssl_context": self.ssl_context,
             "server_hostname": self.server_hostname,
+            "max_nodes": self.max_nodes,
         }
 
     def fetch(self) -> ClusterConfig:
@@ -479,26 +500,49 @@ class DiscoveredClient(Client):
 
 
 def _fetch_args(
-    timeout: float, config_key: bytes | str, mc_key: bytes | str, client_kwargs: dict[str, Any]
+    timeout: float,
+    config_key: bytes | str,
+    mc_key: bytes | str,
+    client_kwargs: dict[str, Any],
+    max_nodes: int = MAX_NODES,
+    allow_plaintext_sasl: bool = False,
 ) -> dict[str, Any]:
     """How a discovering client asks its endpoint: over TLS when the client's TLS keywords say
-    so, verified as the client verifies its servers."""
+    so, verified as the client verifies its servers. SASL credentials without TLS are refused
+    unless ``allow_plaintext_sasl``: whoever answers for the endpoint over plain TCP names the
+    nodes the password is sent to, in clear (SASL PLAIN)."""
     ctx, name = tls_context(**{k: client_kwargs[k] for k in _TLS_KEYWORDS if k in client_kwargs})
+    sasl = client_kwargs.get("username") is not None or client_kwargs.get("password") is not None
+    if sasl and ctx is None:
+        if not allow_plaintext_sasl:
+            raise ValueError(
+                "SASL credentials with discovery over plain TCP: whoever answers for the "
+                "endpoint chooses the nodes that get the password; use TLS (tls=True), or "
+                "pass allow_plaintext_sasl=True"
+            )
+        _log.warning(
+            "SASL credentials go over plain TCP to the nodes a configuration endpoint names "
+            "(allow_plaintext_sasl=True)"
+        )
     return {
         "timeout": timeout,
         "config_key": config_key,
         "mc_key": mc_key,
         "ssl_context": ctx,
         "server_hostname": name,
+        "max_nodes": max_nodes,
     }
 
 
-_DISCOVERY_OPTIONS = frozenset(("interval", "timeout", "config_key", "mc_key"))
+_DISCOVERY_OPTIONS = frozenset(
+    ("interval", "timeout", "config_key", "mc_key", "max_nodes", "allow_plaintext_sasl")
+)
 
 
 def discovery_options(option: object) -> dict[str, Any]:
     """An integration's ``discovery`` option (``True``, or a dict of :func:`discover`'s
-    ``interval``, ``timeout``, ``config_key`` and ``mc_key``) as :func:`discover`'s keyword
+    ``interval``, ``timeout``, ``config_key``, ``mc_key``, ``max_nodes`` and
+    ``allow_plaintext_sasl``) as :func:`discover`'s keyword
     arguments; anything else is refused with ``TypeError``."""
     if option is True:
         return {}
@@ -515,11 +559,13 @@ def discovery_fetch_args(
     timeout: float = 2.0,
     config_key: bytes | str = "cluster",
     mc_key: bytes | str = "AmazonElastiCache:cluster",
+    max_nodes: int = MAX_NODES,
+    allow_plaintext_sasl: bool = False,
     **client_kwargs: Any,
 ) -> dict[str, Any]:
     """:func:`fetch_config`'s keyword arguments for a client made with ``client_kwargs``, as
     :func:`discover` passes them (TLS when the client's TLS keywords say so)."""
-    return _fetch_args(timeout, config_key, mc_key, client_kwargs)
+    return _fetch_args(timeout, config_key, mc_key, client_kwargs, max_nodes, allow_plaintext_sasl)
 
 
 def discover(
@@ -530,13 +576,17 @@ def discover(
     config_key: bytes | str = "cluster",
     mc_key: bytes | str = "AmazonElastiCache:cluster",
     behaviors: Mapping[str, Any] | None = None,
+    max_nodes: int = MAX_NODES,
+    allow_plaintext_sasl: bool = False,
     **client_kwargs: Any,
 ) -> DiscoveredClient:
     """A client for the cluster behind ``endpoint`` (``host:port``), refreshed every
     ``interval`` seconds. ``behaviors`` and ``client_kwargs`` (``binary``, the TLS keywords, ...)
     go to the client; with TLS keywords the endpoint is asked over TLS too. The first fetch's
-    failure raises (there is no list to keep yet)."""
-    args = _fetch_args(timeout, config_key, mc_key, client_kwargs)
+    failure raises (there is no list to keep yet). A configuration of more than ``max_nodes``
+    nodes is refused; SASL credentials (``username``/``password``) without TLS raise
+    ``ValueError`` unless ``allow_plaintext_sasl``."""
+    args = _fetch_args(timeout, config_key, mc_key, client_kwargs, max_nodes, allow_plaintext_sasl)
     config = fetch_config(endpoint, **args)
     mc = DiscoveredClient(list(config.servers), behaviors, **client_kwargs)
     mc.discovery = AutoDiscovery(mc, endpoint, interval=interval, config=config, **args)
@@ -552,11 +602,13 @@ async def discover_aio(
     config_key: bytes | str = "cluster",
     mc_key: bytes | str = "AmazonElastiCache:cluster",
     behaviors: Mapping[str, Any] | None = None,
+    max_nodes: int = MAX_NODES,
+    allow_plaintext_sasl: bool = False,
     **client_kwargs: Any,
 ) -> aio.Client:
     """:func:`discover` for the asyncio client: the refresh runs as a task of the running loop
     (``set_servers`` and its events on the loop's thread), stopped by ``await mc.close()``."""
-    args = _fetch_args(timeout, config_key, mc_key, client_kwargs)
+    args = _fetch_args(timeout, config_key, mc_key, client_kwargs, max_nodes, allow_plaintext_sasl)
     config = await fetch_config_async(endpoint, **args)
     return follow_aio(endpoint, config, interval, args, behaviors, **client_kwargs)
 

@@ -17,7 +17,9 @@ import threading
 
 import fastmc
 import pytest
+from config_endpoint import ConfigEndpoint
 from fakes import Relay, ScriptedServer
+from fastmc import autodiscovery
 
 CHILD = os.path.join(os.path.dirname(__file__), "hostile_child.py")
 MIB = 1 << 20
@@ -160,3 +162,45 @@ def test_a_large_value_costs_at_most_about_twice_its_size():
         report = run_child("get_large", f.address, size=n)
     assert report["raised"] is None, report
     assert report["grew"] < 2.5 * n, report
+
+
+def flood_of_nodes(n):
+    body = ("1\n%s\n" % " ".join("n%d||11211" % i for i in range(n))).encode()
+    return b"CONFIG cluster 0 %d\r\n%s\r\nEND\r\n" % (len(body), body)
+
+
+def test_a_configuration_of_52000_nodes_is_refused_and_the_list_kept(mcd):
+    """A hostile endpoint's 500 KiB answer names 52,000 nodes: more than ``max_nodes`` (512),
+    so the first fetch raises and a refresh keeps the current list (before, each became a
+    server with its pool and metrics: 1.2 GiB)."""
+    with ConfigEndpoint([mcd.address]) as ep:
+        with autodiscovery.discover(ep.address, interval=3600) as mc:
+            assert mc.set("k", "v")
+            ep.raw = flood_of_nodes(52_000)
+            assert mc.discovery.refresh() is False
+            assert mc.discovery.config.servers == (mcd.address,)
+            assert mc.get("k") == "v"
+        with pytest.raises(autodiscovery.MalformedConfig, match="max_nodes"):
+            autodiscovery.discover(ep.address)
+    # A larger cluster says so.
+    body = flood_of_nodes(600)
+    body = body[body.index(b"\r\n") + 2 : -7]
+    assert len(autodiscovery.parse_cluster_config(body, max_nodes=600).servers) == 600
+    with pytest.raises(autodiscovery.MalformedConfig):
+        autodiscovery.parse_cluster_config(body)
+
+
+def test_sasl_credentials_are_not_sent_to_discovered_nodes_over_plain_tcp(mcd):
+    """Whoever answers for the endpoint over plain TCP names the nodes that get the SASL
+    password, in clear: refused before anything is asked, unless allowed explicitly."""
+    with ConfigEndpoint([mcd.address]) as ep:
+        creds = {"binary": True, "username": "u", "password": "secret"}
+        with pytest.raises(ValueError, match="allow_plaintext_sasl"):
+            autodiscovery.discover(ep.address, **creds)
+        with pytest.raises(ValueError, match="allow_plaintext_sasl"):
+            autodiscovery.discovery_fetch_args(**creds)
+        assert ep.requests == 0
+        how = autodiscovery.discovery_options({"allow_plaintext_sasl": True, "max_nodes": 8})
+        with autodiscovery.discover(ep.address, **how, **creds) as mc:
+            assert mc.discovery.max_nodes == 8
+        assert ep.requests == 1
