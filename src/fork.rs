@@ -5,7 +5,8 @@
 //! how CPython's `os.fork`, `multiprocessing` and uWSGI's plain C `fork()` all fork; Python's
 //! `os.register_at_fork` hooks would miss the last.
 //!
-//! The one `unsafe` block of the crate is the registration below. Uses `libc` only.
+//! The registration below is one of the crate's two `unsafe` blocks (the other is in
+//! `py/aio/quiet.rs`). Uses `libc` only.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Once;

@@ -3,8 +3,9 @@
 //! Core modules (`error`, `protocol`, `ring`, `behaviors`, `connection`, `server`, `client`,
 //! `dispatch`, `fork`) never touch Python; `py` is the only module that uses pyo3.
 //!
-//! `unsafe` is denied crate-wide; the one exception is the audited `pthread_atfork`
-//! registration in `fork` (and its test).
+//! `unsafe` is denied crate-wide, with two audited exceptions, each with its safety argument
+//! beside it: the `pthread_atfork` registration in `fork` (and its test), and the borrow of the
+//! asyncio loop's selector descriptor in `py::aio::quiet`.
 #![deny(unsafe_code)]
 
 pub mod behaviors;

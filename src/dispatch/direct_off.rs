@@ -4,7 +4,8 @@
 //!
 //! Why: `direct.rs` watches a request's connections through an epoll descriptor with a timerfd
 //! in it, both Linux's. macOS's counterpart, kqueue with an `EVFILT_TIMER`, is reached through
-//! rustix's `kevent`, an `unsafe fn`, and the crate allows one audited `unsafe` (CONTRIBUTING).
+//! rustix's `kevent`, an `unsafe fn`, and the crate allows only two audited `unsafe` blocks
+//! (CONTRIBUTING).
 //! A lone request on an idle loop then costs two cross-thread wake-ups more (docs/aio.md);
 //! the results are the same.
 //!

@@ -9,8 +9,11 @@
 //! deadline, `call_soon_threadsafe`, a signal) ends the wait at once, and the request goes on
 //! as usual. The waiting task then gets a resolved future: it resumes without a turn.
 //!
-//! Only for the selector loops of asyncio (`loop._selector` with an epoll descriptor); not on
-//! uvloop, whose loop exposes neither. The wait itself is `dispatch::Direct::wait_here`.
+//! Only for asyncio's selector loops on epoll, told by their types (`BaseSelectorEventLoop`
+//! and `selectors.EpollSelector`, or subclasses), never by attributes that look right: the
+//! loop's selector descriptor is borrowed (the binding's one `unsafe` block, below), which is
+//! sound only for a descriptor the loop owns. Not on uvloop, which is neither. The wait itself
+//! is `dispatch::Direct::wait_here`.
 
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::time::Duration;
@@ -40,20 +43,31 @@ impl Quiet {
             return None;
         }
         let py = running.py();
-        let ready = running.getattr(intern!(py, "_ready")).ok()?;
-        for attr in [intern!(py, "_scheduled"), intern!(py, "_stopping")] {
-            if !running.hasattr(attr).ok()? {
-                return None;
-            }
+        let class = |module: &str, name: &str| py.import(module).ok()?.getattr(name).ok();
+        let selector_loop = class("asyncio.selector_events", "BaseSelectorEventLoop")?;
+        let epoll = class("selectors", "EpollSelector")?;
+        if !running.is_instance(&selector_loop).ok()? {
+            return None;
         }
-        let fd: i32 = running
-            .getattr(intern!(py, "_selector"))
-            .and_then(|s| s.call_method0(intern!(py, "fileno")))
+        let selector = running.getattr(intern!(py, "_selector")).ok()?;
+        if !selector.is_instance(&epoll).ok()? {
+            return None;
+        }
+        // (`_ready`, `_scheduled`, `_stopping`: `BaseEventLoop`'s, read by `budget`)
+        let ready = running.getattr(intern!(py, "_ready")).ok()?;
+        let fd: i32 = selector
+            .call_method0(intern!(py, "fileno"))
             .and_then(|f| f.extract())
             .ok()
             .filter(|&fd| fd >= 0)?;
-        // SAFETY: `fd` is the selector descriptor of `running`, the loop this call runs on:
-        // the loop keeps it open while it runs, and it is only borrowed here to duplicate it.
+        // SAFETY: `borrow_raw` needs `fd` to be open, and to stay open, for as long as the
+        // borrow lives. The borrow lives for the one `fcntl_dupfd_cloexec` call below, during
+        // which the GIL is held, so no Python code runs. `fd` is `running._selector.fileno()`,
+        // and `running` is checked above to be asyncio's selector loop and `_selector` an
+        // `EpollSelector` (by type, not by look): its `fileno()` is the descriptor of the
+        // `select.epoll` object the selector owns, which the loop keeps open until
+        // `loop.close()`, and `running` is the loop this very call runs on, so it is not
+        // closed. What is kept is the duplicate (an `OwnedFd`), never the borrowed number.
         #[allow(unsafe_code)]
         let borrowed = unsafe { BorrowedFd::borrow_raw(fd) };
         let selector = rustix::io::fcntl_dupfd_cloexec(borrowed, 0).ok()?;
