@@ -7,6 +7,7 @@ import asyncio
 import os
 import random
 import signal
+import sys
 import time
 
 import fastmc
@@ -14,6 +15,11 @@ import fastmc.aio
 import pytest
 from memcached import FAST_FAILURE as FAST
 from memcached import sigstop
+
+pytestmark = pytest.mark.skipif(
+    sys.platform != "linux",
+    reason="the loop's thread drives requests on Linux only (src/dispatch/direct_off.rs)",
+)
 
 
 def test_lone_requests_run_on_the_loop_thread_with_the_blocking_results(servers):

@@ -11,6 +11,7 @@ import asyncio
 import contextvars
 import gc
 import selectors
+import sys
 import time
 
 import fastmc
@@ -132,6 +133,7 @@ def test_a_task_cancelled_while_it_waits_raises_cancelled(server):
 _CountingSelector = counting(selectors.PollSelector)
 
 
+@pytest.mark.skipif(sys.platform != "linux", reason="no direct requests (direct_off.rs)")
 def test_a_lone_request_costs_one_turn_of_the_loop(server):
     """The reader callback that reads the reply resumes the waiting task itself; with
     `loop.create_future()` the task would resume one turn later (two turns per request). (A

@@ -9,12 +9,17 @@ import os
 import selectors
 import signal
 import socket
+import sys
 import threading
 
 import fastmc
 import fastmc.aio
+import pytest
 from loops import counting, run_on
 from memcached import sigstop
+
+if sys.platform != "linux":
+    pytest.skip("the idle wait runs on Linux only (direct_off.rs)", allow_module_level=True)
 
 _CountingEpoll = counting(selectors.EpollSelector)
 
