@@ -1,8 +1,10 @@
 """The platform checks of one release wheel, for release/wheels.py check: which Rust target a
 wheel is for and the tag it must carry; what auditwheel says of it; its extension's ELF (the
 machine, the libraries it needs, the SOABI file name; for musl, every imported symbol defined by
-musl 1.2 and, on x86_64 with Debian's musl installed, musl's own loader resolving it). It needs
-auditwheel (and its pyelftools): release/requirements.txt."""
+musl 1.2 and, on x86_64 with Debian's musl installed, musl's own loader resolving it). A macOS
+wheel's extension is read with release/macho.py: its architecture, the minimum macOS in its load
+commands against the tag, only libSystem linked, Python's symbols left to dynamic lookup. It
+needs auditwheel (and its pyelftools): release/requirements.txt."""
 
 from __future__ import annotations
 
@@ -15,6 +17,7 @@ import tempfile
 import zipfile
 from pathlib import Path
 
+import macho
 import wheelcheck
 
 # Rust target -> (maturin --compatibility, the platform tag its wheels must carry).
@@ -23,7 +26,17 @@ TARGETS = {
     "x86_64-unknown-linux-musl": ("musllinux_1_2", "musllinux_1_2_x86_64"),
     "aarch64-unknown-linux-gnu": ("manylinux2014", "manylinux_2_17_aarch64"),
     "aarch64-unknown-linux-musl": ("musllinux_1_2", "musllinux_1_2_aarch64"),
+    # macOS: no --compatibility; the tag carries MACOS_MIN's version.
+    "x86_64-apple-darwin": ("", "macosx_10_12_x86_64"),
+    "aarch64-apple-darwin": ("", "macosx_11_0_arm64"),
 }
+# macOS target -> MACOSX_DEPLOYMENT_TARGET, the oldest macOS its wheels claim: the oldest the
+# Rust standard library supports there (rustc's own default: 10.12 on x86_64; 11.0, the first
+# macOS for Apple silicon, on arm64). Nothing in the crate asks for more (docs/packaging.md).
+MACOS_MIN = {"x86_64-apple-darwin": "10.12", "aarch64-apple-darwin": "11.0"}
+# What a macOS extension may link: the C library and the rest of libSystem, nothing else (no
+# libpython: CPython's symbols are looked up in the process that loads it).
+MACOS_LIBS = ["/usr/lib/libSystem.B.dylib"]
 # Shared libraries a manylinux wheel may link (auditwheel's policy decides the tag; this is the
 # plainer promise of the README: no libssl, libz, libsasl or libmemcached).
 GLIBC_LIBS = {
@@ -97,8 +110,47 @@ def auditwheel(wheel: Path, musl: bool) -> dict:
     return json.loads(out.stdout)
 
 
+def macos_problems(wheel: Path, target: str) -> tuple[list[str], str]:
+    """The Mach-O checks of a macOS wheel's extension (release/macho.py)."""
+    so, data = elf_of(wheel)
+    arch = "arm64" if target.startswith("aarch64") else "x86_64"
+    minos = tuple(int(x) for x in MACOS_MIN[target].split("."))
+    try:
+        images = macho.read(data)
+    except macho.MachOError as e:
+        return [f"{so}: {e}"], ""
+    if not images:
+        return [f"{so}: a universal file of no architecture"], ""
+    problems = []
+    if Path(so).name != extension_name(wheel.name, target):
+        problems.append(f"{so} is not named {extension_name(wheel.name, target)}")
+    if [im.arch for im in images] != [arch]:
+        problems.append(f"{so} holds {[im.arch for im in images]}, not [{arch!r}]")
+    for im in images:
+        if im.platform != macho.PLATFORM_MACOS or (im.minos or ())[:2] != minos:
+            problems.append(f"{so}: platform {im.platform}, minimum macOS {im.minos}, not {minos}")
+        if im.filetype not in ("dylib", "bundle"):
+            problems.append(f"{so} is a Mach-O {im.filetype}")
+        if im.dylibs != MACOS_LIBS or im.rpaths:
+            problems.append(f"{so} links {im.dylibs} (rpaths {im.rpaths}), not {MACOS_LIBS}")
+        python = {s for s in im.imports if s.startswith(("_Py", "__Py"))}
+        if not python or not python <= {s for s in im.undefined if s.startswith(("_Py", "__Py"))}:
+            problems.append(f"{so}: Python's symbols are not undefined imports")
+        for sym in sorted(im.imports):
+            want = "dynamic lookup" if sym in python else MACOS_LIBS[0]
+            if im.source_of(sym) != want:
+                problems.append(f"{so}: {sym} is bound to {im.source_of(sym)}, not {want}")
+                break
+    minimum = ".".join(map(str, images[0].minos or ()))
+    python = [s for s in images[0].imports if s.startswith(("_Py", "__Py"))]
+    how = f"Mach-O {arch}, minimum macOS {minimum}, links only libSystem"
+    return problems, f"{how}, {len(python)} Python symbols by dynamic lookup"
+
+
 def platform_problems(wheel: Path, target: str) -> tuple[list[str], str]:
     """The platform checks of one wheel; returns the problems and how it was verified."""
+    if target.endswith("-apple-darwin"):
+        return macos_problems(wheel, target)
     _, tag = TARGETS[target]
     arch = "EM_X86_64" if target.startswith("x86_64") else "EM_AARCH64"
     so, data = elf_of(wheel)
@@ -157,7 +209,9 @@ def platform_problems(wheel: Path, target: str) -> tuple[list[str], str]:
 
 def extension_name(wheel_name: str, target: str) -> str:
     """The file name CPython looks for: its SOABI for the target (before 3.11, CPython on musl
-    still called itself linux-gnu)."""
+    still called itself linux-gnu; on macOS it names no architecture)."""
     minor = int(wheel_name.split("-")[2][3:])
+    if target.endswith("-apple-darwin"):
+        return f"_fastmc.cpython-3{minor}-darwin.so"
     libc = "musl" if target.endswith("-musl") and minor >= 11 else "gnu"
     return f"_fastmc.cpython-3{minor}-{target.split('-')[0]}-linux-{libc}.so"

@@ -19,7 +19,7 @@ ROOT = Path(__file__).resolve().parents[1]
 PYTHONS = ("3.9", "3.10", "3.11", "3.12", "3.13")
 
 # The extension module: per-version (cpython-313-x86_64-linux-gnu), abi3, or macOS (darwin).
-EXTENSION = re.compile(r"^fastmc/_fastmc\.(cpython-3\d+-[a-z0-9_]+-[a-z0-9_-]+|abi3)\.so$")
+EXTENSION = re.compile(r"^fastmc/_fastmc\.(cpython-3\d+-[a-z0-9_-]+|abi3)\.so$")
 
 
 def cargo_version() -> str:
@@ -52,6 +52,10 @@ def source_files(*paths: str) -> set[str]:
                 found.add(f.relative_to(ROOT).as_posix())
     return found
 
+
+# The operating systems wheels are built and checked for (docs/packaging.md): a classifier may
+# name these and no other.
+OPERATING_SYSTEMS = {"Operating System :: POSIX :: Linux", "Operating System :: MacOS"}
 
 # Named explicitly too, so that losing one from the repository fails the checks as well.
 TYPING = {"fastmc/_fastmc.pyi", "fastmc/py.typed"}
@@ -88,8 +92,10 @@ def metadata_problems(meta: email.message.Message, version: str) -> list[str]:
             problems.append(f"classifier for Python {minor} missing")
     for c in classifiers:
         # Only the platforms a wheel is built and checked for (docs/packaging.md).
-        if c.startswith("Operating System ::") and c != "Operating System :: POSIX :: Linux":
+        if c.startswith("Operating System ::") and c not in OPERATING_SYSTEMS:
             problems.append(f"classifier {c!r} claims a platform no wheel is built or tested for")
+    for c in sorted(OPERATING_SYSTEMS - set(classifiers)):
+        problems.append(f"classifier {c!r} missing")
         python = re.fullmatch(r"Programming Language :: Python :: (3\.\d+)", c)
         if python and python.group(1) not in PYTHONS:
             problems.append(f"classifier {c!r} claims an untested Python")
