@@ -111,15 +111,16 @@ fuzz: ## fuzz the reply parsers for FUZZ_SECONDS
 	@command -v cargo-fuzz >/dev/null 2>&1 || cargo install cargo-fuzz --locked
 	cd fuzz && RUSTC_BOOTSTRAP=1 cargo fuzz run parse_reply -- -max_total_time=$(FUZZ_SECONDS) -max_len=20000
 
-# The release files (not part of `make test`: 20 release builds, 8.5 to 12 minutes here): wheels
-# for CPython 3.9-3.13, manylinux2014 and musllinux_1_2, x86_64 and aarch64, cross-built with
-# zig, each checked (auditwheel, contents, and an install and smoke test in a fresh venv of every
-# CPython this machine can run them on, plus Debian's arm64 CPython under qemu-user for the
-# aarch64 wheels), and the sdist built, checked and installed from source.
+# The release files (not part of `make test`: 30 release builds, the time is in
+# docs/packaging.md): wheels for CPython 3.9-3.13, manylinux2014 and musllinux_1_2, x86_64 and
+# aarch64, and macOS x86_64 and arm64, cross-built with zig, each checked (auditwheel or the
+# Mach-O, contents, and an install and smoke test in a fresh venv of every CPython this machine
+# can run them on, plus Debian's arm64 CPython under qemu-user for the aarch64 wheels; the macOS
+# ones cannot run here), and the sdist built, checked and installed from source.
 # Debian's musl, when it can be installed, lets the checks run musl's loader on the x86_64 musl
 # wheels. docs/packaging.md says what was built and verified, and what could not be.
 WHEEL_TARGETS ?= x86_64-unknown-linux-gnu x86_64-unknown-linux-musl aarch64-unknown-linux-gnu \
-	aarch64-unknown-linux-musl
+	aarch64-unknown-linux-musl x86_64-apple-darwin aarch64-apple-darwin
 
 $(BIN)/.release-tools: release/requirements.txt $(BIN)/.installed
 	$(BIN)/pip install -q -r release/requirements.txt

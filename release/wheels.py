@@ -6,12 +6,15 @@ With no step named, all three run, in that order:
 
 - build: for every Rust target, the wheels for CPython 3.9 to 3.13 with maturin and zig (no
   container): `manylinux2014` (glibc 2.17) for the -gnu targets, `musllinux_1_2` for the -musl
-  ones. One wheel per CPython version, not abi3 (the measurement behind that choice is in
-  docs/packaging.md).
+  ones, `macosx_10_12_x86_64` and `macosx_11_0_arm64` for the -apple-darwin ones (cross-built:
+  no Apple SDK, zig's own macOS stubs). One wheel per CPython version, not abi3 (the measurement
+  behind that choice is in docs/packaging.md).
 - check: every wheel in --out. Contents and metadata (release/wheelcheck.py); the platform tag
   with `auditwheel show`; for musl wheels, which cannot run on a glibc host, the ELF itself (only
   musl's libc needed, every symbol it imports defined by musl 1.2, and, for this machine's
-  architecture when Debian's `musl` is installed, musl's own loader resolving it). Then, for
+  architecture when Debian's `musl` is installed, musl's own loader resolving it); for macOS
+  wheels, the Mach-O (release/macho.py: architecture, minimum macOS, only libSystem linked,
+  Python's symbols by dynamic lookup). They cannot run here. Then, for
   each of CPython 3.9 to 3.13, a fresh virtualenv installs fastmc from --out the way a user's
   pip would (`--only-binary :all: --no-index`, so no sdist and no compiler) and runs
   release/smoke.py against a real memcached and a TLS one; every wheel this machine can run must
@@ -44,7 +47,7 @@ sys.path.insert(0, str(ROOT / "tests" / "support"))
 import emulated  # noqa: E402
 import wheelcheck  # noqa: E402
 from memcached import Memcached  # noqa: E402
-from platformcheck import TARGETS, platform_problems, wheel_target  # noqa: E402
+from platformcheck import MACOS_MIN, TARGETS, platform_problems, wheel_target  # noqa: E402
 
 PYTHONS = wheelcheck.PYTHONS
 
@@ -97,8 +100,24 @@ def build_command(target: str, out: Path) -> list[str]:
     runs the same)."""
     compatibility, _ = TARGETS[target]
     cmd = ["maturin", "build", "--release", "--locked", "--strip", "--zig"]
-    cmd += ["--target", target, "--compatibility", compatibility, "--out", str(out)]
+    cmd += ["--target", target, "--out", str(out)]
+    cmd += ["--compatibility", compatibility] if compatibility else []
     return cmd + [arg for m in PYTHONS for arg in ("-i", f"python{m}")]
+
+
+def build_env(target: str) -> dict[str, str]:
+    """What the build of one target adds to the environment (the release workflow sets the same).
+    macOS: the oldest macOS to build for (it becomes the tag and the minimum in the load
+    commands; maturin knows CPython's macOS configuration for every version, no interpreter
+    needed), and `-dead_strip_dylibs`: Rust's libc crate asks for libiconv, which nothing uses,
+    and only libSystem may be linked."""
+    if target not in MACOS_MIN:
+        return {}
+    flags = f"CARGO_TARGET_{target.upper().replace('-', '_')}_RUSTFLAGS"
+    return {
+        "MACOSX_DEPLOYMENT_TARGET": MACOS_MIN[target],
+        flags: "-C link-arg=-Wl,-dead_strip_dylibs",
+    }
 
 
 def ensure_rust_targets(targets: list[str]) -> None:
@@ -127,8 +146,9 @@ def build(out: Path, targets: list[str], interpreters: dict[str, Path]) -> None:
         for target in targets:
             cmd = build_command(target, out)
             t0 = time.monotonic()
-            say(" ".join(cmd))
-            run(cmd, cwd=ROOT, env=env)
+            extra = build_env(target)
+            say(" ".join([*(f"{k}={v!r}" for k, v in extra.items()), *cmd]))
+            run(cmd, cwd=ROOT, env={**env, **extra})
             say(f"built in {time.monotonic() - t0:.0f} s")
 
 
@@ -147,7 +167,11 @@ def expected_wheels(targets: list[str], version: str) -> set[str]:
 
 
 def host_runs(target: str) -> bool:
-    return target == f"{platform.machine()}-unknown-linux-gnu" and sys.platform == "linux"
+    """Whether this machine runs `target`'s wheels (on a Mac: the release workflow's test-macos)."""
+    machine = {"arm64": "aarch64"}.get(platform.machine(), platform.machine())
+    if sys.platform == "darwin":
+        return target == f"{machine}-apple-darwin"
+    return target == f"{machine}-unknown-linux-gnu" and sys.platform == "linux"
 
 
 def fresh_venv(python: Path, where: Path) -> tuple[Path, dict]:
