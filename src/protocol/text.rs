@@ -30,7 +30,7 @@ pub fn encode_gat<'k>(
     keys: impl IntoIterator<Item = &'k [u8]>,
 ) {
     buf.extend_from_slice(if with_cas { b"gats " } else { b"gat " });
-    push_u64(buf, exptime as u64);
+    push_exptime(buf, exptime);
     for k in keys {
         buf.push(b' ');
         buf.extend_from_slice(k);
@@ -91,12 +91,25 @@ pub fn encode_arith(buf: &mut Vec<u8>, incr: bool, key: &[u8], delta: u64, norep
     buf.extend_from_slice(b"\r\n");
 }
 
+/// A touch's expiry time (already wrapped to 32 bits) as memcached reads every expiry: a signed
+/// 32-bit number, so 4294967295 goes out as -1 (expire now). memcached 1.6.18 cast a larger number
+/// to 32 bits itself; 1.6.45 refuses one beyond 2**31 - 1 in `touch` and `gat` ("CLIENT_ERROR
+/// invalid exptime argument") while the stores still take it, so the signed form keeps one meaning
+/// on both.
+fn push_exptime(buf: &mut Vec<u8>, exptime: u32) {
+    let signed = exptime as i32;
+    if signed < 0 {
+        buf.push(b'-');
+    }
+    push_u64(buf, u64::from(signed.unsigned_abs()));
+}
+
 /// `touch <key> <exptime> [noreply]\r\n`.
 pub fn encode_touch(buf: &mut Vec<u8>, key: &[u8], exptime: u32, noreply: bool) {
     buf.extend_from_slice(b"touch ");
     buf.extend_from_slice(key);
     buf.push(b' ');
-    push_u64(buf, exptime as u64);
+    push_exptime(buf, exptime);
     if noreply {
         buf.extend_from_slice(b" noreply");
     }
@@ -439,6 +452,18 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn touch_and_gat_send_the_time_memcached_reads() {
+        let mut b = Vec::new();
+        encode_touch(&mut b, b"k", u32::MAX, false);
+        encode_touch(&mut b, b"k", 1 << 31, true);
+        encode_touch(&mut b, b"k", (1 << 31) - 1, false);
+        encode_gat(&mut b, false, u32::MAX - 4, [&b"k"[..]]);
+        let expect = "touch k -1\r\ntouch k -2147483648 noreply\r\ntouch k 2147483647\r\n\
+                      gat -5 k\r\n";
+        assert_eq!(String::from_utf8_lossy(&b), expect);
     }
 
     #[test]
