@@ -106,10 +106,18 @@ fn meta_outcome(r: Reply<'_>) -> Result<MetaOutcome> {
         Reply::MetaResult { code, flags, data } => Ok(MetaOutcome {
             code,
             flags: flags.to_vec(),
-            data: data.map(<[u8]>::to_vec),
+            data: data.map(owned).transpose()?,
         }),
         _ => Err(unexpected()),
     }
+}
+
+/// A copy of a value the server sent: its size is the server's, so room is asked for.
+fn owned(data: &[u8]) -> Result<Vec<u8>> {
+    let mut v = Vec::new();
+    v.try_reserve_exact(data.len())?;
+    v.extend_from_slice(data);
+    Ok(v)
 }
 
 #[cfg(test)]

@@ -124,8 +124,15 @@ impl Fetched {
             let r = match self.items.get(i as usize) {
                 Some(Ok(Some(item))) => {
                     let start = out.data.len();
-                    out.data.extend_from_slice(self.bytes(item));
-                    Ok(Some(Item::new(item.flags, item.cas, start, item.len)))
+                    let bytes = self.bytes(item);
+                    // (a copy of what the server sent: asked for, not assumed)
+                    match out.data.try_reserve(bytes.len()) {
+                        Ok(()) => {
+                            out.data.extend_from_slice(bytes);
+                            Ok(Some(Item::new(item.flags, item.cas, start, item.len)))
+                        }
+                        Err(e) => Err(e.into()),
+                    }
                 }
                 Some(Ok(None)) => Ok(None),
                 Some(Err(e)) => Err(e.clone()),
