@@ -29,6 +29,7 @@ mod lease;
 mod ops;
 mod plan;
 mod probe;
+mod quiet;
 mod replies;
 mod sink;
 mod snapshot;

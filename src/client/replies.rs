@@ -8,7 +8,8 @@
 //! Owns `Replies`. Uses `protocol` parsers, the plan's `ServerBatch`/`Request` and the sinks.
 
 use super::plan::{Request, ServerBatch};
-use super::sink::{unexpected, QuietBatch, Sink};
+use super::quiet::QuietBatch;
+use super::sink::{unexpected, Sink};
 use crate::behaviors::DEFAULT_MAX_VALUE_SIZE;
 use crate::error::{Error, Result};
 use crate::protocol::{self, binary, parse_text_reply, Parsed, Reply, ReplyKind};

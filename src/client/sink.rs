@@ -1,10 +1,10 @@
 //! Turning replies into per-key outcomes. A `Sink` receives the reply units of a batch, already
 //! matched to the request (and so the keys) they answer, and records one outcome per key:
 //! `GetSink` for retrievals (hits in request order, the rest misses), `LineSink` for commands
-//! with one reply line each, `StatsSink` for `stats`. `QuietBatch` settles a quiet meta segment,
-//! where only failures answer, each with its token, and `MN` completes the rest.
+//! with one reply line each, `StatsSink` for `stats` (`quiet.rs` settles a quiet meta segment
+//! into a sink).
 //!
-//! Owns the sinks and `QuietBatch`. Uses `protocol::Reply` and `error`; no I/O, so everything
+//! Owns the sinks. Uses `protocol::Reply` and `error`; no I/O, so everything
 //! here is unit-tested without sockets.
 
 use std::borrow::Cow;
@@ -487,65 +487,6 @@ impl Sink for StatsSink {
     fn reject(&mut self, key: u32, e: Error) {
         if let Some(s) = self.out.get_mut(key as usize) {
             *s = Some(Err(e));
-        }
-    }
-}
-
-/// Where a quiet meta batch stands: the position after the last key the server answered for,
-/// the first error line that came without a key since then (it belongs to some key between two
-/// answered ones; a later one would fail the same keys, which keep their first failure), and
-/// how many error lines the segment had: never more than it has keys.
-#[derive(Default)]
-pub(super) struct QuietBatch {
-    from: usize,
-    pending: Option<(usize, Error)>,
-    error_lines: usize,
-}
-
-impl QuietBatch {
-    /// One reply of a quiet meta batch; true when the batch is complete (`MN`).
-    pub fn reply(&mut self, sink: &mut dyn Sink, keys: &[u32], reply: Reply<'_>) -> Result<bool> {
-        match reply {
-            Reply::Meta { status, opaque } => {
-                let pos = opaque as usize;
-                if pos < self.from || pos >= keys.len() {
-                    return Err(Error::Protocol(
-                        "meta reply for a request that was not sent".into(),
-                    ));
-                }
-                if let Some((from, e)) = self.pending.take() {
-                    sink.ambiguous(&keys[from..pos], &e);
-                }
-                match sink.reply(ReplyKind::MetaStore, &keys[pos..=pos], &mut 0, *status) {
-                    Ok(_) => {}
-                    Err(e) if e.is_resumable() => sink.fail(&keys[pos..=pos], &e),
-                    Err(e) => return Err(e),
-                }
-                self.from = pos + 1;
-                Ok(false)
-            }
-            // An error line carries no token: it belongs to one of the keys after the last one
-            // answered and before the next one answered (or the end of the segment).
-            Reply::Failed(e) => {
-                self.error_lines += 1;
-                if self.error_lines > keys.len() {
-                    return Err(Error::Protocol(
-                        "more error lines than keys in a quiet batch".into(),
-                    ));
-                }
-                self.pending.get_or_insert((self.from, e));
-                Ok(false)
-            }
-            Reply::MetaNoop => {
-                if let Some((from, e)) = self.pending.take() {
-                    sink.ambiguous(&keys[from..], &e);
-                }
-                sink.assume_ok(keys);
-                self.from = 0;
-                self.error_lines = 0;
-                Ok(true)
-            }
-            _ => Err(unexpected()),
         }
     }
 }

@@ -3,6 +3,7 @@
 use std::borrow::Cow;
 
 use super::*;
+use crate::client::quiet::QuietBatch;
 use crate::client::{Fetched, StoreStatus};
 
 fn get_sink<'a>(wire: &'a [Cow<'a, [u8]>]) -> GetSink<&'a [Cow<'a, [u8]>]> {
