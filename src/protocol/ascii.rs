@@ -10,6 +10,19 @@ pub const MAX_LINE: usize = 8 * 1024;
 /// Largest data block we accept in a `VALUE` reply (memcached's own maximum item size is 1 GiB).
 pub const MAX_VALUE: usize = 1 << 30;
 
+/// Append an expiry time (already wrapped to 32 bits) as memcached reads every expiry: a signed
+/// 32-bit number, so 4294967295 goes out as -1 (expire now). memcached 1.6.18 cast a larger
+/// number to 32 bits itself; 1.6.45 refuses one beyond 2**31 - 1 in `touch`, `gat` and the meta
+/// commands' `T` flag ("CLIENT_ERROR invalid exptime argument", "bad token") while the text
+/// stores still take it, so the signed form keeps one meaning on both.
+pub(super) fn push_exptime(buf: &mut Vec<u8>, exptime: u32) {
+    let signed = exptime as i32;
+    if signed < 0 {
+        buf.push(b'-');
+    }
+    push_u64(buf, u64::from(signed.unsigned_abs()));
+}
+
 /// Append `n` in decimal.
 pub(super) fn push_u64(buf: &mut Vec<u8>, mut n: u64) {
     // Short numbers (flags, lengths of small values, opaque tokens) without a copy call.

@@ -8,7 +8,9 @@
 //! Whether a server speaks it is probed with a bare `mn`: a server without the meta protocol
 //! answers `ERROR`, and nothing else changes on the connection.
 
-use super::ascii::{error_line, find_line, garbage, parse_dec_u64, push_u64, MAX_VALUE};
+use super::ascii::{
+    error_line, find_line, garbage, parse_dec_u64, push_exptime, push_u64, MAX_VALUE,
+};
 use super::{Parsed, Reply, ReplyKind, StoreCmd, StoreItem};
 use crate::error::{Error, Result};
 
@@ -33,7 +35,7 @@ pub fn encode_store_quiet(
     push_u64(buf, item.data.len() as u64);
     if item.exptime != 0 {
         buf.extend_from_slice(b" T");
-        push_u64(buf, item.exptime as u64);
+        push_exptime(buf, item.exptime);
     }
     if item.flags != 0 {
         buf.extend_from_slice(b" F");
@@ -353,6 +355,15 @@ mod tests {
         assert!(has_quiet_store(StoreCmd::Set));
         assert!(!has_quiet_store(StoreCmd::Cas));
         assert!(!has_quiet_store(StoreCmd::Append));
+    }
+
+    #[test]
+    fn a_store_sends_its_time_as_memcached_reads_it() {
+        // -1 (expire now, Django's timeout 0) wrapped to 32 bits: memcached 1.6.45 refuses
+        // T4294967295 with "CLIENT_ERROR bad token in command line format"
+        let mut b = Vec::new();
+        encode_store_quiet(&mut b, StoreCmd::Set, b"k", &item(0, u32::MAX, b"v", 0), 3);
+        assert_eq!(b, b"ms k 1 T-1 q O3\r\nv\r\n");
     }
 
     #[test]

@@ -6,7 +6,9 @@
 //!
 //! Keys must already be validated (`validate_text_key`): the encoders write them verbatim.
 
-use super::ascii::{error_line, find_line, garbage, parse_dec_u64, push_u64, MAX_VALUE};
+use super::ascii::{
+    error_line, find_line, garbage, parse_dec_u64, push_exptime, push_u64, MAX_VALUE,
+};
 use super::{Parsed, Reply, ReplyKind, StoreCmd, StoreItem};
 use crate::error::{Error, Result};
 
@@ -89,19 +91,6 @@ pub fn encode_arith(buf: &mut Vec<u8>, incr: bool, key: &[u8], delta: u64, norep
         buf.extend_from_slice(b" noreply");
     }
     buf.extend_from_slice(b"\r\n");
-}
-
-/// A touch's expiry time (already wrapped to 32 bits) as memcached reads every expiry: a signed
-/// 32-bit number, so 4294967295 goes out as -1 (expire now). memcached 1.6.18 cast a larger number
-/// to 32 bits itself; 1.6.45 refuses one beyond 2**31 - 1 in `touch` and `gat` ("CLIENT_ERROR
-/// invalid exptime argument") while the stores still take it, so the signed form keeps one meaning
-/// on both.
-fn push_exptime(buf: &mut Vec<u8>, exptime: u32) {
-    let signed = exptime as i32;
-    if signed < 0 {
-        buf.push(b'-');
-    }
-    push_u64(buf, u64::from(signed.unsigned_abs()));
 }
 
 /// `touch <key> <exptime> [noreply]\r\n`.
