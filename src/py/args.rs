@@ -202,15 +202,22 @@ pub fn uint_mask(obj: &Bound<'_, PyAny>) -> PyResult<u32> {
     Ok(masked(&int, u64::from(u32::MAX))? as u32)
 }
 
-/// The `k` format unit (touch's time): an int proper (no `__index__`), wrapped mod 2**64.
+/// The `k` format unit (touch's time), wrapped mod 2**64: an int proper before CPython 3.14; from
+/// 3.14 on, `k` also takes an object with `__index__` (pylibmc's touch then does), and an error
+/// its `__index__` raises passes through.
 pub fn ulong_mask(obj: &Bound<'_, PyAny>, pos: ArgPos) -> PyResult<u64> {
-    if !obj.is_instance_of::<PyInt>() {
+    let py = obj.py();
+    let int = if obj.is_instance_of::<PyInt>() {
+        obj.clone()
+    } else if py.version_info() >= (3, 14) && obj.get_type().hasattr(intern!(py, "__index__"))? {
+        index(obj)?
+    } else {
         return Err(pos.must_be("int", obj));
-    }
-    if let Ok(v) = obj.extract::<i64>() {
+    };
+    if let Ok(v) = int.extract::<i64>() {
         return Ok(v as u64);
     }
-    masked(obj, u64::MAX)
+    masked(&int, u64::MAX)
 }
 
 /// The `i` format unit (deltas, compress_level): a C int; OverflowError outside its range with
