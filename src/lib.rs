@@ -15,6 +15,7 @@ pub mod dispatch;
 pub mod error;
 pub mod fork;
 pub mod metrics;
+pub mod pickle_scan;
 pub mod protocol;
 pub mod py;
 pub mod ring;

@@ -18,6 +18,13 @@ use pyo3::types::PyList;
 use crate::behaviors::ALL_BEHAVIORS;
 use crate::ring::{Distribution, HashKind};
 
+/// Whether the allow-list unpickler may hand `data` to `pickle.loads` unchecked (for the tests,
+/// which hold the scan against CPython's own reading of pickles).
+#[pyfunction]
+fn _pickle_is_plain(data: &[u8]) -> bool {
+    crate::pickle_scan::is_plain_data(data)
+}
+
 #[pymodule(gil_used = false)]
 fn _fastmc(m: &Bound<'_, PyModule>) -> PyResult<()> {
     let py = m.py();
@@ -33,6 +40,7 @@ fn _fastmc(m: &Bound<'_, PyModule>) -> PyResult<()> {
         m.add(name, &cls)?;
         excs.append((name, cls))?;
     }
+    m.add_function(wrap_pyfunction!(_pickle_is_plain, m)?)?;
     // fastmc's own, outside pylibmc's `exceptions` list.
     m.add(
         "RefusedValueError",

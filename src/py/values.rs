@@ -16,6 +16,7 @@ use pyo3::types::PyBytes;
 
 use super::errors::RefusedValueError;
 use super::serde::{FLAG_PICKLE, TYPE_MASK};
+use crate::pickle_scan;
 use crate::signing::{Refusal, Signer, FLAG_SIGNED};
 
 static PICKLE_LOADS: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
@@ -209,8 +210,9 @@ impl ValuePolicy {
             _ => {}
         }
         let loads = match &self.loads {
-            Some(l) => l.bind(py).clone(),
-            None => PICKLE_LOADS.import(py, "pickle", "loads")?.clone(),
+            // A pickle of plain data names nothing the allow list could refuse.
+            Some(l) if !pickle_scan::is_plain_data(data) => l.bind(py).clone(),
+            _ => PICKLE_LOADS.import(py, "pickle", "loads")?.clone(),
         };
         loads.call1((PyBytes::new(py, data),)).map(Bound::unbind)
     }

@@ -308,3 +308,68 @@ def test_max_inflate_is_a_behavior(make, writer):
     writer.set("cut", (zlib.compress(b"y" * 1000)[:-4], 8))
     with pytest.raises(fastmc.Error, match="Failed to decompress value"):
         mc.get("cut")
+
+
+def _plain_values(rng):
+    def one(depth):
+        kind = rng.randrange(10 if depth < 3 else 6)
+        return [
+            lambda: None,
+            lambda: rng.choice([True, False]),
+            lambda: rng.randrange(-(2**70), 2**70) >> rng.randrange(70),
+            lambda: rng.random() * 10 ** rng.randrange(-5, 5),
+            lambda: "".join(chr(rng.randrange(1, 0x3000)) for _ in range(rng.randrange(8))),
+            lambda: bytes(rng.randrange(256) for _ in range(rng.randrange(300))),
+            lambda: [one(depth + 1) for _ in range(rng.randrange(4))],
+            lambda: tuple(one(depth + 1) for _ in range(rng.randrange(4))),
+            lambda: {str(i): one(depth + 1) for i in range(rng.randrange(4))},
+            lambda: frozenset(range(rng.randrange(3))),
+        ][kind]()
+
+    return one(0)
+
+
+_CALLS = {"GLOBAL", "STACK_GLOBAL", "INST", "OBJ", "REDUCE", "BUILD", "NEWOBJ", "NEWOBJ_EX"}
+
+
+def _cpython_ops(data):
+    """The opcodes pickletools reads, up to STOP or to what it cannot read (where the unpickler
+    stops too), and whether it read to STOP."""
+    import pickletools
+
+    ops = []
+    try:
+        for op, _, _ in pickletools.genops(data):
+            ops.append(op.name)
+    except Exception:
+        return ops, False
+    return ops, bool(ops) and ops[-1] == "STOP"
+
+
+def _cpython_sees_plain(data):
+    """Complete, and naming or calling nothing."""
+    ops, complete = _cpython_ops(data)
+    return complete and not _CALLS & set(ops)
+
+
+def test_the_allow_lists_plain_data_scan_agrees_with_cpython():
+    """What skips the per-class check is exactly what CPython reads as data: random plain values
+    at every protocol, objects, and mangled pickles."""
+    import random
+
+    rng = random.Random(1234)
+    scan = fastmc._fastmc._pickle_is_plain
+    for i in range(3000):
+        value = _plain_values(rng)
+        for proto in range(6):
+            data = pickle.dumps(value, proto)
+            assert scan(data) == _cpython_sees_plain(data), (value, proto, data)
+            cut = data[: rng.randrange(len(data))]
+            mangled = bytearray(data)
+            mangled[rng.randrange(len(data))] = rng.randrange(256)
+            for bad in (cut, bytes(mangled)):
+                if scan(bad):  # never plain where CPython would call or name something
+                    assert not _CALLS & set(_cpython_ops(bad)[0]), bad
+    for obj in (datetime.date(2020, 1, 1), decimal.Decimal(1), Boom("x"), print):
+        for proto in range(6):
+            assert not scan(pickle.dumps(obj, proto))
