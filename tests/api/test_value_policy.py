@@ -359,7 +359,7 @@ def test_the_allow_lists_plain_data_scan_agrees_with_cpython():
 
     rng = random.Random(1234)
     scan = fastmc._fastmc._pickle_is_plain
-    for i in range(3000):
+    for _ in range(3000):
         value = _plain_values(rng)
         for proto in range(6):
             data = pickle.dumps(value, proto)
