@@ -380,10 +380,11 @@ impl Connection {
     }
 
     /// Room for a reply unit of `total` bytes whose header is the first unread byte (the size
-    /// its header announced, checked against the caller's limit): the buffer grows to exactly
-    /// that, so a large value costs its size once here, and a refusal of the allocator is an
-    /// `Error::Alloc` rather than an abort. (The fresh buffer is zero-filled: it holds only
-    /// initialised bytes, which the reads need.)
+    /// its header announced, checked against the caller's limit): past `KEEP_READ_BUF` the
+    /// buffer grows to exactly that, so a large value costs its size once here; below, at least
+    /// to twice its size, so a run of growing medium values does not grow it each time. A
+    /// refusal of the allocator is an `Error::Alloc` rather than an abort. (The fresh buffer is
+    /// zero-filled: it holds only initialised bytes, which the reads need.)
     pub fn reserve_unit(&mut self, total: usize) -> Result<()> {
         if self.rpos + total <= self.rbuf.len() {
             return Ok(());
@@ -392,10 +393,11 @@ impl Connection {
             self.compact();
             return Ok(());
         }
+        let size = total.max(self.rbuf.len().saturating_mul(2).min(KEEP_READ_BUF));
         let mut buf = Vec::new();
-        buf.try_reserve_exact(total)?;
+        buf.try_reserve_exact(size)?;
         buf.extend_from_slice(self.unread());
-        buf.resize(total, 0);
+        buf.resize(size, 0);
         self.rend -= self.rpos;
         self.rpos = 0;
         self.rbuf = buf;

@@ -78,3 +78,17 @@ fn a_run_of_noreply_writes_has_nagle_on_until_the_next_request() {
     server.read_exact(&mut got).unwrap();
     assert_eq!(&got[..], &want[..]);
 }
+
+#[test]
+fn for_a_medium_unit_the_read_buffer_at_least_doubles() {
+    let (mut c, _server) = pair();
+    c.reserve_unit(READ_CHUNK + 1).unwrap();
+    assert_eq!(c.rbuf.len(), 2 * READ_CHUNK);
+    c.reserve_unit(2 * READ_CHUNK + 1).unwrap();
+    assert_eq!(c.rbuf.len(), 4 * READ_CHUNK);
+    // Past KEEP_READ_BUF: exactly the unit.
+    c.reserve_unit(KEEP_READ_BUF + 1).unwrap();
+    assert_eq!(c.rbuf.len(), KEEP_READ_BUF + 1);
+    c.shrink();
+    assert_eq!(c.rbuf.len(), READ_CHUNK);
+}
