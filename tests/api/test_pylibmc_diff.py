@@ -11,11 +11,25 @@ import fastmc
 import pylibmc
 import pytest
 from cases import CASES, MULTI_SERVER_CASES, TEXT_CASES, VALUES, outcome, run_both
+from memcached import server_quirks
+
+# What the case gives where the server refuses the keys (memcached 1.6.18): pylibmc's classes,
+# caught; fastmc gives it on every server, since it never sends such a key.
+BAD_KEYS_CAUGHT = (
+    "ok",
+    [("incr", "caught"), ("delete", "caught"), ("get_multi", {"a": 1, "b": 2, "c": 3})],
+)
 
 
 @pytest.mark.parametrize("name", sorted({**CASES, **TEXT_CASES}))
 def test_same_outcome_as_pylibmc(servers, name):
     theirs, ours = run_both(servers[:1], {**CASES, **TEXT_CASES}[name])
+    if name == "bad_keys_caught_as_pylibmcs" and not server_quirks(servers[0])["bad_keys_refused"]:
+        # memcached 1.6.45 looks such keys up (NOT_FOUND) where 1.6.18 refused them, so pylibmc,
+        # which sends them, raises NotFound instead (docs/packaging.md)
+        assert theirs == ("raise", "NotFound")
+        assert ours == BAD_KEYS_CAUGHT
+        return
     assert ours == theirs
 
 

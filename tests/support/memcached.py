@@ -68,6 +68,30 @@ def memcached_binary() -> str:
     return os.environ.get("MEMCACHED") or shutil.which("memcached") or "/usr/bin/memcached"
 
 
+def server_answer(address: str, command: bytes) -> bytes:
+    """The first line a memcached at `address` (host:port) answers to a raw text `command`."""
+    host, port = address.rsplit(":", 1)
+    with socket.create_connection((host, int(port)), timeout=5) as s:
+        s.sendall(command)
+        return s.makefile("rb").readline()
+
+
+def server_quirks(address: str) -> dict[str, bool]:
+    """What changed in memcached's text protocol between 1.6.18 and 1.6.45 that pylibmc's
+    outcomes follow (it sends these; fastmc never does, or sends them in a form both take):
+    ``wide_touch_refused``: a touch time beyond 2**31 - 1 is refused (CLIENT_ERROR) rather than
+    cast to 32 bits; ``bad_keys_refused``: a key with a space or a control character is refused
+    (ERROR, CLIENT_ERROR) rather than looked up and missed (NOT_FOUND)."""
+    return {
+        "wide_touch_refused": server_answer(address, b"touch q 2147483648\r\n").startswith(
+            b"CLIENT_ERROR"
+        ),
+        "bad_keys_refused": not server_answer(address, b"delete fastmc-probe x\r\n").startswith(
+            b"NOT_FOUND"
+        ),
+    }
+
+
 class Memcached:
     """A memcached on a free port of `host` (extra args go to memcached), stopped when this process
     exits (killed should it die, if started from the main thread). ``memory_mb`` and ``threads`` are
