@@ -127,6 +127,9 @@ class UnknownStatKey(Error):
 # fastmc's own: a fetched value the client's value policy refuses (docs/security.md).
 class RefusedValueError(Error): ...
 
+# Whether the allow-list unpickler may load a pickle unchecked (for the tests).
+def _pickle_is_plain(data: bytes) -> bool: ...
+
 # A key: text (encoded as UTF-8) or bytes.
 _Key: TypeAlias = str | bytes
 # The multi-key methods answer with the key objects they were given (without the prefix).

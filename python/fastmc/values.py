@@ -51,23 +51,28 @@ def _dotted(cls: _Class) -> tuple[str, str]:
     raise TypeError("pickle_classes takes classes or dotted names, not %r" % (cls,))
 
 
+class _AllowListUnpickler(_pickle.Unpickler):
+    def __init__(self, data: bytes, allowed: frozenset[tuple[str, str]]) -> None:
+        super().__init__(io.BytesIO(data))
+        self.allowed = allowed
+
+    def find_class(self, module: str, name: str) -> Any:
+        if (module, name) not in self.allowed:
+            raise RefusedValueError(
+                "value refused: its pickle names %s.%s, which is not in pickle_classes"
+                % (module, name)
+            )
+        return super().find_class(module, name)
+
+
 def allow_list_loads(classes: Iterable[_Class]) -> Callable[[bytes], Any]:
     """A ``pickle.loads`` that builds only the listed classes (and plain containers): a pickle
     that names anything else (a function, ``os.system``, a class not listed) raises
     :class:`RefusedValueError` before it is called."""
     allowed = _PLAIN | {_dotted(c) for c in classes}
 
-    class _Unpickler(_pickle.Unpickler):
-        def find_class(self, module: str, name: str) -> Any:
-            if (module, name) not in allowed:
-                raise RefusedValueError(
-                    "value refused: its pickle names %s.%s, which is not in pickle_classes"
-                    % (module, name)
-                )
-            return super().find_class(module, name)
-
     def loads(data: bytes) -> Any:
-        return _Unpickler(io.BytesIO(data)).load()
+        return _AllowListUnpickler(data, allowed).load()
 
     return loads
 
