@@ -239,8 +239,10 @@ impl<W: WireKeys> GetSink<W> {
             if let Some(e) = self.errors.last_mut().filter(|e| e.to.is_none()) {
                 e.to = Some(pos);
             }
-            *cursor = pos + 1;
+            // The cursor passes the key only once its value is kept: a refused allocation fails
+            // it with the keys after it, instead of leaving it with no outcome.
             self.hit(keys[pos], flags, cas, data)?;
+            *cursor = pos + 1;
             return Ok(false);
         }
         let behind = keys[..(*cursor).min(keys.len())]

@@ -265,6 +265,13 @@ pub fn allocation_failure(op: Op, key: &[u8]) -> PyErr {
     ))
 }
 
+/// A fetched value that could not be copied into a Python object: `MEMORY ALLOCATION FAILURE`.
+pub fn value_allocation_failure(len: usize) -> PyErr {
+    AllocationError::new_err(format!(
+        "error {RC_MEMORY_ALLOCATION_FAILURE}: MEMORY ALLOCATION FAILURE (a value of {len} bytes)"
+    ))
+}
+
 /// A whole-client command that failed on a server: `error 19 from <op>: SOME ERRORS WERE
 /// REPORTED (<detail>)`.
 pub fn some_errors(op: Op, e: &CoreError) -> PyErr {

@@ -10,7 +10,7 @@ use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyBool, PyBytes, PyInt, PyString, PyTuple};
 use pyo3::IntoPyObjectExt;
 
-use super::errors::{plain_error, RefusedValueError};
+use super::errors::{plain_error, value_allocation_failure, RefusedValueError};
 use super::values::ValuePolicy;
 
 pub const FLAG_PICKLE: u32 = 1;
@@ -85,6 +85,39 @@ pub fn check_user_serialized(out: &Bound<'_, PyAny>) -> PyResult<(Vec<u8>, u32)>
     Ok((data, f as u32))
 }
 
+/// Values from this size on are copied into Python objects fallibly: a failed allocation of a
+/// large value (whose size the server chose, up to `max_value_size`) raises `AllocationError`
+/// instead of panicking. Smaller ones take PyO3's direct constructors, which cannot report one.
+const FALLIBLE_FROM: usize = 64 << 10;
+
+/// A value's bytes as a Python `bytes` (see `FALLIBLE_FROM`).
+pub fn py_bytes<'py>(py: Python<'py>, data: &[u8]) -> PyResult<Bound<'py, PyBytes>> {
+    if data.len() < FALLIBLE_FROM {
+        return Ok(PyBytes::new(py, data));
+    }
+    PyBytes::new_with(py, data.len(), |b| {
+        b.copy_from_slice(data);
+        Ok(())
+    })
+    .map_err(|_| value_allocation_failure(data.len()))
+}
+
+/// A value's text as a Python `str` (see `FALLIBLE_FROM`).
+fn py_str<'py>(py: Python<'py>, s: &str) -> PyResult<Bound<'py, PyAny>> {
+    if s.len() < FALLIBLE_FROM {
+        return Ok(PyString::new(py, s).into_any());
+    }
+    py_bytes(py, s.as_bytes())?
+        .call_method1("decode", ("utf-8",))
+        .map_err(|e| {
+            if e.is_instance_of::<pyo3::exceptions::PyMemoryError>(py) {
+                value_allocation_failure(s.len())
+            } else {
+                e
+            }
+        })
+}
+
 /// Compress when pylibmc would: a non-zero `min_compress_len` the data reaches, a non-zero
 /// level, and only if the result is strictly shorter.
 pub fn maybe_compress<'a>(
@@ -130,8 +163,14 @@ pub fn inflate<'py>(
         max + 1
     };
     let out = d
-        .call_method1("decompress", (PyBytes::new(py, data), limit))
-        .map_err(|_| failed())?;
+        .call_method1("decompress", (py_bytes(py, data)?, limit))
+        .map_err(|e| {
+            if e.is_instance_of::<pyo3::exceptions::PyMemoryError>(py) {
+                value_allocation_failure(max)
+            } else {
+                failed()
+            }
+        })?;
     let out = out.cast_into::<PyBytes>().map_err(|_| failed())?;
     if out.as_bytes().len() > max {
         return Err(inflate_refused(key, max));
@@ -194,9 +233,9 @@ pub fn deserialize(
     signed: bool,
 ) -> PyResult<Py<PyAny>> {
     match flags & TYPE_MASK {
-        0 => PyBytes::new(py, data).into_py_any(py),
+        0 => py_bytes(py, data)?.into_py_any(py),
         FLAG_TEXT => match std::str::from_utf8(data) {
-            Ok(s) => PyString::new(py, s).into_py_any(py),
+            Ok(s) => py_str(py, s)?.into_py_any(py),
             // Let CPython build the exact UnicodeDecodeError.
             Err(_) => PyBytes::new(py, data)
                 .call_method1("decode", ("utf-8",))

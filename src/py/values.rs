@@ -15,7 +15,7 @@ use pyo3::sync::PyOnceLock;
 use pyo3::types::PyBytes;
 
 use super::errors::RefusedValueError;
-use super::serde::{FLAG_PICKLE, TYPE_MASK};
+use super::serde::{py_bytes, FLAG_PICKLE, TYPE_MASK};
 use crate::pickle_scan;
 use crate::signing::{Refusal, Signer, FLAG_SIGNED};
 
@@ -214,7 +214,7 @@ impl ValuePolicy {
             Some(l) if !pickle_scan::is_plain_data(data) => l.bind(py).clone(),
             _ => PICKLE_LOADS.import(py, "pickle", "loads")?.clone(),
         };
-        loads.call1((PyBytes::new(py, data),)).map(Bound::unbind)
+        loads.call1((py_bytes(py, data)?,)).map(Bound::unbind)
     }
 
     /// The policy as `Client.value_policy` shows it (never the keys).

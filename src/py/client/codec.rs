@@ -8,7 +8,6 @@ use std::sync::atomic::Ordering;
 
 use pyo3::intern;
 use pyo3::prelude::*;
-use pyo3::types::PyBytes;
 
 use super::PyClient;
 use crate::py::errors;
@@ -75,7 +74,8 @@ impl PyClient {
             data
         };
         if user {
-            match slf.call_method1(intern!(py, "deserialize"), (PyBytes::new(py, data), flags)) {
+            let data = serde::py_bytes(py, data)?;
+            match slf.call_method1(intern!(py, "deserialize"), (data, flags)) {
                 Ok(v) => Ok(Some(v.unbind())),
                 Err(e) if e.is_instance_of::<errors::CacheMiss>(py) => Ok(None),
                 Err(e) => Err(e),
