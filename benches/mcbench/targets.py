@@ -213,6 +213,15 @@ TARGETS = {
         0,
         "When the network heals, every server is back within retry_timeout.",
     ),
+    "values_cost": Threshold(
+        "values",
+        "{mode} {kind} {op}: ≤ 1.1× the default",
+        "fastmc's time per call in the mode ÷ in its default mode (pickles allowed), same value",
+        "<=",
+        1.10,
+        "Safe values (signed, allow-listed or pickle-free) cost at most 10% over the default on "
+        "single and 100-key calls.",
+    ),
 }
 
 # The stampede scenario's stale window: a value may be served this many seconds past the end of

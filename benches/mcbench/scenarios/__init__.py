@@ -4,7 +4,19 @@ from __future__ import annotations
 
 from typing import Callable
 
-from . import aio, bulk, memory, multi, noreply, simple_vs_multi, single, speedup, stampede, threads
+from . import (
+    aio,
+    bulk,
+    memory,
+    multi,
+    noreply,
+    simple_vs_multi,
+    single,
+    speedup,
+    stampede,
+    threads,
+    values,
+)
 
 SCENARIOS: dict[str, Callable] = {
     "single": single.run,
@@ -17,6 +29,7 @@ SCENARIOS: dict[str, Callable] = {
     "memory": memory.run,
     "aio": aio.run,
     "stampede": stampede.run,
+    "values": values.run,
 }
 
 # Run without pinning to one CPU: threads need every CPU (so do the asyncio client's I/O
