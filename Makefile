@@ -9,10 +9,11 @@ export VIRTUAL_ENV := $(abspath $(VENV))
 export PATH := $(abspath $(BIN)):$(PATH)
 
 .PHONY: help test bench bench-full develop develop-release lint check-rust pytest memcached venv \
-	fuzz soak random-diff wheels clean bench-net bench-net-soak net-tools
+	fuzz soak random-diff wheels clean bench-net bench-net-soak net-tools test-sid test-py314 \
+	test-py315
 
 help: ## list the targets
-	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | expand -t 18
+	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | expand -t 18
 
 $(BIN)/.installed: requirements-dev.txt
 	$(PYTHON) -m venv $(VENV)
@@ -121,6 +122,20 @@ fuzz: ## fuzz the reply parsers for FUZZ_SECONDS
 # wheels. docs/packaging.md says what was built and verified, and what could not be.
 WHEEL_TARGETS ?= x86_64-unknown-linux-gnu x86_64-unknown-linux-musl aarch64-unknown-linux-gnu \
 	aarch64-unknown-linux-musl x86_64-apple-darwin aarch64-apple-darwin
+
+# The whole suite on CPython 3.14 and 3.15 against memcached 1.6.45, all three from Debian's
+# unstable suite (release/sid.py: a debootstrap root in target/sid, made once; needs root): a
+# debug wheel of the tree for each, built here with zig, installed into a venv there by pip with
+# no compiler and no index, then pytest there. Not part of `make test` (several minutes each:
+# docs/packaging.md has the times and counts).
+test-sid: $(BIN)/.release-tools ## the whole suite on Debian's CPython 3.14 and 3.15, memcached 1.6.45 (slow)
+	$(BIN)/python release/sid.py test 3.14 3.15
+
+test-py314: $(BIN)/.release-tools ## the whole suite on Debian's CPython 3.14, memcached 1.6.45 (slow)
+	$(BIN)/python release/sid.py test 3.14
+
+test-py315: $(BIN)/.release-tools ## the whole suite on Debian's CPython 3.15, memcached 1.6.45 (slow)
+	$(BIN)/python release/sid.py test 3.15
 
 $(BIN)/.release-tools: release/requirements.txt $(BIN)/.installed
 	$(BIN)/pip install -q -r release/requirements.txt

@@ -4,6 +4,7 @@ one version; the rules are release/wheelcheck.py's, which `make wheels` applies 
 files); the extension links no system library beyond the C runtime; the typed usage example runs.
 (The release wheels are built and checked by `make wheels`: docs/packaging.md.)"""
 
+import os
 import shutil
 import subprocess
 import sys
@@ -26,6 +27,8 @@ def _maturin(*args, out):
 
 @pytest.fixture(scope="module")
 def sdist(tmp_path_factory):
+    if os.environ.get("FASTMC_TEST_SDIST"):  # the file under test, given (release/sid.py)
+        return Path(os.environ["FASTMC_TEST_SDIST"])
     out = tmp_path_factory.mktemp("sdist")
     _maturin("sdist", out=out)
     (path,) = out.glob("fastmc-*.tar.gz")
@@ -34,6 +37,10 @@ def sdist(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def wheel(tmp_path_factory):
+    # The wheel under test when one is given: release/sid.py runs the suite on an installed
+    # wheel, where no cargo is at hand to build one.
+    if os.environ.get("FASTMC_TEST_WHEEL"):
+        return Path(os.environ["FASTMC_TEST_WHEEL"])
     # The debug profile `make develop` has just built, so this only packs it (about a second).
     out = tmp_path_factory.mktemp("wheel")
     _maturin("build", out=out)
