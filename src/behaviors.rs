@@ -210,7 +210,7 @@ impl Behaviors {
             "_io_key_prefetch" => self.io_key_prefetch = u32v,
             "_hash_with_prefix_key" => self.hash_with_prefix_key = on,
             "_noreply" => self.noreply = on,
-            "_sort_hosts" => self.ring.sort_hosts = on,
+            "_sort_hosts" => self.ring.set_sort_hosts(on),
             "_poll_timeout" => self.poll_timeout_ms = v32,
             "_socket_send_size" => self.socket_send_size = Some(v32),
             "_socket_recv_size" => self.socket_recv_size = Some(v32),

@@ -61,17 +61,20 @@ fn every_vector_configuration_places_every_key() {
     let mut checked = 0;
     for cfg in data["configs"].as_array().expect("configs") {
         let eff = &cfg["effective"];
+        let key_hash = by_name(
+            (0..10).filter_map(HashKind::from_code),
+            eff["key_hash"].as_str().expect("h"),
+            HashKind::name,
+        );
         let settings = RingSettings {
             distribution: by_name(
                 (0..8).filter_map(Distribution::from_code),
                 eff["distribution"].as_str().expect("d"),
                 Distribution::name,
             ),
-            key_hash: by_name(
-                (0..10).filter_map(HashKind::from_code),
-                eff["key_hash"].as_str().expect("h"),
-                HashKind::name,
-            ),
+            key_hash,
+            // Every vector client was built with its behaviors: its ring used the key hash.
+            point_hash: key_hash,
             weighted: eff["weighted"].as_bool().expect("w"),
             sort_hosts: eff["sort_hosts"].as_bool().expect("s"),
         };

@@ -381,8 +381,12 @@ impl Client {
             // The server list changed meanwhile; `set_servers` looked at ejections itself.
             return guard.clone();
         }
+        // An ejection or a return rebuilds the continuum with the key hash of now, as
+        // libmemcached's `run_distribution` does.
+        let mut behaviors = cur.behaviors.clone();
+        behaviors.ring.rebuild();
         let new = Arc::new(Snapshot::new(
-            cur.behaviors.clone(),
+            behaviors,
             cur.namespace.clone(),
             cur.topo.clone(),
             live,

@@ -80,6 +80,10 @@ pub struct RingServer {
 pub struct RingSettings {
     pub distribution: Distribution,
     pub key_hash: HashKind,
+    /// The key hash when the continuum was last built (`run_distribution`), which made the
+    /// points of the unweighted ring: setting `hash` alone does not rebuild it
+    /// (docs/design/placement.md#what-each-behavior-sets).
+    pub point_hash: HashKind,
     pub weighted: bool,
     pub sort_hosts: bool,
 }
@@ -89,6 +93,7 @@ impl Default for RingSettings {
         RingSettings {
             distribution: Distribution::Modula,
             key_hash: HashKind::Default,
+            point_hash: HashKind::Default,
             weighted: false,
             sort_hosts: false,
         }
@@ -96,8 +101,20 @@ impl Default for RingSettings {
 }
 
 impl RingSettings {
+    /// `memcached_behavior_set_key_hash`: keys are hashed with `h` from now on, but the
+    /// continuum keeps the points it has until the next rebuild.
     pub fn set_hash(&mut self, h: HashKind) {
         self.key_hash = h;
+    }
+    /// libmemcached's `run_distribution`: the continuum is built again, with the key hash of
+    /// now. Run by every distribution change, `_sort_hosts`, a server added, a clone and an
+    /// ejection or return; never by `hash` or `ketama_hash`.
+    pub fn rebuild(&mut self) {
+        self.point_hash = self.key_hash;
+    }
+    pub fn set_sort_hosts(&mut self, on: bool) {
+        self.sort_hosts = on;
+        self.rebuild();
     }
     pub fn set_ketama(&mut self, on: bool) {
         if on {
@@ -106,6 +123,7 @@ impl RingSettings {
         } else {
             self.distribution = Distribution::Modula;
         }
+        self.rebuild();
     }
     /// `true` also forces the MD5 key hash; `false` is libmemcached's "ketama on" quirk
     /// (docs/design/placement.md#what-each-behavior-sets).
@@ -114,6 +132,7 @@ impl RingSettings {
             self.key_hash = HashKind::Md5;
             self.distribution = Distribution::ConsistentWeighted;
             self.weighted = true;
+            self.rebuild();
         } else {
             self.set_ketama(true);
         }
@@ -125,6 +144,7 @@ impl RingSettings {
             Distribution::ConsistentWeighted => self.weighted = true,
             _ => {}
         }
+        self.rebuild();
     }
     /// `memcached_server_add_with_weight`: a weight > 1 under a consistent distribution
     /// silently turns the weighted ring on (docs/design/placement.md#the-weighted-flag).
@@ -132,12 +152,14 @@ impl RingSettings {
         if weight > 1 && self.distribution.is_consistent() {
             self.weighted = true;
         }
+        self.rebuild();
     }
     /// `memcached_clone` does not copy the weighted flag; re-adding the servers sets it only if
     /// some weight is > 1 (docs/design/placement.md#clones-and-pools).
     pub fn after_clone(&self, servers: &[RingServer]) -> RingSettings {
         RingSettings {
             weighted: servers.iter().any(|s| s.weight > 1),
+            point_hash: self.key_hash,
             ..*self
         }
     }
@@ -207,7 +229,7 @@ impl Ring {
                 } else {
                     for n in 0..100 {
                         continuum.push((
-                            hash(settings.key_hash, point_string(s, n, spy).as_bytes()),
+                            hash(settings.point_hash, point_string(s, n, spy).as_bytes()),
                             j,
                         ));
                     }

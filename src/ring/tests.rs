@@ -68,3 +68,21 @@ fn no_panic_on_edges() {
         let _ = hash(k, &[0xff; 13]);
     }
 }
+
+#[test]
+fn a_hash_set_later_keeps_the_points_until_a_rebuild() {
+    let servers = [srv("10.0.0.1", 11211, 1), srv("10.0.0.2", 11212, 1)];
+    let mut s = RingSettings::default();
+    s.set_ketama(true);
+    let before = Ring::build(&s, &servers, &[true, true]);
+    s.set_hash(HashKind::Crc);
+    assert_eq!(s.point_hash, HashKind::Default);
+    let stale = Ring::build(&s, &servers, &[true, true]);
+    assert_eq!(stale.continuum, before.continuum);
+    s.set_distribution(Distribution::Consistent);
+    assert_eq!(s.point_hash, HashKind::Crc);
+    assert_ne!(
+        Ring::build(&s, &servers, &[true, true]).continuum,
+        before.continuum
+    );
+}

@@ -1,11 +1,13 @@
 """Key placement: every configuration of the golden distribution vectors (generated from real
 pylibmc, in tests/data/distribution_vectors.json) maps every key to the same server index."""
 
+import contextlib
 import json
 from pathlib import Path
 
 import fastmc
 import pylibmc
+from memcached import free_port
 
 VECTORS = Path(__file__).resolve().parent.parent / "data" / "distribution_vectors.json"
 
@@ -51,3 +53,62 @@ def test_hash_is_pylibmcs_index_with_sorted_hosts():
         theirs = pylibmc.Client(servers, behaviors=dict(behaviors))
         ours = fastmc.Client(servers, behaviors=dict(behaviors))
         assert [ours.hash(k) for k in keys] == [theirs.hash(k) for k in keys], behaviors
+
+
+def _placements(mod, servers, behaviors, steps, keys):
+    mc = mod.Client(servers, behaviors=dict(behaviors))
+    for step in steps:
+        if step == "clone":
+            mc = mc.clone()
+        else:
+            mc.behaviors = dict(step)
+    return [mc.hash(k) for k in keys]
+
+
+def test_hash_set_later_keeps_pylibmcs_points_until_the_ring_is_rebuilt():
+    """libmemcached builds the continuum again on a distribution change, `_sort_hosts`, a clone
+    and a server added, never on `hash` (or `ketama_hash`) alone: keys hashed with a hash set
+    later land on the points the old hash made, as in pylibmc."""
+    servers = ["10.0.0.1:11211", "10.0.0.2:11212", "10.0.0.3:11213"]
+    keys = ["k%d" % i for i in range(500)]
+    stale = [{"hash": "md5"}]
+    steps = (
+        stale,
+        [{"hash": "crc"}, {"ketama_hash": "md5"}],
+        [{"hash": "md5"}, {"ketama": True}],
+        [{"hash": "md5"}, {"distribution": "consistent"}],
+        [{"hash": "md5"}, {"_sort_hosts": True}],
+        [{"hash": "fnv1a_32"}, "clone"],
+        [{"hash": "md5", "ketama": True}],
+    )
+    for behaviors in (
+        {"ketama": True},
+        {"hash": "crc", "distribution": "consistent ketama spy"},
+        {"ketama_weighted": True},
+        {},
+    ):
+        for s in steps:
+            theirs = _placements(pylibmc, servers, behaviors, s, keys)
+            assert _placements(fastmc, servers, behaviors, s, keys) == theirs, (behaviors, s)
+    # the case that tells the two rings apart: most keys move when the points are rebuilt
+    rebuilt = _placements(fastmc, servers, {"ketama": True, "hash": "md5"}, [], keys)
+    theirs = _placements(pylibmc, servers, {"ketama": True}, stale, keys)
+    assert sum(a != b for a, b in zip(rebuilt, theirs)) > len(keys) // 4
+
+
+def test_an_ejection_rebuilds_the_ring_with_the_hash_of_now(servers):
+    """An ejected server makes libmemcached rebuild the continuum, with the hash set since the
+    client was built: the ring then matches pylibmc's again."""
+    specs = [servers[0], "127.0.0.1:%d" % free_port(), servers[1]]
+    keys = ["k%d" % i for i in range(300)]
+    beh = {"ketama": True, "remove_failed": 1, "retry_timeout": 1, "dead_timeout": 60}
+    got = []
+    for mod in (pylibmc, fastmc):
+        mc = mod.Client(specs, behaviors=beh)
+        mc.behaviors = {"hash": "md5"}
+        for k in keys:
+            with contextlib.suppress(mod.Error):
+                mc.set(k, 1)
+        got.append([mc.hash(k) for k in keys])
+    assert 1 not in got[0]
+    assert got[1] == got[0]
