@@ -186,7 +186,9 @@ def _bind_opcodes(data: bytes) -> dict[str, int]:
         elif opcode == 0x30:  # SET_DYLIB_SPECIAL_IMM: 0, or a negative number in 4 bits
             ordinal = imm - 16 if imm else 0
         elif opcode == 0x40:  # SET_SYMBOL_TRAILING_FLAGS_IMM, then the name
-            end = data.index(b"\0", i)
+            end = data.find(b"\0", i)
+            if end < 0:
+                raise MachOError("a symbol name runs past the binding opcodes")
             symbol, i = data[i:end].decode("utf-8", "replace"), end + 1
         elif opcode in (0x60, 0x70, 0x80, 0xA0):  # addend, segment+offset, add address
             _, i = _uleb(data, i)
@@ -202,7 +204,14 @@ def _bind_opcodes(data: bytes) -> dict[str, int]:
 
 def read(data: bytes) -> list[Image]:
     """Every image of a Mach-O file: one for a thin file, one per architecture for a universal
-    one."""
+    one. A file this reader cannot follow raises MachOError."""
+    try:
+        return _read(data)
+    except struct.error as e:  # a table or command cut short
+        raise MachOError(f"truncated: {e}") from None
+
+
+def _read(data: bytes) -> list[Image]:
     if len(data) < 8:
         raise MachOError("too short for a Mach-O file")
     (magic,) = struct.unpack_from(">I", data, 0)

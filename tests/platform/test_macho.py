@@ -81,6 +81,8 @@ def test_what_is_not_a_macho_file_is_refused():
         macho.read(b"\x7fELF" + bytes(60))
     with pytest.raises(macho.MachOError):
         macho.read(struct.pack("<8I", macho.MH_MAGIC_64, 0x0100000C, 0, 6, 1, 4096, 0, 0))
+    with pytest.raises(macho.MachOError):  # one load command, cut short
+        macho.read(struct.pack("<8I", macho.MH_MAGIC_64, 0x0100000C, 0, 6, 1, 4, 0, 0) + bytes(4))
 
 
 def wheel_of(tmp_path, data, tag):
