@@ -12,7 +12,7 @@ use std::sync::Arc;
 use super::topology::Topology;
 use crate::behaviors::Behaviors;
 use crate::connection::SocketOptions;
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::protocol::{validate_binary_key, validate_text_key};
 use crate::ring::Ring;
 use crate::server::FailurePolicy;
@@ -78,8 +78,13 @@ impl Snapshot {
     }
 
     /// The key as it goes on the wire, validated (`verify_keys`: pylibmc's behavior applies,
-    /// which libmemcached's touch ignores).
+    /// which libmemcached's touch ignores). An empty key is refused even with a namespace, as
+    /// libmemcached checks the key's own length: it must never reach a server as the bare
+    /// namespace.
     pub fn wire_key<'k>(&self, key: &'k [u8], verify_keys: bool) -> Result<Cow<'k, [u8]>> {
+        if key.is_empty() {
+            return Err(Error::BadKey("empty key".into()));
+        }
         let k = if self.namespace.is_empty() {
             Cow::Borrowed(key)
         } else {

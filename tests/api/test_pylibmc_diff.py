@@ -193,3 +193,53 @@ def test_socket_size_read_back_without_a_server():
     down = ["127.0.0.1:%d" % free_port()]
     for name in ("_socket_send_size", "_socket_recv_size"):
         assert fastmc.Client(down).behaviors[name] == pylibmc.Client(down).behaviors[name] == 0
+
+
+def _detailed(fn):
+    """("ok", value) or ("raise", class name, message)."""
+    try:
+        return ("ok", fn())
+    except Exception as e:
+        return ("raise", type(e).__name__, str(e))
+
+
+# Every method given the empty key on a client with a namespace.
+EMPTY_KEY_CALLS = {
+    "get": lambda c: c.get(""),
+    "gets": lambda c: c.gets(""),
+    "set": lambda c: c.set("", 1),
+    "add": lambda c: c.add("", 1),
+    "replace": lambda c: c.replace("", 1),
+    "append": lambda c: c.append("", "x"),
+    "prepend": lambda c: c.prepend("", "x"),
+    "cas": lambda c: c.cas("", 1, 1),
+    "delete": lambda c: c.delete(""),
+    "touch": lambda c: c.touch("", 5),
+    "incr": lambda c: c.incr("", 5),
+    "decr": lambda c: c.decr("", 5),
+    "incr_multi": lambda c: c.incr_multi([""], delta=5),
+    "incr_multi_last": lambda c: c.incr_multi(["a", ""], delta=5),
+    "incr_multi_first": lambda c: c.incr_multi(["", "a"], delta=5),
+    "get_multi": lambda c: c.get_multi([""]),
+    "set_multi": lambda c: c.set_multi({"": 3}),
+    "add_multi": lambda c: c.add_multi({"": 3}),
+    "delete_multi": lambda c: c.delete_multi([""]),
+}
+
+
+@pytest.mark.parametrize("binary", [False, True])
+def test_an_empty_key_never_reaches_the_server_as_the_namespace(servers, binary):
+    """libmemcached checks the key's own length, so pylibmc refuses the empty key on every
+    method, namespace or not, and sends nothing for it: fastmc must not send the bare namespace
+    (an incr_multi incremented it). The namespace's own item shows what was sent."""
+    got = []
+    for mod in (pylibmc, fastmc):
+        raw = mod.Client(servers[:1], binary=binary)
+        c = mod.Client(servers[:1], binary=binary, behaviors={"namespace": b"ns:", "cas": 1})
+        out = []
+        for name, call in EMPTY_KEY_CALLS.items():
+            raw.set_multi({"ns:": 10, "ns:a": 1})
+            out.append((name, _detailed(lambda call=call, c=c: call(c)), raw.get("ns:")))
+        got.append(out)
+    assert got[1] == got[0]
+    assert {sent for _, _, sent in got[1]} == {10}
