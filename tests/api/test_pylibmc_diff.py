@@ -243,3 +243,31 @@ def test_an_empty_key_never_reaches_the_server_as_the_namespace(servers, binary)
         got.append(out)
     assert got[1] == got[0]
     assert {sent for _, _, sent in got[1]} == {10}
+
+
+@pytest.mark.parametrize("verify_keys", [0, 1])
+def test_incr_multi_with_a_key_that_would_break_the_text_protocol(servers, verify_keys):
+    """A key with a space among others: pylibmc sends it and raises the class of the server's
+    answer, or the base Error, by the key's place; fastmc never sends it and raises
+    BadKeyProvided (also a ClientError), with pylibmc's count. The other keys are incremented
+    as pylibmc increments them. With verify_keys pylibmc refuses the key too, and fastmc
+    follows it exactly."""
+    mixes = (["a", "b c"], ["b c", "a"], ["a", "b c", "b"], ["zz", "b c"], ["b c", "zz"])
+    for keys in mixes:
+        got = []
+        for mod in (pylibmc, fastmc):
+            c = mod.Client(servers[:1], behaviors={"verify_keys": verify_keys})
+            c.flush_all()
+            c.set_multi({"a": 10, "b": 20})
+            with pytest.raises(mod.Error) as e:
+                c.incr_multi(keys)
+            got.append((e.value, c.get_multi(["a", "b"])))
+        (theirs, their_counts), (ours, our_counts) = got
+        assert our_counts == their_counts, keys
+        assert str(ours) == str(theirs), keys
+        if verify_keys:
+            assert type(ours).__name__ == type(theirs).__name__, keys
+            continue
+        assert isinstance(ours, fastmc.BadKeyProvided), keys
+        if not isinstance(theirs, pylibmc.NotFound):  # a miss last makes pylibmc's NotFound
+            assert isinstance(ours, getattr(fastmc, type(theirs).__name__)), (keys, theirs)

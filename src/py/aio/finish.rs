@@ -55,7 +55,10 @@ pub(super) enum Finish {
         /// The error pylibmc raises after deleting the keys before it.
         stopped: Option<PyErr>,
     },
-    IncrMulti,
+    IncrMulti {
+        /// Per key, whether pylibmc refuses it too (`multi::refused_by_length`).
+        by_length: Vec<bool>,
+    },
     TouchMulti {
         empty: Vec<Py<PyAny>>,
         objs: Vec<Py<PyAny>>,
@@ -146,8 +149,8 @@ impl Finish {
                 let refs = keys.refs();
                 multi::delete_multi_reply(this, &refs, prefix_len, v, all, stopped)?.into_py_any(py)
             }
-            (Finish::IncrMulti, Outcome::Numbers(v)) => {
-                multi::report_arith(v)?;
+            (Finish::IncrMulti { by_length }, Outcome::Numbers(v)) => {
+                multi::report_arith(v, &by_length, this.flags()?.verify_keys)?;
                 Ok(py.None())
             }
             (Finish::TouchMulti { empty, objs }, Outcome::Found(v)) => {

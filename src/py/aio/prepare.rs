@@ -220,12 +220,13 @@ pub(super) fn incr_multi(
 ) -> PyResult<Prepared> {
     let (prefix, delta, items) = multi::incr_multi_items(keys, key_prefix, delta)?;
     let full = multi::incr_multi_keys(&items, &prefix)?;
+    let by_length = multi::refused_by_length(&full);
     let req = Request::Arith {
         incr: true,
         keys: Keys::of(&full),
         delta: u64::from(delta),
     };
-    Ok(Prepared::Submit(req, Finish::IncrMulti))
+    Ok(Prepared::Submit(req, Finish::IncrMulti { by_length }))
 }
 
 pub(super) fn touch_multi(

@@ -144,10 +144,11 @@ pub(super) fn incr_multi(
     let (prefix, delta, items) = incr_multi_items(keys, key_prefix, delta)?;
     let full = incr_multi_keys(&items, &prefix)?;
     let refs: Vec<&[u8]> = full.iter().map(|k| &**k).collect();
+    let by_length = refused_by_length(&full);
     let results = detached(py, this, |core| {
         Ok(core.arith_multi(true, &refs, delta as u64))
     })?;
-    report_arith(results)
+    report_arith(results, &by_length, this.flags()?.verify_keys)
 }
 
 /// incr_multi's prefix, delta and keys (`O|s#I`: the prefix and the delta, then the keys'
@@ -176,6 +177,14 @@ pub(crate) fn incr_multi_keys<'a>(
         full.push(join_key(prefix, k));
     }
     Ok(full)
+}
+
+/// Per incr_multi key (prefix included), whether libmemcached's length check refuses it, as it
+/// does in pylibmc: empty, or over 250 bytes. Any other refusal is fastmc's own.
+pub(crate) fn refused_by_length(full: &[Cow<'_, [u8]>]) -> Vec<bool> {
+    full.iter()
+        .map(|k| k.is_empty() || k.len() > MAX_KEY_LEN)
+        .collect()
 }
 
 /// fastmc extension: touch multiple keys; returns the keys that were not found.
@@ -241,10 +250,20 @@ pub(crate) fn touch_multi_reply(
 /// incr_multi's report, after every key was tried: misses and failures counted together, of
 /// the class pylibmc gives (`_PylibMC_IncrDecr`): `NotFound` when every failure was a miss; with
 /// one failure the class of the last key's outcome (the base `Error` when it was incremented);
-/// with more, the base `Error`.
-pub(crate) fn report_arith(results: Vec<crate::error::Result<Option<u64>>>) -> PyResult<()> {
+/// with more, the base `Error`. A key fastmc refuses where pylibmc would have sent it (a byte
+/// that corrupts the text protocol, a namespace that makes it too long: not `by_length`, and
+/// without `verify_keys`, under which pylibmc refuses such bytes too) makes it `BadKeyProvided`.
+pub(crate) fn report_arith(
+    results: Vec<crate::error::Result<Option<u64>>>,
+    by_length: &[bool],
+    verify_keys: bool,
+) -> PyResult<()> {
     let (mut misses, mut failed) = (0usize, 0usize);
     let mut last = errors::ArithRc::Succeeded;
+    let own = results
+        .iter()
+        .zip(by_length)
+        .find(|(r, &len)| !verify_keys && !len && matches!(r, Err(CoreError::BadKey(_))));
     for r in &results {
         last = match r {
             Ok(Some(_)) => errors::ArithRc::Succeeded,
@@ -263,6 +282,9 @@ pub(crate) fn report_arith(results: Vec<crate::error::Result<Option<u64>>>) -> P
     }
     if failed > 1 {
         last = errors::ArithRc::Generic;
+    }
+    if let Some((Err(e), _)) = own {
+        last = errors::ArithRc::Failed(e);
     }
     Err(errors::keys_failed(misses + failed, failed == 0, last))
 }
