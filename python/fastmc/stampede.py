@@ -13,6 +13,7 @@ gives its lease back when its function raises. A server without the meta protoco
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import inspect
 import time as _time
 from collections.abc import Generator
@@ -106,15 +107,23 @@ def _timed_out(key: _Key, wait: float, on_wait_timeout: str) -> Generator[_Step,
 
 
 def _recompute(key: _Key, time: int, state: str, cas: int) -> Generator[_Step, Any, Any]:
-    """The lease holder: compute, store, or give the lease back."""
-    stored = False
+    """The lease holder: compute, store, or give the lease back. Not the early recompute's:
+    that value is still good, and its lease ends with it."""
+    release = state in ("win", "win_stale")
     try:
         value = yield ("compute",)
         stored = yield ("set", key, value, time)
-    finally:
-        if not stored and state in ("win", "win_stale"):
-            # Not the early recompute's: that value is still good, and its lease ends with it.
-            yield ("lease_release", key, cas, state == "win_stale")
+    except GeneratorExit:
+        raise
+    except BaseException:
+        if release:
+            # The first failure is the caller's: a release that fails too (the server the set
+            # timed out on is now down) must not replace it. The lease then ends with its TTL.
+            with contextlib.suppress(Exception):
+                yield ("lease_release", key, cas, state == "win_stale")
+        raise
+    if not stored and release:
+        yield ("lease_release", key, cas, state == "win_stale")
     return value
 
 

@@ -5,6 +5,7 @@ that does not hold the others up, and values that are ordinary values for get an
 See docs/stampede.md."""
 
 import os
+import signal
 import socket
 import threading
 import time
@@ -13,6 +14,7 @@ import fastmc
 import pylibmc
 import pytest
 from fakes import MiniMemcached
+from memcached import sigstop
 from threads import in_forked_child, run_threads
 
 N_THREADS = 32
@@ -167,6 +169,31 @@ def test_stale_winner_that_raises_hands_the_win_on(mc):
         mc.get_or_set("sw", Counter(slow=0, fail_first=True))
     # the stale value was invalidated again: the next caller wins and recomputes
     assert mc.get_or_set("sw", Counter(value="new", slow=0)) == "new"
+
+
+def test_winner_whose_set_times_out_raises_the_timeout(mcd):
+    """The winner's set times out (the server stopped) and the lease cannot be given back (the
+    server is marked down by then): get_or_set raises the timeout, what happened first, not the
+    release's ServerDown. The set had reached the server: once it runs again, the value is
+    there."""
+    mc = fastmc.Client([mcd.address], behaviors={"_poll_timeout": 300})
+
+    def default():
+        sigstop(mcd.proc.pid)
+        return "computed"
+
+    try:
+        with pytest.raises(fastmc.Error) as e:
+            mc.get_or_set("k", default)
+    finally:
+        os.kill(mcd.proc.pid, signal.SIGCONT)
+    assert type(e.value) is fastmc.Error and "TIMEOUT" in str(e.value)
+    assert e.value.__context__ is None
+    other = fastmc.Client([mcd.address])
+    deadline = time.monotonic() + 5
+    while other.get("k") is None and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert other.get("k") == "computed"
 
 
 def test_dead_winner_blocks_only_for_the_lease(server, mc):
