@@ -10,7 +10,7 @@
 
 use std::borrow::Cow;
 
-use pyo3::exceptions::{PyOverflowError, PyTypeError, PyValueError};
+use pyo3::exceptions::{PyDeprecationWarning, PyOverflowError, PyTypeError, PyValueError};
 use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyInt, PyMemoryView, PyString, PyTuple};
@@ -194,17 +194,34 @@ fn masked<'py>(int: &Bound<'py, PyAny>, mask: u64) -> PyResult<u64> {
 
 /// The `I` format unit (times, min_compress_len, incr_multi's delta): any integer (or object
 /// with `__index__`), wrapped mod 2**32 without an overflow check, as C's `unsigned int`.
+/// From CPython 3.15 on, a value outside C's `int` and `unsigned int` (-2**31 to 2**32 - 1) still
+/// wraps, after a DeprecationWarning, as pylibmc's does there.
 pub fn uint_mask(obj: &Bound<'_, PyAny>) -> PyResult<u32> {
     let int = index(obj)?;
     if let Ok(v) = int.extract::<i64>() {
+        if v < i64::from(i32::MIN) || v > i64::from(u32::MAX) {
+            warn_out_of_range(obj.py())?;
+        }
         return Ok(v as u32);
     }
+    warn_out_of_range(obj.py())?;
     Ok(masked(&int, u64::from(u32::MAX))? as u32)
+}
+
+/// CPython 3.15's DeprecationWarning for a wrapping format unit (`I`, `k`) given a value beyond
+/// both its C types; an error when the warning filters make it one. Nothing before 3.15.
+fn warn_out_of_range(py: Python<'_>) -> PyResult<()> {
+    if py.version_info() < (3, 15) {
+        return Ok(());
+    }
+    let category = py.get_type::<PyDeprecationWarning>();
+    PyErr::warn(py, category.as_any(), c"integer value out of range", 1)
 }
 
 /// The `k` format unit (touch's time), wrapped mod 2**64: an int proper before CPython 3.14; from
 /// 3.14 on, `k` also takes an object with `__index__` (pylibmc's touch then does), and an error
-/// its `__index__` raises passes through.
+/// its `__index__` raises passes through; from 3.15 on, a value beyond C's `long` and `unsigned
+/// long` warns first (`warn_out_of_range`).
 pub fn ulong_mask(obj: &Bound<'_, PyAny>, pos: ArgPos) -> PyResult<u64> {
     let py = obj.py();
     let int = if obj.is_instance_of::<PyInt>() {
@@ -216,6 +233,9 @@ pub fn ulong_mask(obj: &Bound<'_, PyAny>, pos: ArgPos) -> PyResult<u64> {
     };
     if let Ok(v) = int.extract::<i64>() {
         return Ok(v as u64);
+    }
+    if int.extract::<u64>().is_err() {
+        warn_out_of_range(py)?; // beyond C's long and unsigned long
     }
     masked(&int, u64::MAX)
 }
