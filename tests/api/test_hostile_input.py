@@ -382,9 +382,10 @@ def test_extreme_expiry_times_match_pylibmc(both, servers):
             # fastmc sends it and the server expires the key: compare set/set_multi only
             assert res[0][:4] == res[1][:4], t
             assert res[0][4] == ("ok", True)
-        elif t % 2**64 >= 2**31 and wide_touch_refused:
+        elif t % 2**64 >= 2**31 and wide_touch_refused and res[0][4] != res[1][4]:
             # memcached 1.6.45 refuses pylibmc's touch time (mod 2**64) beyond 2**31 - 1, where
             # 1.6.18 cast it to 32 bits; fastmc sends it wrapped to 32 bits, which both take
+            # (unless CPython 3.15's warning for a time beyond 64 bits, an error here, stops both)
             assert res[0][:4] == res[1][:4], t
             assert res[1][4] == ("raises", "ClientError") and res[0][4] == ("ok", True), t
         else:
