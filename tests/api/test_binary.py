@@ -9,7 +9,7 @@ import struct
 import fastmc
 import pylibmc
 import pytest
-from cases import CASES, MULTI_SERVER_CASES, run_both
+from cases import CASES, MULTI_SERVER_CASES, _incr_multi_failure_classes, run_both
 from fakes import ScriptedServer, binary_header
 from threads import run_threads
 
@@ -172,6 +172,21 @@ def test_connection_survives_per_key_errors(servers):
     with pytest.raises(fastmc.TooBig):
         mc.set_multi({"ok1": 1, "huge": b"x" * (2 * 1024 * 1024), "ok2": 2})
     assert mc.get_multi(["ok1", "ok2", "huge"]) == {"ok1": 1, "ok2": 2}
+
+
+def test_incr_multi_on_non_numbers_raises_by_pylibmcs_text_mode_rule(servers):
+    """Binary pylibmc marks the server failed on a non-number, and its class then depends on
+    earlier keys; fastmc follows pylibmc's text-mode rule, the last key picks the class, with
+    binary's class for a non-number (UnknownReadFailure, as binary incr raises; text mode's is
+    ClientError). See docs/binary-sasl-tls.md."""
+    text = pylibmc.Client(servers[:1])
+    text.flush_all()
+    binary_class = {("raise", "ClientError"): ("raise", "UnknownReadFailure")}
+    theirs = [(k, binary_class.get(o, o)) for k, o in _incr_multi_failure_classes(text)]
+    ours = fastmc.Client(servers[:1], binary=True)
+    ours.flush_all()
+    assert ("raise", "UnknownReadFailure") in [o for _, o in theirs]
+    assert _incr_multi_failure_classes(ours) == theirs
 
 
 def test_an_unknown_stats_group_is_not_a_server_failure(servers):
