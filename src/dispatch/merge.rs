@@ -1,7 +1,8 @@
 //! A worker's batch: the requests that queued up while it was busy, grouped by kind and run as
 //! one blocking call per group (the gets of a hundred tasks become one `get_multi`), then each
-//! request's share of the outcome handed to its `Done`. All requests in one batch were pending
-//! at the same time, so any order between them is one the callers could have seen anyway.
+//! request's share of the outcome handed to its `Done`. Grouping by kind changes the order in
+//! which requests run, so the asyncio client never has two requests of one key in flight when
+//! either writes (`py::aio::order`): the requests of one batch share no written key.
 //!
 //! Uses `request` (requests, outcomes) and the blocking `Client`; no threads of its own.
 

@@ -18,6 +18,7 @@
 
 mod finish;
 mod future;
+mod order;
 mod prepare;
 mod quiet;
 
@@ -52,6 +53,35 @@ use quiet::Quiet;
 struct Pending {
     fut: Py<PyAioFuture>,
     finish: Finish,
+    /// Its place in the per-key order, given up when it is dropped (`order`).
+    ticket: Option<Ticket>,
+}
+
+/// The per-key order of a client's requests, and a request waiting in it.
+type Order = Mutex<order::KeyOrder<(Request, Pending)>>;
+
+/// A request's registration in the `Order`: dropping it (the request resolved, or lost with
+/// a mailbox) lets the requests that waited for it go, at the next `pump`.
+struct Ticket {
+    order: std::sync::Weak<Order>,
+    id: u64,
+}
+
+impl Drop for Ticket {
+    fn drop(&mut self) {
+        if let Some(order) = self.order.upgrade() {
+            order.lock().release(self.id);
+        }
+    }
+}
+
+/// What the order compares: the request's keys (none for flush and stats), and whether it may
+/// change them (everything but a plain read).
+fn order_keys(req: &Request) -> (Option<Vec<u64>>, bool) {
+    let hashes = req
+        .keys()
+        .map(|k| (0..k.len()).map(|i| order::key_hash(k.get(i))).collect());
+    (hashes, !matches!(req, Request::Get { .. }))
 }
 
 type Delivery = (Pending, Option<Outcome>);
@@ -167,6 +197,8 @@ pub struct PyAioClient {
     /// Requests submitted and not resolved yet.
     pending: AtomicUsize,
     closed: AtomicBool,
+    /// Requests for one key run in the order they were issued (`order`).
+    order: Arc<Order>,
 }
 
 static GET_RUNNING_LOOP: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
@@ -287,6 +319,21 @@ impl PyAioClient {
                 let pending = Pending {
                     fut: fut.clone().unbind(),
                     finish,
+                    ticket: None,
+                };
+                // After an earlier request of one of its keys: it waits for that one's outcome.
+                let (hashes, write) = order_keys(&req);
+                let this = slf.get();
+                let admitted = this.order.lock().admit(hashes, write, (req, pending));
+                let (req, pending) = match admitted {
+                    order::Admitted::Parked => {
+                        this.pending.fetch_add(1, Ordering::Relaxed);
+                        return Ok(fut.into_any().unbind());
+                    }
+                    order::Admitted::Go(id, (req, mut pending)) => {
+                        pending.ticket = this.ticket(id);
+                        (req, pending)
+                    }
                 };
                 // While the loop is idle, a lone call waits for the reply itself (`quiet`),
                 // until a deadline taken now; a loop whose internals are not as expected is
@@ -338,24 +385,58 @@ impl PyAioClient {
             Progress::Waiting => Ok(()),
             Progress::Done(pending, outcome) => {
                 let woken = Self::resolve(slf, pending, Some(outcome));
+                Self::pump(slf, mailbox);
                 let r = future::wake(slf.py(), woken.into_iter().collect(), inline);
                 let base = slf.as_super().get();
                 super::events::deliver(slf.py(), &base.listeners, core);
                 r
             }
             Progress::HandOff(h) => {
-                let mailbox = mailbox.clone();
+                let theirs = mailbox.clone();
                 let started = h.spawn(core, move |pending, outcome| {
-                    mailbox.post((pending, Some(outcome)));
+                    theirs.post((pending, Some(outcome)));
                 });
                 // A future is never left waiting: without a thread, it gets the error.
                 if let Err((Some(pending), e)) = started {
                     let err = errors::plain_error(format!("cannot start an I/O thread: {e}"));
                     slf.get().pending.fetch_sub(1, Ordering::Relaxed);
                     let woken = PyAioFuture::settle(pending.fut.bind(slf.py()), Err(err));
+                    drop(pending);
+                    Self::pump(slf, mailbox);
                     future::wake(slf.py(), woken.into_iter().collect(), inline)?;
                 }
                 Ok(())
+            }
+        }
+    }
+
+    /// A ticket in this client's order.
+    fn ticket(&self, id: u64) -> Option<Ticket> {
+        (id != u64::MAX).then(|| Ticket {
+            order: Arc::downgrade(&self.order),
+            id,
+        })
+    }
+
+    /// Send the requests whose turn came (their earlier requests of the same keys were
+    /// resolved) to the workers. Called on the loop's thread after outcomes are resolved.
+    fn pump(slf: &Bound<'_, Self>, mailbox: &Arc<Mailbox<Delivery>>) {
+        let this = slf.get();
+        loop {
+            let ready = this.order.lock().take_ready();
+            if ready.is_empty() {
+                return;
+            }
+            let dispatch = Self::dispatcher(slf).ok();
+            for (id, (req, mut pending)) in ready {
+                pending.ticket = this.ticket(id);
+                let mailbox = mailbox.clone();
+                let done = Done::new(move |o| mailbox.post((pending, o)));
+                match &dispatch {
+                    Some(d) => d.submit(req, done),
+                    // Closed: the request is answered as unanswered (`Done`'s drop).
+                    None => drop(done),
+                }
             }
         }
     }
@@ -423,6 +504,7 @@ impl PyAioClient {
             .into_iter()
             .filter_map(|(p, o)| Self::resolve(slf, p, o))
             .collect();
+        Self::pump(slf, &mailbox);
         let r = future::wake(slf.py(), woken, true);
         // Server state changes the workers' calls noted: logged and called back here, on the
         // loop's thread.
@@ -446,6 +528,7 @@ impl PyAioClient {
             dispatch: RwLock::new(None),
             binding: Mutex::new(None),
             pending: AtomicUsize::new(0),
+            order: Arc::new(Mutex::new(order::KeyOrder::default())),
             closed: AtomicBool::new(false),
         })
     }
