@@ -271,3 +271,44 @@ def test_incr_multi_with_a_key_that_would_break_the_text_protocol(servers, verif
         assert isinstance(ours, fastmc.BadKeyProvided), keys
         if not isinstance(theirs, pylibmc.NotFound):  # a miss last makes pylibmc's NotFound
             assert isinstance(ours, getattr(fastmc, type(theirs).__name__)), (keys, theirs)
+
+
+class _NotItsDigits(int):
+    def __str__(self):
+        return "not digits"
+
+
+def test_an_int_subclass_is_stored_as_its_number_not_its_str(servers):
+    """docs/migration.md: pylibmc stores str() of an int subclass under the int flag, which
+    neither client reads back; fastmc stores the number, which both read back as that int."""
+    theirs = pylibmc.Client(servers[:1])
+    ours = fastmc.Client(servers[:1])
+    theirs.set("by_pylibmc", _NotItsDigits(5))
+    ours.set("by_fastmc", _NotItsDigits(5))
+    for reader in (theirs, ours):
+        with pytest.raises(ValueError):
+            reader.get("by_pylibmc")
+        got = reader.get("by_fastmc")
+        assert got == 5 and type(got) is int
+
+
+def test_a_key_the_namespace_makes_too_long_is_never_sent(relayed):
+    """docs/migration.md: namespace + key over 250 bytes is refused as any key over 250 bytes:
+    a miss in get_multi (as pylibmc, whose server refuses it), False or a failed-key list with
+    verify_keys, BadKeyProvided elsewhere; the relay shows that it never reaches the server."""
+    server, relay = relayed
+    long = "k" * 245
+    theirs = pylibmc.Client([server.address], behaviors={"namespace": b"n" * 10})
+    assert theirs.get_multi([long]) == {}
+    ours = fastmc.Client([relay.address], behaviors={"namespace": b"n" * 10})
+    assert ours.get_multi([long, "x"]) == {}
+    for call in (lambda: ours.set(long, 1), lambda: ours.get(long), lambda: ours.delete(long)):
+        with pytest.raises(fastmc.BadKeyProvided):
+            call()
+    with pytest.raises(fastmc.BadKeyProvided):
+        ours.incr_multi([long])
+    ours.behaviors = {"verify_keys": 1}
+    assert ours.set(long, 1) is False
+    assert ours.set_multi({long: 1, "x": 2}) == [long]
+    assert ours.delete(long) is False
+    assert long.encode() not in relay.take()
