@@ -14,33 +14,10 @@ import fastmc
 import pylibmc
 import pytest
 from aio_blocking import Blocking
+from planted import Boom, Raw, Writer
 
 KEY = b"k" * 32
 OLD_KEY = b"o" * 32
-
-
-class Raw(fastmc.Client):
-    """Reads what is stored: (bytes after inflating, flags)."""
-
-    def deserialize(self, data, flags):
-        return data, flags
-
-
-class Writer(fastmc.Client):
-    """Stores (bytes, flags) as given: what anyone who can write to the cache can do."""
-
-    def serialize(self, value):
-        return value
-
-
-class Boom:
-    """A pickle that runs code when loaded (it would create `path`)."""
-
-    def __init__(self, path):
-        self.path = path
-
-    def __reduce__(self):
-        return (os.system, ("touch %s" % self.path,))
 
 
 @pytest.fixture(params=["blocking", "aio"])

@@ -10,7 +10,6 @@ in a get reply) until it was killed; pylibmc stayed at 14 MiB."""
 
 import json
 import os
-import socket
 import subprocess
 import sys
 import threading
@@ -45,11 +44,7 @@ class Flooder(Relay):
         super().__init__(target_port)
 
     def serve(self, c, cid):
-        up = socket.create_connection(("127.0.0.1", self.target_port))
-        with self.lock:
-            self.conns.append(up)
-        back = threading.Thread(target=self._pump_back, args=(up, c), daemon=True)
-        back.start()
+        up, back = self.upstream(c)
         try:
             while True:
                 chunk = self.recv(c)

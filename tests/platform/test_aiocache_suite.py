@@ -117,24 +117,15 @@ def test_backend_never_unpickles_a_value_as_aiomcache_never_does(on_11211, tmp_p
     """A pickle written by a pylibmc-style client (flags 1) raises in both backends and runs
     nothing; so does any value with other flags."""
     import asyncio
-    import pickle
 
     import fastmc
     from aiocache.backends.memcached import MemcachedCache
     from aiomcache.exceptions import ClientException
     from fastmc.aiocache import FastMCCache
+    from planted import plant_pickle
 
     ran = tmp_path / "ran"
-
-    class Boom:
-        def __reduce__(self):
-            return (os.system, ("touch %s" % ran,))
-
-    class Writer(fastmc.Client):
-        def serialize(self, value):
-            return value
-
-    Writer([on_11211.address]).set("boom", (pickle.dumps(Boom()), 1))
+    plant_pickle(on_11211.address, "boom", ran)
     fastmc.Client([on_11211.address]).set("text", "str")  # flags 16
 
     async def main():

@@ -8,6 +8,7 @@ import sys
 import fastmc
 import pytest
 from memcached import free_port
+from planted import plant_pickle
 
 
 @pytest.fixture
@@ -146,20 +147,8 @@ def test_bad_input_is_a_usage_error(server):
 def test_get_never_runs_a_pickle_unless_asked(server, mc, tmp_path):
     """An operator inspecting a suspicious key sees its bytes; --decode refuses the pickle, even
     with a permissive policy in the environment; only --unpickle runs it."""
-    import pickle
-
     ran = tmp_path / "ran"
-
-    class Boom:
-        def __reduce__(self):
-            return (os.system, ("touch %s" % ran,))
-
-    class Writer(fastmc.Client):
-        def serialize(self, value):
-            return value
-
-    payload = pickle.dumps(Boom())
-    Writer([server.address]).set("boom", (payload, 1))
+    payload = plant_pickle(server.address, "boom", ran)
     r = run("get", "boom", servers=server.address)
     assert (r.returncode, r.stdout) == (0, b"VALUE boom 1 %d\n%s\n" % (len(payload), payload))
     env = {"FASTMC_PICKLE": "allow"}

@@ -15,6 +15,7 @@ import fastmc
 import fastmc.aio
 import pytest
 from memcached import Memcached, sasl_memcached
+from planted import Raw
 from threads import run_threads
 
 PYLIBMC_MODULES = (
@@ -743,11 +744,6 @@ def test_django_discovery_follows_the_configuration_endpoint(servers, django_set
 SIGNING_KEY = "s" * 32
 
 
-class _Stored(fastmc.Client):
-    def deserialize(self, data, flags):
-        return flags
-
-
 @pytest.mark.parametrize("backend", ["FastMCCache", "PyLibMCCache+install_as_pylibmc"])
 def test_django_options_carry_the_value_policy(backend, server, raw, django_settings, request):
     """OPTIONS reach both clients (blocking and asyncio): objects are written signed, and a
@@ -768,7 +764,7 @@ def test_django_options_carry_the_value_policy(backend, server, raw, django_sett
         cache.set("obj", {"a": 1})
         assert cache.get("obj") == {"a": 1}
         key = cache.make_and_validate_key("obj")
-        assert _Stored([server.address]).get(key) == 257  # signed pickle
+        assert Raw([server.address]).get(key)[1] == 257  # signed pickle
         raw.set(cache.make_and_validate_key("planted"), {"b": 2})  # an unsigned pickle
         with pytest.raises(fastmc.RefusedValueError):
             cache.get("planted")
@@ -781,7 +777,7 @@ def test_django_options_carry_the_value_policy(backend, server, raw, django_sett
                     await cache.aget("planted")
 
             asyncio.run(main())
-            assert _Stored([server.address]).get(cache.make_and_validate_key("aobj")) == 257
+            assert Raw([server.address]).get(cache.make_and_validate_key("aobj"))[1] == 257
 
 
 def test_flask_caching_takes_the_policy_from_the_environment(server, raw, as_pylibmc, monkeypatch):
@@ -802,7 +798,7 @@ def test_flask_caching_takes_the_policy_from_the_environment(server, raw, as_pyl
     )
     with app.app_context():
         assert cache.set("obj", {"a": 1}) and cache.get("obj") == {"a": 1}
-        assert _Stored([server.address]).get("fp:obj") == 257
+        assert Raw([server.address]).get("fp:obj")[1] == 257
         raw.set("fp:planted", {"b": 2})
         with pytest.raises(fastmc.RefusedValueError):
             cache.get("planted")
@@ -818,7 +814,7 @@ def test_dogpile_arguments_carry_the_value_policy(server, raw):
     )
     region.set("obj", {"a": 1})
     assert region.get("obj") == {"a": 1}
-    assert _Stored([server.address]).get("obj") == 257
+    assert Raw([server.address]).get("obj")[1] == 257
     raw.set("planted", {"b": 2})
     with pytest.raises(fastmc.RefusedValueError):
         region.get("planted")

@@ -626,12 +626,18 @@ class Relay(ScriptedServer):
                 return True
             return False
 
-    def serve(self, c, cid):
+    def upstream(self, c):
+        """A connection to the target for client connection `c`, and the thread that sends its
+        replies back to `c`."""
         up = socket.create_connection(("127.0.0.1", self.target_port))
         with self.lock:
             self.conns.append(up)
         back = threading.Thread(target=self._pump_back, args=(up, c), daemon=True)
         back.start()
+        return up, back
+
+    def serve(self, c, cid):
+        up, back = self.upstream(c)
         try:
             while True:
                 chunk = self.recv(c)  # recorded before it is forwarded
