@@ -77,6 +77,7 @@ fn every_vector_configuration_places_every_key() {
             point_hash: key_hash,
             weighted: eff["weighted"].as_bool().expect("w"),
             sort_hosts: eff["sort_hosts"].as_bool().expect("s"),
+            sorted: eff["sort_hosts"].as_bool().expect("s"),
         };
         let servers: Vec<RingServer> = cfg["servers"]
             .as_array()

@@ -139,6 +139,8 @@ impl Client {
         if self.weighted_by_servers.load(Ordering::Relaxed) {
             behaviors.ring.weighted = false;
         }
+        // A fresh client's list: sorted only if `_sort_hosts` is on now.
+        behaviors.ring.sorted = false;
         let by_servers = note_servers(&mut behaviors.ring, &topo);
         self.weighted_by_servers
             .store(by_servers, Ordering::Relaxed);

@@ -86,6 +86,10 @@ pub struct RingSettings {
     pub point_hash: HashKind,
     pub weighted: bool,
     pub sort_hosts: bool,
+    /// The server list was sorted by a rebuild under `_sort_hosts`. libmemcached sorts its
+    /// array in place and never puts it back, so it stays sorted when `_sort_hosts` is turned
+    /// off (and in clones, which copy the array in its order).
+    pub sorted: bool,
 }
 
 impl Default for RingSettings {
@@ -96,6 +100,7 @@ impl Default for RingSettings {
             point_hash: HashKind::Default,
             weighted: false,
             sort_hosts: false,
+            sorted: false,
         }
     }
 }
@@ -111,6 +116,7 @@ impl RingSettings {
     /// ejection or return; never by `hash` or `ketama_hash`.
     pub fn rebuild(&mut self) {
         self.point_hash = self.key_hash;
+        self.sorted |= self.sort_hosts;
     }
     pub fn set_sort_hosts(&mut self, on: bool) {
         self.sort_hosts = on;
@@ -203,7 +209,7 @@ pub struct Ring {
 impl Ring {
     pub fn build(settings: &RingSettings, servers: &[RingServer], live: &[bool]) -> Ring {
         let mut order: Vec<usize> = (0..servers.len()).collect();
-        if settings.sort_hosts {
+        if settings.sort_hosts || settings.sorted {
             order.sort_by(|&a, &b| {
                 (servers[a].host.as_bytes(), servers[a].port)
                     .cmp(&(servers[b].host.as_bytes(), servers[b].port))

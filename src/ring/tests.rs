@@ -86,3 +86,18 @@ fn a_hash_set_later_keeps_the_points_until_a_rebuild() {
         before.continuum
     );
 }
+
+#[test]
+fn a_sorted_list_stays_sorted_when_sort_hosts_is_turned_off() {
+    let servers = [srv("c", 11211, 1), srv("a", 11211, 1), srv("b", 11211, 1)];
+    let mut s = RingSettings::default();
+    s.set_sort_hosts(true);
+    let sorted = Ring::build(&s, &servers, &[true; 3]);
+    assert_eq!(sorted.order, vec![1, 2, 0]);
+    s.set_sort_hosts(false);
+    assert_eq!(Ring::build(&s, &servers, &[true; 3]).order, sorted.order);
+    assert_eq!(
+        Ring::build(&RingSettings::default(), &servers, &[true; 3]).order,
+        vec![0, 1, 2]
+    );
+}

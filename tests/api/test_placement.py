@@ -112,3 +112,27 @@ def test_an_ejection_rebuilds_the_ring_with_the_hash_of_now(servers):
         got.append([mc.hash(k) for k in keys])
     assert 1 not in got[0]
     assert got[1] == got[0]
+
+
+def test_a_sorted_server_list_stays_sorted_as_in_pylibmc(servers):
+    """libmemcached sorts its server array in place under `_sort_hosts` and never puts it back:
+    turning the behavior off keeps the sorted order (and a clone copies it), which moves every
+    modula key of a list not given sorted. Checked where the keys land, and by hash()."""
+    by_port = sorted(servers, key=lambda a: int(a.rsplit(":", 1)[1]))
+    specs = [by_port[2], by_port[0], by_port[1]]  # no server where sorting puts it
+    keys = ["s%d" % i for i in range(200)]
+    direct = [fastmc.Client([a]) for a in specs]
+    landed = []
+    for mod in (pylibmc, fastmc):
+        for d in direct:
+            d.flush_all()
+        mc = mod.Client(specs, behaviors={"_sort_hosts": True})
+        mc.behaviors = {"_sort_hosts": False}
+        assert mc.set_multi({k: 1 for k in keys}) == []
+        landed.append([[i for i, d in enumerate(direct) if d.get(k)] for k in keys])
+    assert landed[1] == landed[0]
+    named = ["10.0.0.3:11211", "10.0.0.1:11211", "10.0.0.2:11211"]
+    for behaviors in ({"_sort_hosts": True}, {"_sort_hosts": True, "ketama": True}):
+        for steps in ([{"_sort_hosts": False}], [{"_sort_hosts": False}, "clone"]):
+            theirs = _placements(pylibmc, named, behaviors, steps, keys)
+            assert _placements(fastmc, named, behaviors, steps, keys) == theirs
