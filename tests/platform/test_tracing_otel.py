@@ -181,6 +181,7 @@ def test_uninstrument_puts_the_native_methods_back(server):
 
 SCRIPT = """
 import json, fastmc
+from opentelemetry import trace
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
