@@ -13,6 +13,7 @@ ones (the port stays reserved for ``up()``), ``slow(seconds)`` holds every reply
 from __future__ import annotations
 
 import contextlib
+import math
 import selectors
 import socket
 import threading
@@ -224,9 +225,8 @@ class FakeServer:
 
     def _next_due(self) -> float | None:
         held = [c.held[0][0] for c in self._conns.values() if c.held]
-        if not held:
-            return None
-        return max(0.0, min(held) - time.monotonic())
+        due = min(held, default=math.inf)
+        return None if math.isinf(due) else max(0.0, due - time.monotonic())
 
     def _accept(self) -> None:
         try:
