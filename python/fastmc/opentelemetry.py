@@ -93,16 +93,23 @@ def _error_type(exc: BaseException) -> str:
     return "%s.%s" % (cls.__module__, cls.__qualname__)
 
 
-def _server_names(mc: Any) -> list[str]:
-    # The server list in the ring's order (hash() indexes it), from metrics() (no I/O), built
-    # again only after set_servers (which gives the client a new ``addresses`` list).
+def _servers(mc: Any) -> list[dict[str, Any]]:
+    """Each server's ``server.address``/``server.port``, in the ring's order (``hash()`` indexes
+    it), from ``metrics()`` (no I/O); built again after ``set_servers`` (which gives the client a
+    new ``addresses`` list)."""
     cached = mc.__dict__.get("_fastmc_otel_servers")
     if cached is not None and cached[0] is mc.addresses:
-        names: list[str] = cached[1]
-        return names
-    names = list(mc.metrics())
-    mc.__dict__["_fastmc_otel_servers"] = (mc.addresses, names)
-    return names
+        servers: list[dict[str, Any]] = cached[1]
+        return servers
+    servers = []
+    for name in mc.metrics():
+        if name.startswith("/"):  # a UNIX socket: its path, no port
+            servers.append({"server.address": name})
+        else:
+            host, _, port = name.rpartition(":")
+            servers.append({"server.address": host, "server.port": int(port)})
+    mc.__dict__["_fastmc_otel_servers"] = (mc.addresses, servers)
+    return servers
 
 
 def _as_bytes(key: Any) -> bytes:
@@ -112,30 +119,23 @@ def _as_bytes(key: Any) -> bytes:
 def _server_attributes(mc: Any, keys: Collection[Any], prefix: Any) -> dict[str, Any]:
     """``server.address``/``server.port`` of the one server the keys map to; none when they
     span several servers (the convention has no attribute for several servers)."""
-    names = _server_names(mc)
-    if len(names) == 1:
-        index = 0
-    else:
-        index = -1
-        for key in keys:
-            i = mc.hash(_as_bytes(prefix) + _as_bytes(key) if prefix else key)
-            if index not in (-1, i):
-                return {}
-            index = i
-        if index < 0:
+    servers = _servers(mc)
+    if len(servers) == 1:
+        return servers[0]
+    index = -1
+    for key in keys:
+        i = mc.hash(_as_bytes(prefix) + _as_bytes(key) if prefix else key)
+        if index not in (-1, i):
             return {}
-    name = names[index]
-    if name.startswith("/"):  # a UNIX socket: its path, no port
-        return {"server.address": name}
-    host, _, port = name.rpartition(":")
-    return {"server.address": host, "server.port": int(port)}
+        index = i
+    return servers[index] if 0 <= index < len(servers) else {}
 
 
 def _call_attributes(
     mc: Any, name: str, args: tuple[Any, ...], kwargs: Mapping[str, Any]
 ) -> dict[str, Any]:
     where, prefix_at = _METHODS[name]
-    attrs: dict[str, Any] = {}
+    attrs: dict[str, Any] = {"db.system.name": "memcached", "db.operation.name": name}
     try:
         if where == _KEY:
             key = args[0] if args else kwargs["key"]
@@ -148,10 +148,8 @@ def _call_attributes(
                 attrs["db.operation.batch.size"] = len(keys)
         else:
             keys, prefix = (), b""
-        if keys:
+        if keys or len(_servers(mc)) == 1:
             attrs.update(_server_attributes(mc, keys, prefix))
-        elif len(_server_names(mc)) == 1:
-            attrs.update(_server_attributes(mc, (), b""))
         if _State.capture_keys and keys:
             words = [(_as_bytes(prefix) + _as_bytes(k)).decode("utf-8", "replace") for k in keys]
             attrs["db.query.text"] = " ".join([name, *words])[:_QUERY_TEXT_LIMIT]
@@ -161,20 +159,18 @@ def _call_attributes(
     return attrs
 
 
-def _start(name: str) -> Any:
+def _start(mc: Any, name: str, args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> Any:
+    # Every attribute at creation, where a sampler sees them (the convention asks it of the
+    # server's address and port); one validation of them in the SDK instead of two.
     return _State.tracer.start_as_current_span(
-        name,
-        kind=SpanKind.CLIENT,
-        attributes={"db.system.name": "memcached", "db.operation.name": name},
+        name, kind=SpanKind.CLIENT, attributes=_call_attributes(mc, name, args, kwargs)
     )
 
 
 def _traced_sync(name: str, method: Callable[..., Any]) -> Callable[..., Any]:
     @functools.wraps(method)
     def traced(self: Any, *args: Any, **kwargs: Any) -> Any:
-        with _start(name) as span:
-            if span.is_recording():
-                span.set_attributes(_call_attributes(self, name, args, kwargs))
+        with _start(self, name, args, kwargs) as span:
             try:
                 return method(self, *args, **kwargs)
             except BaseException as exc:
@@ -189,9 +185,7 @@ def _traced_async(name: str, method: Callable[..., Any]) -> Callable[..., Any]:
     async def traced(self: Any, *args: Any, **kwargs: Any) -> Any:
         # The span is current in the calling task's context, so it is the child of whatever
         # span the task had when it called, across the await.
-        with _start(name) as span:
-            if span.is_recording():
-                span.set_attributes(_call_attributes(self, name, args, kwargs))
+        with _start(self, name, args, kwargs) as span:
             try:
                 return await method(self, *args, **kwargs)
             except BaseException as exc:
