@@ -6,6 +6,7 @@ import asyncio
 import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
 
 import fastmc
@@ -24,7 +25,8 @@ def fake():
 def test_expiry_follows_the_fake_clock(fake):
     mc = fake.client()
     mc.set("rel", 1, time=10)
-    mc.set("abs", 1, time=int(fake.clock.time()) + 100)  # beyond 30 days: a Unix time
+    # beyond 30 days: a Unix time, from the wall clock as clients compute it
+    mc.set("abs", 1, time=int(time.time()) + 100)
     mc.set("never", 1)
     fake.advance(9)
     assert mc.get_multi(["rel", "abs", "never"]) == {"rel": 1, "abs": 1, "never": 1}
@@ -180,3 +182,27 @@ def test_django_caches_points_at_the_fake(fake):
         assert fake.items()[b"t:1:k"][2] == 60
         fake.advance(60)
         assert cache.get("k") is None
+
+
+def test_flask_caching_recipe(fake):
+    """docs/testing.md's Flask-Caching recipe."""
+    from flask import Flask
+    from flask_caching import Cache
+
+    app = Flask(__name__)
+    cache = Cache(
+        app, config={"CACHE_TYPE": "MemcachedCache", "CACHE_MEMCACHED_SERVERS": fake.client()}
+    )
+    calls = []
+
+    @cache.memoize(timeout=60)
+    def slow(x):
+        calls.append(x)
+        return x * 2
+
+    with app.app_context():
+        assert slow(2) == slow(2) == 4
+        assert calls == [2]
+        fake.advance(60)
+        slow(2)
+    assert calls == [2, 2]

@@ -51,6 +51,12 @@ class FakeClock:
         """The current time in whole seconds, as memcached keeps it."""
         return int(self.time())
 
+    def unix_now(self) -> int:
+        """The Unix time an absolute expiry time (beyond 30 days) is read against: the wall
+        clock's while frozen (clients compute such times from their own clock, so
+        ``time() + 60`` means a minute from the fake's now), else this clock's."""
+        return int(time.time()) if self.frozen else self.now()
+
     def advance(self, seconds: float) -> None:
         """Move this clock forward by `seconds` (items expire as if that time had passed)."""
         if seconds < 0:
@@ -112,7 +118,7 @@ class Store:
         self.items: dict[bytes, Item] = {}
         self.out_of_memory = False
         self._cas = 0
-        self.started = clock.now() - 62  # as memcached, two update intervals before now
+        self.started = clock.unix_now() - 62  # as memcached: a minute and 2 s before now
         self._oldest_live = 0
         self._oldest_cas = 0
         self.stats = {"cmd_get": 0, "get_hits": 0, "get_misses": 0, "cmd_set": 0, "total_items": 0}
@@ -129,7 +135,9 @@ class Store:
         if exptime < 0:
             exptime = REALTIME_MAXDELTA + 1  # memcached: a negative time is long past
         if exptime > REALTIME_MAXDELTA:
-            return exptime if exptime > self.started else 1
+            if exptime <= self.started:
+                return 1
+            return self.clock.now() + exptime - self.clock.unix_now()
         return self.clock.now() + exptime
 
     def _flushed(self, it: Item, now: int) -> bool:
