@@ -32,6 +32,7 @@ class _Conn:
         self.session = session
         self.out = bytearray()
         self.held: list[tuple[float, bytes]] = []  # (when to send, reply) while slow
+        self.writing = False  # waiting for the socket to take more of `out`
 
 
 class FakeServer:
@@ -59,6 +60,7 @@ class FakeServer:
         self._sel = selectors.DefaultSelector()
         self._conns: dict[int, _Conn] = {}
         self._calls: list[tuple[Any, threading.Event]] = []
+        self._holding = False  # some connection has replies held back by slow()
         self._wake_r, self._wake_w = socket.socketpair()
         self._wake_r.setblocking(False)
         self._sel.register(self._wake_r, selectors.EVENT_READ, None)
@@ -221,9 +223,12 @@ class FakeServer:
                 fn, done = self._calls.pop(0)
                 fn()
                 done.set()
-            self._release_held()
+            if self._holding:
+                self._release_held()
 
     def _next_due(self) -> float | None:
+        if not self._holding:
+            return None
         held = [c.held[0][0] for c in self._conns.values() if c.held]
         due = min(held, default=math.inf)
         return None if math.isinf(due) else max(0.0, due - time.monotonic())
@@ -256,6 +261,7 @@ class FakeServer:
         reply = c.session.feed(data)
         if self.delay > 0 and reply:
             c.held.append((time.monotonic() + self.delay, reply))
+            self._holding = True
         elif reply:
             self._send(c, reply)
         if c.session.closing and not c.held:
@@ -266,6 +272,7 @@ class FakeServer:
         for c in list(self._conns.values()):
             while c.held and (c.held[0][0] <= now or self.delay <= 0):
                 self._send(c, c.held.pop(0)[1])
+        self._holding = any(c.held for c in self._conns.values())
 
     def _send(self, c: _Conn, data: bytes) -> None:
         c.out += data
@@ -283,6 +290,8 @@ class FakeServer:
             self._drop(c)
             return
         del c.out[:n]
-        events = selectors.EVENT_WRITE if c.out else selectors.EVENT_READ
-        with contextlib.suppress(KeyError, ValueError):
-            self._sel.modify(c.sock, events, c)
+        if bool(c.out) != c.writing:
+            c.writing = bool(c.out)
+            events = selectors.EVENT_WRITE if c.writing else selectors.EVENT_READ
+            with contextlib.suppress(KeyError, ValueError):
+                self._sel.modify(c.sock, events, c)
