@@ -164,5 +164,12 @@ pub(super) fn deserialize(
         ))
     })?;
     // The pickle mode and the allow list apply (no key here, so no signature).
-    serde::deserialize(py, bytes.as_bytes(), flags, &slf.get().values(), None, false)
+    serde::deserialize(
+        py,
+        bytes.as_bytes(),
+        flags,
+        &slf.get().values(),
+        None,
+        false,
+    )
 }

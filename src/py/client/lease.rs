@@ -89,7 +89,8 @@ pub(crate) fn lease_reply(
     let value = match &out.data {
         Some(data) if state != WIN && state != WAIT => {
             let f = out.number(b'f').unwrap_or(0) as u32;
-            this.decode_item(slf, k, data, f)?.unwrap_or_else(|| py.None())
+            this.decode_item(slf, k, data, f)?
+                .unwrap_or_else(|| py.None())
         }
         _ => py.None(),
     };
