@@ -1,24 +1,24 @@
 """fastmc.testing's fake server is exact: the differential checks, with the fake in place of
 memcached.
 
-- The seeded random run of test_random_diff.py (same generator, same operations), on one text
-  server and on three: every operation runs through pylibmc on a real memcached (the oracle),
+- The seeded random run of test_random_diff.py (same generator, same operations, same
+  configurations: one text server, three, one binary): every operation runs through pylibmc on a real memcached (the oracle),
   fastmc on a real memcached and fastmc on fakes. fastmc's outcome on the fake must equal its
   outcome on memcached, with no exception, and pylibmc's with test_random_diff's documented
   exceptions only; every 500 operations and at the end, what the servers hold must be the same:
   every key, its flags, its value and its expiry class (no expiry, within 100 s, within an
   hour), read from memcached with ``lru_crawler metadump`` and ``mg``.
-- The differential cases of cases.py, pylibmc on memcached against fastmc on a fake.
+- The differential cases of cases.py, pylibmc on memcached against fastmc on a fake, text
+  and binary protocol.
 - Raw protocol scripts (meta commands, incr's padding, the item size limit, flags, noreply)
   sent to memcached and to a fake, whose replies must be equal byte for byte (CAS values and
-  times aside).
-
-The binary protocol is left out: the fake does not speak it (docs/testing.md)."""
+  times aside), and a binary-protocol script likewise."""
 
 import os
 import random
 import re
 import socket
+import struct
 import urllib.parse
 
 import fastmc
@@ -111,7 +111,7 @@ def assert_same_items(real, fake, where):
         assert got[k] == want[k], "%s: key %r" % (where, k)
 
 
-@pytest.mark.parametrize("config", ["text-1", "text-3"])
+@pytest.mark.parametrize("config", sorted(CONFIGS))
 def test_random_operations_on_the_fake_match_memcached(config):
     servers, binary, share = CONFIGS[config]
     seed = SEED + sum(map(ord, config))
@@ -122,8 +122,8 @@ def test_random_operations_on_the_fake_match_memcached(config):
     try:
         behaviors = {"ketama": True, "tcp_nodelay": True}
         real_addrs = [p.address for p in procs]
-        ours = fastmc.Client(real_addrs, behaviors=behaviors)
-        on_fake = fakes.client(behaviors=behaviors)
+        ours = fastmc.Client(real_addrs, behaviors=behaviors, binary=binary)
+        on_fake = fakes.client(behaviors=behaviors, binary=binary)
         for i in range(max(1, int(OPS * share))):
             name, args, kwargs = random_op(d)
             real = run(ours, name, args, kwargs)
@@ -151,13 +151,16 @@ def real_and_fake(server):
 ALL_CASES = {**CASES, **TEXT_CASES}
 
 
-@pytest.mark.parametrize("name", sorted(ALL_CASES))
-def test_differential_cases_on_the_fake(real_and_fake, name):
+@pytest.mark.parametrize(
+    ("name", "binary"),
+    [(n, False) for n in sorted(ALL_CASES)] + [(n, True) for n in sorted(CASES)],
+)
+def test_differential_cases_on_the_fake(real_and_fake, name, binary):
     real, fakes = real_and_fake
     case = ALL_CASES[name]
     results = []
     for mod, addrs in ((pylibmc, [real]), (fastmc, fakes.addresses)):
-        mc = mod.Client(addrs)
+        mc = mod.Client(addrs, binary=binary)
         mc.flush_all()
         results.append(outcome(lambda mc=mc, mod=mod: case(mod, mc)))
     assert results[1] == results[0]
@@ -230,3 +233,79 @@ def test_raw_replies_match_memcached(server, real_and_fake, name):
     want = _normalized(_raw(real, SCRIPTS[name]))
     got = _normalized(_raw(fake, SCRIPTS[name]))
     assert got.split(b"\r\n") == want.split(b"\r\n")
+
+
+def _bin(op, key=b"", extras=b"", value=b"", cas=0, opaque=0):
+    body = extras + key + value
+    head = struct.pack(">BBHBBHIIQ", 0x80, op, len(key), len(extras), 0, 0, len(body), opaque, cas)
+    return head + body
+
+
+def _bin_frames(data):
+    """Binary responses with the CAS field zeroed (two servers' CAS values differ)."""
+    frames = []
+    while data:
+        size = 24 + struct.unpack(">I", data[8:12])[0]
+        frames.append(data[:16] + bytes(8) + data[24:size])
+        data = data[size:]
+    return frames
+
+
+def _bin_exchange(address, payload):
+    host, port = address.rsplit(":", 1)
+    with socket.create_connection((host, int(port)), timeout=5) as s:
+        s.sendall(payload + _bin(0x0A, opaque=0xFFFF))  # NOOP: answered after everything
+        out = b""
+        while not out.endswith(b"\xff\xff" + bytes(8)) or len(out) < 24:
+            chunk = s.recv(65536)
+            if not chunk:
+                break
+            out += chunk
+    return _bin_frames(out)
+
+
+def test_binary_replies_match_memcached(real_and_fake):
+    real, fakes = real_and_fake
+    set_ = lambda op, k, v, flags=0, exp=0, cas=0: _bin(  # noqa: E731
+        op, k, struct.pack(">II", flags, exp), v, cas=cas, opaque=op
+    )
+    arith = lambda op, k, d, init=0, exp=0xFFFFFFFF: _bin(  # noqa: E731
+        op, k, struct.pack(">QQI", d, init, exp), opaque=7
+    )
+    script = b"".join(
+        [
+            set_(0x01, b"a", b"hi", flags=5),
+            _bin(0x00, b"a", opaque=1),
+            _bin(0x00, b"nope", opaque=2),
+            _bin(0x0C, b"nope", opaque=3),
+            _bin(0x0D, b"nope", opaque=4),
+            _bin(0x0D, b"a", opaque=4),
+            set_(0x02, b"a", b"x"),
+            set_(0x03, b"zz", b"x"),
+            set_(0x03, b"a", b"x", cas=12345),
+            _bin(0x0E, b"zz", value=b"!", opaque=9),
+            _bin(0x0E, b"a", value=b"!", opaque=9),
+            set_(0x11, b"q", b"quiet"),
+            set_(0x12, b"q", b"again"),
+            arith(0x05, b"a", 1),
+            arith(0x05, b"n", 1),
+            arith(0x05, b"n", 1, init=10, exp=0),
+            arith(0x06, b"n", 3),
+            set_(0x01, b"c", b"100"),
+            arith(0x06, b"c", 95),
+            _bin(0x00, b"c", opaque=1),
+            _bin(0x1C, b"a", extras=struct.pack(">I", 100), opaque=11),
+            _bin(0x1C, b"nope", extras=struct.pack(">I", 100), opaque=11),
+            _bin(0x24, b"a", extras=struct.pack(">I", 100), opaque=12),
+            _bin(0x04, b"nope", opaque=13),
+            _bin(0x14, b"q", opaque=14),
+            _bin(0x04, b"q", opaque=14),
+            set_(0x01, b"big", b"x" * (1 << 20)),
+            _bin(0x30, opaque=15),
+            _bin(0x08, opaque=16),
+            _bin(0x00, b"a", opaque=17),
+        ]
+    )
+    want = _bin_exchange(real, _bin(0x08) + script)
+    got = _bin_exchange(fakes.addresses[0], _bin(0x08) + script)
+    assert got == want

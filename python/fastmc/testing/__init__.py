@@ -6,8 +6,9 @@ text and meta protocols) talk to it exactly as to memcached, so everything the c
 (placement, pooling, timeouts, failure handling) is the real thing. Its semantics are
 memcached's: expiry on a clock the test moves (``advance``), CAS tokens, ``incr``/``decr``
 wrap-around and errors, the item size limit (``TooBig``), ``flush_all`` with a delay,
-``touch``/``gat``, the meta commands' leases, stale values and quiet writes. What it cannot be
-exact about (eviction, memory, clock skew between servers, the binary protocol) is listed in
+``touch``/``gat``, the meta commands' leases, stale values and quiet writes, and the binary
+protocol (``binary=True``). What it cannot be
+exact about (eviction, memory, clock skew between servers, SASL) is listed in
 docs/testing.md.
 
     from fastmc.testing import FakeServer

@@ -4,11 +4,12 @@
 command in it, keeping an incomplete one for the next call; ``Session.closing`` says the
 connection is to be closed (``quit``). Replies are memcached 1.6's, line for line: a text
 command with ``noreply`` gets no reply at all (not even an error line, as in memcached), a meta
-command with ``q`` loses only its nominal reply. The binary protocol is not spoken: a binary
-request is answered by closing the connection. No sockets here (``_server.py``)."""
+command with ``q`` loses only its nominal reply. A connection whose first byte is a binary
+request's magic speaks the binary protocol (``_binary.py``). No sockets here (``_server.py``)."""
 
 from __future__ import annotations
 
+from ._binary import HEADER, binary_command
 from ._store import Item, Store, parse_u64
 
 __all__ = ["Session"]
@@ -71,6 +72,7 @@ class Session:
         self.store = store
         self.buf = bytearray()
         self.closing = False
+        self.binary = False
         self.version = b"1.6.45"
 
     def feed(self, data: bytes) -> bytes:
@@ -78,9 +80,11 @@ class Session:
         self.buf += data
         out = bytearray()
         while self.buf and not self.closing:
-            if self.buf[0] == 0x80:
-                self.closing = True  # a binary request: this fake speaks only text and meta
-                break
+            if self.binary or self.buf[0] == 0x80:
+                self.binary = True  # as memcached, the first byte decides for the connection
+                if not self._binary_request(out):
+                    break
+                continue
             nl = self.buf.find(b"\n")
             if nl < 0:
                 if len(self.buf) > 65536:
@@ -101,6 +105,24 @@ class Session:
                 except _BadLine as e:
                     out += e.line
         return bytes(out)
+
+    def _binary_request(self, out: bytearray) -> bool:
+        """Answer one binary request into `out`; False while it is incomplete."""
+        if len(self.buf) < HEADER:
+            return False
+        if self.buf[0] != 0x80:
+            self.closing = True  # not a request: memcached hangs up
+            return False
+        size = HEADER + int.from_bytes(self.buf[8:12], "big")
+        if len(self.buf) < size:
+            return False
+        packet = bytes(self.buf[:size])
+        del self.buf[:size]
+        with self.store.lock:
+            reply, close = binary_command(self.store, packet, self.version)
+        out += reply
+        self.closing = close
+        return True
 
     @staticmethod
     def _data_length(tokens: list[bytes]) -> int | None:
