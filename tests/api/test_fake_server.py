@@ -147,6 +147,17 @@ def test_plugin_fixtures(tmp_path):
             def test_fresh(fastmc_fake):
                 assert fastmc_fake.get("k") is None
 
+            def test_aio(fastmc_fake_aio):
+                import asyncio
+
+                async def main():
+                    await fastmc_fake_aio.set("k", 1, time=5)
+                    return await fastmc_fake_aio.get("k")
+
+                assert asyncio.run(main()) == 1
+                fastmc_fake_aio.fake.advance(5)
+                assert fastmc_fake_aio.fake.items() == {}
+
             def test_server(fastmc_server):
                 fastmc_server.set("k", 1)
                 assert fastmc_server.get("k") == 1
@@ -156,7 +167,7 @@ def test_plugin_fixtures(tmp_path):
     args = ["-p", "fastmc.testing.plugin", "-q", "-p", "no:cacheprovider", str(tmp_path)]
     r = subprocess.run([sys.executable, "-m", "pytest", *args], capture_output=True, text=True)
     assert r.returncode == 0, r.stdout + r.stderr
-    assert "3 passed" in r.stdout
+    assert "4 passed" in r.stdout
 
 
 def test_plugin_is_a_pytest11_entry_point():

@@ -8,6 +8,8 @@ test asks for one (loading it imports fastmc, as a test module importing fastmc 
 - ``fastmc_fake_server``: a fresh ``FakeServer`` for the test (closed after it);
 - ``fastmc_fake``: a ``fastmc.Client`` on that fake; the fake is its ``fake`` attribute
   (``fastmc_fake.fake.advance(60)``);
+- ``fastmc_fake_aio``: a ``fastmc.aio.Client`` on that fake (its ``fake`` attribute too), for
+  coroutine tests;
 - ``fastmc_server``: a ``fastmc.Client`` on a real memcached, one for the session on a free
   loopback port, flushed before each test; the test is skipped where memcached is not
   installed (``MEMCACHED`` names the binary, else ``memcached`` on ``PATH``).
@@ -27,7 +29,7 @@ import pytest
 
 from . import FakeServer
 
-__all__ = ["fastmc_fake", "fastmc_fake_server", "fastmc_server"]
+__all__ = ["fastmc_fake", "fastmc_fake_aio", "fastmc_fake_server", "fastmc_server"]
 
 
 @pytest.fixture
@@ -41,6 +43,14 @@ def fastmc_fake_server() -> Iterator[FakeServer]:
 def fastmc_fake(fastmc_fake_server: FakeServer) -> Any:
     """A ``fastmc.Client`` on a fresh fake memcached (the fake: its ``fake`` attribute)."""
     client = fastmc_fake_server.client()
+    client.fake = fastmc_fake_server
+    return client
+
+
+@pytest.fixture
+def fastmc_fake_aio(fastmc_fake_server: FakeServer) -> Any:
+    """A ``fastmc.aio.Client`` on a fresh fake memcached (the fake: its ``fake`` attribute)."""
+    client = fastmc_fake_server.aio_client()
     client.fake = fastmc_fake_server
     return client
 
