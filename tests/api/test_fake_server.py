@@ -3,6 +3,7 @@ servers, the asyncio client, stampede protection, the pytest plugin and the Djan
 (That its answers are memcached's is test_fake_diff.py's.)"""
 
 import asyncio
+import os
 import subprocess
 import sys
 import textwrap
@@ -164,16 +165,30 @@ def test_plugin_fixtures(tmp_path):
             """
         )
     )
-    args = ["-p", "fastmc.testing.plugin", "-q", "-p", "no:cacheprovider", str(tmp_path)]
-    r = subprocess.run([sys.executable, "-m", "pytest", *args], capture_output=True, text=True)
-    assert r.returncode == 0, r.stdout + r.stderr
-    assert "4 passed" in r.stdout
+    # as installed: a distribution whose pytest11 entry points are pyproject.toml's
+    site = tmp_path / "site"
+    info = site / "fastmc_entry-1.0.dist-info"
+    info.mkdir(parents=True)
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: fastmc-entry\nVersion: 1.0\n")
+    points = "".join("%s = %s\n" % kv for kv in _pytest11().items())
+    (info / "entry_points.txt").write_text("[pytest11]\n" + points)
+    for installed, load in ((False, True), (True, False), (True, True)):
+        args = ["-q", "-p", "no:cacheprovider", str(tmp_path / "test_user.py")]
+        args += ["-p", "fastmc.testing.plugin"] if load else []
+        env = dict(os.environ, PYTHONPATH=str(site)) if installed else None
+        cmd = [sys.executable, "-m", "pytest", *args]
+        r = subprocess.run(cmd, capture_output=True, text=True, env=env)
+        assert r.returncode == 0, (installed, load, r.stdout + r.stderr)
+        assert "4 passed" in r.stdout
 
 
-def test_plugin_is_a_pytest11_entry_point():
+def _pytest11():
     project = tomllib.loads((Path(__file__).parents[2] / "pyproject.toml").read_text())
-    points = project["project"]["entry-points"]["pytest11"]
-    assert points == {"fastmc": "fastmc.testing.plugin"}
+    return project["project"]["entry-points"]["pytest11"]
+
+
+def test_plugin_is_a_pytest11_entry_point_named_as_its_module():
+    assert _pytest11() == {"fastmc.testing.plugin": "fastmc.testing.plugin"}
 
 
 def test_django_caches_points_at_the_fake(fake):

@@ -1,9 +1,9 @@
 """fastmc's pytest plugin: fixtures for tests of code that caches with fastmc.
 
-Installed as the ``pytest11`` entry point ``fastmc`` (or loaded with ``-p
-fastmc.testing.plugin``), it only defines fixtures: no server starts and no socket opens until a
-test asks for one (loading it imports fastmc, as a test module importing fastmc would).
-``-p no:fastmc`` turns it off.
+Installed as the ``pytest11`` entry point ``fastmc.testing.plugin`` (named as the module, so
+that ``-p fastmc.testing.plugin`` or ``pytest_plugins`` load it once), it only defines
+fixtures: no server starts and no socket opens until a test asks for one (loading it imports
+fastmc, as a test module importing fastmc would). ``-p no:fastmc.testing.plugin`` turns it off.
 
 - ``fastmc_fake_server``: a fresh ``FakeServer`` for the test (closed after it);
 - ``fastmc_fake``: a ``fastmc.Client`` on that fake; the fake is its ``fake`` attribute
