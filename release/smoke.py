@@ -66,7 +66,7 @@ def main(version: str, server: str, tls_server: str, ca_file: str, *flags: str) 
         print(f"ok {sys.version.split()[0]} (emulated): {fastmc.build_info()}")
         return
     out = subprocess.run(
-        [str(cli), "--servers", server, "get", "smoke:str"],
+        [str(cli), "--servers", server, "get", "--decode", "smoke:str"],
         capture_output=True,
         text=True,
         timeout=60,
