@@ -113,7 +113,8 @@ fuzz: ## fuzz the reply parsers for FUZZ_SECONDS
 	cd fuzz && RUSTC_BOOTSTRAP=1 cargo fuzz run parse_reply -- -max_total_time=$(FUZZ_SECONDS) -max_len=20000
 
 # The release files (not part of `make test`: 30 release builds, the time is in
-# docs/packaging.md): wheels for CPython 3.9-3.13, manylinux2014 and musllinux_1_2, x86_64 and
+# docs/packaging.md): wheels for CPython 3.9-3.15 (3.14 and 3.15 run from release/sid.py's root
+# where this machine lacks them), manylinux2014 and musllinux_1_2, x86_64 and
 # aarch64, and macOS x86_64 and arm64, cross-built with zig, each checked (auditwheel or the
 # Mach-O, contents, and an install and smoke test in a fresh venv of every CPython this machine
 # can run them on, plus Debian's arm64 CPython under qemu-user for the aarch64 wheels; the macOS

@@ -6,7 +6,7 @@ is importable, and a PATH holding only the venv's bin, so no compiler):
 
 against a plain memcached at SERVER and one speaking TLS (-Z) at TLS_SERVER with a certificate
 signed by CA_FILE. Any failure is an AssertionError or exception (exit status 1). Runs on
-CPython 3.9 to 3.13. `emulated`: the interpreter runs under qemu-user, which cannot start
+CPython 3.9 to 3.15. `emulated`: the interpreter runs under qemu-user, which cannot start
 another foreign program, so the console script is checked but not run.
 """
 

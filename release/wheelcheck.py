@@ -2,7 +2,7 @@
 list: the file is right). `make wheels` (release/wheels.py) applies them to every release file,
 and `make test` to a wheel built from the working tree (tests/platform/test_packaging.py), so the
 rules live in one place. Standard library only: this runs in CI's test venv and under any CPython
-3.9 to 3.13."""
+3.9 to 3.15."""
 
 from __future__ import annotations
 
@@ -16,7 +16,8 @@ import zipfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-PYTHONS = ("3.9", "3.10", "3.11", "3.12", "3.13")
+# 3.14 and 3.15: where this machine lacks them, release/wheels.py runs Debian's (release/sid.py)
+PYTHONS = ("3.9", "3.10", "3.11", "3.12", "3.13", "3.14", "3.15")
 
 # The extension module: per-version (cpython-313-x86_64-linux-gnu), abi3, or macOS (darwin).
 EXTENSION = re.compile(r"^fastmc/_fastmc\.(cpython-3\d+-[a-z0-9_-]+|abi3)\.so$")

@@ -4,7 +4,7 @@
 
 With no step named, all three run, in that order:
 
-- build: for every Rust target, the wheels for CPython 3.9 to 3.13 with maturin and zig (no
+- build: for every Rust target, the wheels for CPython 3.9 to 3.15 with maturin and zig (no
   container): `manylinux2014` (glibc 2.17) for the -gnu targets, `musllinux_1_2` for the -musl
   ones, `macosx_10_12_x86_64` and `macosx_11_0_arm64` for the -apple-darwin ones (cross-built:
   no Apple SDK, zig's own macOS stubs). One wheel per CPython version, not abi3 (the measurement
@@ -15,9 +15,10 @@ With no step named, all three run, in that order:
   architecture when Debian's `musl` is installed, musl's own loader resolving it); for macOS
   wheels, the Mach-O (release/macho.py: architecture, minimum macOS, only libSystem linked,
   Python's symbols by dynamic lookup). They cannot run here. Then, for
-  each of CPython 3.9 to 3.13, a fresh virtualenv installs fastmc from --out the way a user's
+  each of CPython 3.9 to 3.15, a fresh virtualenv installs fastmc from --out the way a user's
   pip would (`--only-binary :all: --no-index`, so no sdist and no compiler) and runs
-  release/smoke.py against a real memcached and a TLS one; every wheel this machine can run must
+  release/smoke.py against a real memcached and a TLS one (3.14 and 3.15, where this machine
+  lacks them, are Debian's, run in release/sid.py's root); every wheel this machine can run must
   be the one pip picked for at least one version. On x86_64 Debian, Debian's arm64 CPython under
   qemu-user does the same with the aarch64 wheels (release/emulated.py; best effort).
 - sdist: `maturin sdist`, its contents checked, then installed from source (pip builds it with
@@ -45,6 +46,7 @@ ROOT = HERE.parent
 sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(ROOT / "tests" / "support"))
 import emulated  # noqa: E402
+import sid  # noqa: E402
 import wheelcheck  # noqa: E402
 from memcached import Memcached  # noqa: E402
 from platformcheck import MACOS_MIN, TARGETS, platform_problems, wheel_target  # noqa: E402
@@ -83,7 +85,13 @@ def find_python(minor: str) -> Path | None:
 
 
 def pythons() -> dict[str, Path]:
+    """Each CPython of PYTHONS; those this machine lacks but Debian's unstable suite has (3.14,
+    3.15) come from release/sid.py's root, run through scripts that chroot into it."""
     found = {m: find_python(m) for m in PYTHONS}
+    lacking = [m for m, p in found.items() if p is None and m in sid.PYTHONS]
+    if lacking:
+        bins = sid.Sid().wrappers(sid.WORK / "bin")
+        found.update({m: bins / f"python{m}" for m in lacking})
     missing = [m for m, p in found.items() if p is None]
     if missing:
         sys.exit(
@@ -174,9 +182,21 @@ def host_runs(target: str) -> bool:
     return target == f"{machine}-unknown-linux-gnu" and sys.platform == "linux"
 
 
-def fresh_venv(python: Path, where: Path) -> tuple[Path, dict]:
+def in_sid(python: Path) -> bool:
+    return python.parent == sid.WORK / "bin"
+
+
+def runner(minor: str, python: Path, *binds: Path) -> tuple[list[str], Path]:
+    """How to run `python`: as it is, or, for one of the sid root's, the root's interpreter
+    through the prefix that enters the root with `binds` at their own paths."""
+    if not in_sid(python):
+        return [], python
+    return sid.Sid().prefix(*binds), Path(f"/usr/bin/python{minor}")
+
+
+def fresh_venv(python: Path, where: Path, *pre: str) -> tuple[Path, dict]:
     """A new virtualenv, and the environment to run it with: its bin alone on the PATH."""
-    run([str(python), "-m", "venv", str(where)], capture_output=True)
+    run([*pre, str(python), "-m", "venv", str(where)], capture_output=True)
     env = {
         "PATH": str(where / "bin"),
         "HOME": str(where),
@@ -215,11 +235,21 @@ class Servers:
         self.tls.stop()
 
 
-def smoke(python: Path, env: dict, version: str, servers: Servers, cwd: Path, *pre: str) -> str:
-    """release/smoke.py with `python` (run through `pre`, qemu-user, when it is foreign)."""
+def smoke(
+    python: Path, env: dict, version: str, servers: Servers, cwd: Path, *pre: str, emulated=False
+) -> str:
+    """release/smoke.py with `python` (run through `pre`: qemu-user when it is foreign, or the
+    sid root's prefix)."""
     args = [version, servers.plain.address, servers.tls.address, str(servers.ca)]
     out = subprocess.run(
-        [*pre, str(python), "-I", str(HERE / "smoke.py"), *args, *(["emulated"] if pre else [])],
+        [
+            *pre,
+            str(python),
+            "-I",
+            str(HERE / "smoke.py"),
+            *args,
+            *(["emulated"] if emulated else []),
+        ],
         env=env,
         cwd=cwd,
         capture_output=True,
@@ -231,13 +261,13 @@ def smoke(python: Path, env: dict, version: str, servers: Servers, cwd: Path, *p
     return out.stdout.strip()
 
 
-def pip_install(venv_python: Path, env: dict, out: Path, version: str, tmp: Path) -> str:
+def pip_install(venv_python: Path, env: dict, out: Path, version: str, tmp: Path, *pre: str) -> str:
     """Install fastmc into the venv the way a user's pip would, from the wheels in `out` only
     (no index, binary only: never the sdist); returns the file pip picked."""
     report = tmp / "pip-report.json"
     cmd = [str(venv_python), "-m", "pip", "install", "-q", "--no-index", "--only-binary", ":all:"]
     cmd += ["--find-links", str(out.resolve()), "--report", str(report), f"fastmc=={version}"]
-    r = subprocess.run(cmd, env=env, cwd=tmp, capture_output=True, text=True)
+    r = subprocess.run([*pre, *cmd], env=env, cwd=tmp, capture_output=True, text=True)
     if r.returncode != 0:
         raise RuntimeError(f"pip found no wheel to install: {r.stderr.strip()}")
     (item,) = json.loads(report.read_text())["install"]
@@ -256,11 +286,12 @@ def install_and_smoke(
         tmp = Path(tmpdir)
         servers = Servers(tmp)
         try:
-            for minor, python in interpreters.items():
-                venv_python, env = fresh_venv(python, tmp / f"venv{minor}")
+            for minor, host_python in interpreters.items():
+                pre, python = runner(minor, host_python, tmp, out, HERE)
+                venv_python, env = fresh_venv(python, tmp / f"venv{minor}", *pre)
                 try:
-                    chosen = pip_install(venv_python, env, out, version, tmp)
-                    line = smoke(venv_python, env, version, servers, tmp)
+                    chosen = pip_install(venv_python, env, out, version, tmp, *pre)
+                    line = smoke(venv_python, env, version, servers, tmp, *pre)
                 except RuntimeError as e:
                     problems.append(f"Python {minor}: {e}")
                     continue
@@ -293,7 +324,7 @@ def emulated_smoke(
     env.update(PIP_CONFIG_FILE=os.devnull, PIP_DISABLE_PIP_VERSION_CHECK="1", PIP_NO_CACHE_DIR="1")
     try:
         chosen = emu.install(venv, env, out, version)
-        line = smoke(venv / "bin" / "python", env, version, servers, tmp, *emu.cmd())
+        line = smoke(venv / "bin" / "python", env, version, servers, tmp, *emu.cmd(), emulated=True)
     except RuntimeError as e:
         problems.append(f"Python {emu.version} (aarch64, emulated): {e}")
         return
