@@ -72,6 +72,8 @@ class Sid:
         env = {"DEBIAN_FRONTEND": "noninteractive"}
         cmd = [*APT, "install", "-y", "--no-install-recommends", *PACKAGES]
         self.run(cmd, env=env, check=True, capture_output=True)
+        # the local certificate authorities copied in at bootstrap join the bundle pip reads
+        self.run(["update-ca-certificates"], check=True, capture_output=True)
         stamp.write_text(want)
 
     def _bootstrap(self) -> None:
@@ -93,8 +95,10 @@ class Sid:
         policy.chmod(0o755)
         # the CAs this machine trusts locally (a proxy's, say) for pip inside
         local = Path("/usr/local/share/ca-certificates")
+        inside = tmp / str(local).lstrip("/")
+        inside.mkdir(parents=True, exist_ok=True)
         for crt in local.glob("*.crt") if local.is_dir() else []:
-            shutil.copy(crt, tmp / "usr" / "local" / "share" / "ca-certificates" / crt.name)
+            shutil.copy(crt, inside / crt.name)
         tmp.rename(self.root)
         say(f"debootstrap: {time.monotonic() - t0:.0f} s")
 
