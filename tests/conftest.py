@@ -11,7 +11,7 @@ The suite, by topic (run ``pytest tests``; real memcached processes are started 
   servers, restarts, forks and interruptions, threads and big batches, and the long soak test
   (marked ``soak``, off by default);
 - ``platform/``: SASL and TLS, the frameworks (Django, Flask-Caching, dogpile.cache), the
-  command line and the packaging;
+  tracers (OpenTelemetry, ddtrace), the command line and the packaging;
 - ``support/`` (on pytest's pythonpath, imported by bare name): ``memcached`` starts real
   servers, ``fakes`` the in-process fake ones, ``threads`` runs workers and forked children,
   ``cases`` holds the differential cases, ``checks`` shared client settings and counts,
