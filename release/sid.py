@@ -154,12 +154,20 @@ class Sid:
 # ------------------------------------------------------------------------------- the suite
 
 
-def test_requirements() -> str:
-    """requirements-dev.txt without NOT_FOR_TESTS, as text (the pins stay in one file)."""
+# What a CPython cannot install at all, and why; the tests that need it skip, saying so.
+CANNOT_INSTALL = {
+    # tests/platform/test_tracing_ddtrace.py
+    "3.15": {"ddtrace": "ddtrace 4.16.0 requires Python < 3.15, and no release supports 3.15"},
+}
+
+
+def suite_requirements(v: str) -> str:
+    """requirements-dev.txt without NOT_FOR_TESTS and what CPython `v` cannot install, as text
+    (the pins stay in one file)."""
     keep = []
     for line in (REPO / "requirements-dev.txt").read_text().splitlines():
         name = line.split("#")[0].strip().split("=")[0].split("<")[0].split(">")[0].strip()
-        if name.lower() not in NOT_FOR_TESTS:
+        if name.lower() not in NOT_FOR_TESTS | set(CANNOT_INSTALL.get(v, {})):
             keep.append(line)
     return "\n".join(keep) + "\n"
 
@@ -169,14 +177,16 @@ def deps_venv(sid: Sid, v: str) -> Path:
     requirements-dev.txt's relevant lines are unchanged; pip builds pylibmc with the root's
     gcc). Returns its path inside the root."""
     # what the venv holds: the requirements, and pylibmc linked to its wheel's libmemcached
-    reqs = test_requirements() + "# pylibmc: bundle_oracle_library\n"
+    reqs = suite_requirements(v) + "# pylibmc: bundle_oracle_library\n"
     venv = Path(f"/opt/fastmc-py{v}")
     stamp = sid.root / str(venv).lstrip("/") / ".requirements"
     if stamp.exists() and stamp.read_text() == reqs:
         return venv
     say(f"CPython {v}: a venv with the suite's requirements (pylibmc from source)")
     shutil.rmtree(stamp.parent, ignore_errors=True)
-    (sid.root / "tmp" / f"requirements-{v}.txt").write_text(test_requirements())
+    (sid.root / "tmp" / f"requirements-{v}.txt").write_text(suite_requirements(v))
+    for name, why in CANNOT_INSTALL.get(v, {}).items():
+        say(f"CPython {v}: without {name}: {why}")
     pip = [f"{venv}/bin/pip", "install", "-q"]
     for cmd in (
         [f"python{v}", "-m", "venv", str(venv)],
@@ -186,12 +196,12 @@ def deps_venv(sid: Sid, v: str) -> Path:
         r = sid.run(cmd, capture_output=True, text=True)
         if r.returncode != 0:
             sys.exit(f"{' '.join(cmd)} failed:\n{r.stdout}{r.stderr}")
-    bundle_oracle_library(sid, venv)
+    bundle_oracle_library(sid, venv, v)
     stamp.write_text(reqs)
     return venv
 
 
-def bundle_oracle_library(sid: Sid, venv: Path) -> None:
+def bundle_oracle_library(sid: Sid, venv: Path, v: str) -> None:
     """pylibmc has no wheel for 3.14 or 3.15, so pip built it against sid's libmemcached 1.1.4,
     whose defaults and answers differ from those of the libmemcached that pylibmc's own wheels
     bundle (remove_failed, the classes of some errors): the oracle the differential tests compare
@@ -200,11 +210,10 @@ def bundle_oracle_library(sid: Sid, venv: Path) -> None:
     its companions, by patchelf."""
     pip = [f"{venv}/bin/pip", "download", "-q", "--only-binary", ":all:", "--no-deps"]
     pip += ["--python-version", "3.11", "--platform", "manylinux2014_x86_64", "-d", "/tmp/oracle"]
-    pin = [x for x in test_requirements().split() if x.lower().startswith("pylibmc==")]
+    pin = [x for x in suite_requirements(v).split() if x.lower().startswith("pylibmc==")]
     sid.run([*pip, *pin], check=True, capture_output=True)
     (wheel,) = (sid.root / "tmp" / "oracle").glob("pylibmc-*.whl")
-    site = sid.root / str(venv).lstrip("/") / "lib" / f"python{venv.name[len('fastmc-py') :]}"
-    site = site / "site-packages"
+    site = sid.root / str(venv).lstrip("/") / "lib" / f"python{v}" / "site-packages"
     with zipfile.ZipFile(wheel) as zf:
         zf.extractall(site, [n for n in zf.namelist() if n.startswith("pylibmc.libs/")])
     shutil.rmtree(wheel.parent)

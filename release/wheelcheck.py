@@ -36,7 +36,8 @@ def cargo_version() -> str:
 
 def source_files(*paths: str) -> set[str]:
     """The files git tracks under `paths` (relative to the repository), or, outside a git
-    checkout, what is on disk there (caches left out)."""
+    checkout (or without git, as in release/sid.py's root), what is on disk there (caches and
+    build outputs left out)."""
     try:
         out = subprocess.run(
             ["git", "ls-files", *paths], cwd=ROOT, capture_output=True, text=True, check=True
@@ -49,7 +50,8 @@ def source_files(*paths: str) -> set[str]:
     for p in paths:
         base = ROOT / p
         for f in [base] if base.is_file() else base.rglob("*"):
-            if f.is_file() and "__pycache__" not in f.parts and f.suffix != ".pyc":
+            # caches and build outputs (`maturin develop` leaves the extension in python/fastmc)
+            if f.is_file() and "__pycache__" not in f.parts and f.suffix not in (".pyc", ".so"):
                 found.add(f.relative_to(ROOT).as_posix())
     return found
 
