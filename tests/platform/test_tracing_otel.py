@@ -97,6 +97,16 @@ def test_multi_key_call_over_three_servers_is_one_span(spans, servers):
     assert (got[2].attributes["server.address"], got[2].attributes["server.port"]) == (host, port)
 
 
+def test_spans_name_the_servers_of_the_current_list(spans, servers):
+    _, exporter = spans
+    mc = fastmc.Client(servers[:1])
+    mc.get("k")
+    mc.set_servers(servers[1:2])
+    mc.get("k")
+    ports = [s.attributes["server.port"] for s in fastmc_spans(exporter)]
+    assert ports == [host_port(servers[0])[1], host_port(servers[1])[1]]
+
+
 def test_error_is_recorded_with_pylibmcs_class(spans, server):
     _, exporter = spans
     mc = fastmc.Client([server.address])
