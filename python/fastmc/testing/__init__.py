@@ -48,12 +48,14 @@ class FakeCluster:
         *,
         item_size_max: int = DEFAULT_ITEM_SIZE_MAX,
         clock: FakeClock | None = None,
+        version: str = "1.6.45",
     ) -> None:
         self.clock = clock if clock is not None else FakeClock()
         self.servers: list[FakeServer] = []
         try:
             for _ in range(n):
-                self.servers.append(FakeServer(item_size_max=item_size_max, clock=self.clock))
+                fake = FakeServer(item_size_max=item_size_max, clock=self.clock, version=version)
+                self.servers.append(fake)
         except BaseException:
             self.close()
             raise

@@ -16,6 +16,25 @@ __all__ = ["Session"]
 
 KEY_MAX = 250
 _BAD_FORMAT = b"CLIENT_ERROR bad command line format\r\n"
+# The fewest tokens (the command included) each classic command takes: fewer is a malformed
+# line, which memcached 1.6.45 answers with _BAD_FORMAT (1.6.18: ERROR).
+_MIN_TOKENS = {
+    b"get": 2,
+    b"gets": 2,
+    b"gat": 3,
+    b"gats": 3,
+    b"set": 5,
+    b"add": 5,
+    b"replace": 5,
+    b"append": 5,
+    b"prepend": 5,
+    b"cas": 6,
+    b"incr": 3,
+    b"decr": 3,
+    b"delete": 2,
+    b"touch": 3,
+    b"verbosity": 2,
+}
 _STORE_REPLY = {
     "STORED": b"STORED\r\n",
     "NOT_STORED": b"NOT_STORED\r\n",
@@ -73,7 +92,6 @@ class Session:
         self.buf = bytearray()
         self.closing = False
         self.binary = False
-        self.version = b"1.6.45"
 
     def feed(self, data: bytes) -> bytes:
         """The replies to every complete command after `data` is appended."""
@@ -139,13 +157,29 @@ class Session:
             return None
         return n if 0 <= n < 1 << 31 else None
 
+    @property
+    def version(self) -> bytes:
+        return self.store.version
+
+    @property
+    def legacy(self) -> bool:
+        """Answer malformed commands as memcached before 1.6.45 did (1.6.18 was compared)."""
+        return tuple(int(p) for p in self.version.split(b".")[:3]) < (1, 6, 45)
+
     def _command(self, tokens: list[bytes], data: bytes) -> bytes:
         if not tokens:
             return b"ERROR\r\n"
         cmd = tokens[0]
+        if not self.legacy:
+            too_few = _MIN_TOKENS.get(cmd)
+            if too_few is not None and len(tokens) < too_few:
+                # 1.6.45: a known command short of its arguments
+                return b"ERROR\r\n" if cmd in _STORE_MODES and len(tokens) < 4 else _BAD_FORMAT
         if cmd in (b"get", b"gets") and len(tokens) > 1:
             return self._get(tokens[1:], cmd == b"gets", None)
-        if cmd in (b"gat", b"gats") and len(tokens) > 2:
+        if cmd in (b"gat", b"gats") and len(tokens) > 2 - int(self.legacy):
+            if len(tokens) == 2:  # 1.6.18: an exptime and no key finds nothing
+                return b"END\r\n"
             try:
                 exptime = _int32(tokens[1], strict=True)
             except _BadLine:
@@ -204,6 +238,13 @@ class Session:
         """The classic commands without a data block or values (None: not one of them)."""
         st = self.store
         args = tokens[1 : len(tokens) - int(noreply)]
+        if not self.legacy:
+            # 1.6.45 reads the arguments it needs and ignores any others
+            keep = {b"incr": 2, b"decr": 2, b"touch": 2, b"delete": 1, b"verbosity": 1}
+            keep[b"flush_all"] = min(len(args), 1)
+            if cmd in keep and len(args) > keep[cmd]:
+                args = args[: keep[cmd]]
+                tokens = [cmd, *args]
         if cmd in (b"incr", b"decr") and len(args) == 2:
             delta = parse_u64(args[1])
             if len(args[0]) > KEY_MAX:

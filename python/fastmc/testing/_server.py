@@ -39,7 +39,9 @@ class FakeServer:
     """A fake memcached 1.6 on a free loopback port, in this process: see ``fastmc.testing``.
 
     ``item_size_max`` is memcached's ``-I`` (bytes); ``clock`` a ``FakeClock`` to share with
-    other servers (by default each server has its own, frozen until ``advance``)."""
+    other servers (by default each server has its own, frozen until ``advance``); ``version``
+    the memcached release it answers as: 1.6.45's answers by default, 1.6.18's to malformed
+    commands for an older one (the two releases it was compared with)."""
 
     def __init__(
         self,
@@ -48,9 +50,11 @@ class FakeServer:
         clock: FakeClock | None = None,
         host: str = "127.0.0.1",
         port: int = 0,
+        version: str = "1.6.45",
     ) -> None:
         self.clock = clock if clock is not None else FakeClock()
         self.store = Store(self.clock, item_size_max)
+        self.store.version = version.encode()
         self.host = host
         self.delay = 0.0
         self.accepted = 0

@@ -117,6 +117,9 @@ class Store:
         self.lock = threading.RLock()
         self.items: dict[bytes, Item] = {}
         self.out_of_memory = False
+        # The memcached release whose answers to malformed commands are copied (see
+        # `FakeServer`): 1.6.18's where older than 1.6.45.
+        self.version = b"1.6.45"
         self._cas = 0
         self.started = clock.unix_now() - 62  # as memcached: a minute and 2 s before now
         self._oldest_live = 0
