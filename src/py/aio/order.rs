@@ -136,13 +136,14 @@ impl<P> KeyOrder<P> {
 
     fn register(&mut self, ticket: u64, hashes: Vec<u64>, write: bool) {
         let wide = hashes.len() > NARROW_MAX;
-        if wide {
+        let hashes = if wide {
             let w = Wide {
                 write,
-                hashes: hashes.clone(),
+                hashes,
                 set: None,
             };
             self.wide.insert(ticket, w);
+            Vec::new()
         } else {
             for h in &hashes {
                 let c = self.narrow.entry(*h).or_default();
@@ -152,8 +153,8 @@ impl<P> KeyOrder<P> {
                     c.reads += 1;
                 }
             }
-        }
-        let hashes = if wide { Vec::new() } else { hashes };
+            hashes
+        };
         self.entries.insert(
             ticket,
             Entry {
