@@ -20,10 +20,8 @@ import sys
 
 MODES = ("off", "uninstrumented", "unsampled", "on")
 
-CHILD = r"""
-import asyncio, json, sys, time
-import fastmc, fastmc.aio
-mode, server = sys.argv[1], sys.argv[2]
+# Each child's first lines: the mode's tracer set-up (`mode` is its first argument).
+SETUP = r"""
 if mode != "off":
     from opentelemetry.sdk.trace import TracerProvider
     from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExporter, SpanExportResult
@@ -39,7 +37,16 @@ if mode != "off":
     FastMCInstrumentor().instrument(tracer_provider=provider)
     if mode == "uninstrumented":
         FastMCInstrumentor().uninstrument()
-mc = fastmc.Client([server])
+"""
+
+CHILD = (
+    r"""
+import asyncio, json, sys, time
+import fastmc, fastmc.aio
+mode, server = sys.argv[1], sys.argv[2]
+"""
+    + SETUP
+    + r"""mc = fastmc.Client([server])
 keys = ["ab%d" % i for i in range(100)]
 d = {k: b"v" * 40 for k in keys}
 mc.set_multi(d)
@@ -62,31 +69,20 @@ async def aio():
 asyncio.run(aio())
 print(json.dumps(out))
 """
+)
 
 
 # Instructions per call, exactly (valgrind's callgrind): the child runs one operation LOOPS or
 # 2 × LOOPS times; the difference of the two counts, divided by LOOPS, is one call's count
 # without the interpreter's start-up and imports.
-COUNTED = r"""
+COUNTED = (
+    r"""
 import asyncio, sys
 import fastmc, fastmc.aio
 mode, server, op, n = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
-if mode != "off":
-    from opentelemetry.sdk.trace import TracerProvider
-    from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExporter, SpanExportResult
-    from opentelemetry.sdk.trace.sampling import ALWAYS_OFF
-    from fastmc.opentelemetry import FastMCInstrumentor
-
-    class Drop(SpanExporter):
-        def export(self, spans):
-            return SpanExportResult.SUCCESS
-
-    provider = TracerProvider(sampler=ALWAYS_OFF) if mode == "unsampled" else TracerProvider()
-    provider.add_span_processor(SimpleSpanProcessor(Drop()))
-    FastMCInstrumentor().instrument(tracer_provider=provider)
-    if mode == "uninstrumented":
-        FastMCInstrumentor().uninstrument()
-mc = fastmc.Client([server])
+"""
+    + SETUP
+    + r"""mc = fastmc.Client([server])
 keys = ["ab%d" % i for i in range(100)]
 mc.set_multi(dict.fromkeys(keys, b"v" * 40))
 mc.get("ab1"); mc.get_multi(keys)
@@ -111,6 +107,7 @@ else:
                 await amc.get("ab1")
     asyncio.run(aio())
 """
+)
 
 
 def instructions(mode: str, server: str, op: str, n: int) -> int:
