@@ -36,8 +36,20 @@ from typing import Any
 
 from ..cli import import_fastmc
 from ..report import fmt_num, md_table
+from ..settings import REPO_DIR
 from ..targets import TARGETS
 from .calibrate import calibrate
+
+
+def _where(mod: Any) -> str:
+    """Where the build under test lives, without this machine's paths (the report is kept in
+    the repository): relative to this checkout, else the other checkout's folder name."""
+    path = os.path.dirname(os.path.abspath(mod.__file__))
+    if os.path.commonpath([path, REPO_DIR]) == REPO_DIR:
+        return os.path.relpath(path, REPO_DIR)
+    checkout = os.path.dirname(os.path.dirname(path))  # <checkout>/python/fastmc
+    return "another checkout, %s" % os.path.join(os.path.basename(checkout), "python", "fastmc")
+
 
 KEYS_PER_THREAD = 300
 MULTI_KEYS = 12
@@ -263,7 +275,7 @@ def report(
         ),
     ]
     rows = [
-        ["build", f"{modname} {getattr(mod, '__version__', '')} ({os.path.dirname(mod.__file__)})"],
+        ["build", f"{modname} {getattr(mod, '__version__', '')} ({_where(mod)})"],
         [
             "network",
             f"RTT {args.soak_rtt:g} ms (raw ping-pong median "
