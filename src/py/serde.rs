@@ -10,8 +10,8 @@ use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyBool, PyBytes, PyInt, PyString, PyTuple};
 use pyo3::IntoPyObjectExt;
 
-use super::errors::{plain_error, value_allocation_failure, RefusedValueError};
-use super::values::ValuePolicy;
+use super::errors::{plain_error, value_allocation_failure};
+use super::values::{refused, ValuePolicy};
 
 pub const FLAG_PICKLE: u32 = 1;
 pub const FLAG_INTEGER: u32 = 2;
@@ -32,28 +32,39 @@ pub fn serialize<'a>(
     policy: &ValuePolicy,
     pickle_protocol: i64,
 ) -> PyResult<(Cow<'a, [u8]>, u32)> {
+    match serialize_plain(v)? {
+        Some(plain) => Ok(plain),
+        None => {
+            let (data, flags) = policy.pickle(py, v, pickle_protocol)?;
+            Ok((Cow::Owned(data), flags))
+        }
+    }
+}
+
+/// The values pylibmc stores without pickle (bytes, str, bool, int); `None` for the others.
+pub fn serialize_plain<'a>(v: &'a Bound<'_, PyAny>) -> PyResult<Option<(Cow<'a, [u8]>, u32)>> {
     if let Ok(b) = v.cast::<PyBytes>() {
-        return Ok((Cow::Borrowed(b.as_bytes()), 0));
+        return Ok(Some((Cow::Borrowed(b.as_bytes()), 0)));
     }
     if let Ok(s) = v.cast::<PyString>() {
-        return Ok((Cow::Borrowed(s.to_str()?.as_bytes()), FLAG_TEXT));
+        return Ok(Some((Cow::Borrowed(s.to_str()?.as_bytes()), FLAG_TEXT)));
     }
     if v.is_instance_of::<PyBool>() {
         let t = v.is_truthy()?;
-        return Ok((
-            Cow::Borrowed(if t { &b"1"[..] } else { &b"0"[..] }),
-            FLAG_INTEGER,
-        ));
+        let digit = if t { &b"1"[..] } else { &b"0"[..] };
+        return Ok(Some((Cow::Borrowed(digit), FLAG_INTEGER)));
     }
     if v.is_instance_of::<PyInt>() {
         if let Ok(n) = v.extract::<i64>() {
-            return Ok((Cow::Owned(n.to_string().into_bytes()), FLAG_LONG));
+            return Ok(Some((Cow::Owned(n.to_string().into_bytes()), FLAG_LONG)));
         }
         let s = v.str()?;
-        return Ok((Cow::Owned(s.to_str()?.as_bytes().to_vec()), FLAG_LONG));
+        return Ok(Some((
+            Cow::Owned(s.to_str()?.as_bytes().to_vec()),
+            FLAG_LONG,
+        )));
     }
-    let (data, flags) = policy.pickle(py, v, pickle_protocol)?;
-    Ok((Cow::Owned(data), flags))
+    Ok(None)
 }
 
 /// Check and convert what a user `serialize()` override returned.
@@ -183,14 +194,13 @@ pub fn inflate<'py>(
 }
 
 fn inflate_refused(key: Option<&[u8]>, max: usize) -> PyErr {
-    let what = match key {
-        Some(k) => format!("value of key {:?}", String::from_utf8_lossy(k)),
-        None => "value".to_string(),
-    };
-    RefusedValueError::new_err(format!(
-        "{what} refused: it inflates to more than max_inflate ({max} bytes); raise the \
-         behavior max_inflate to read it"
-    ))
+    refused(
+        key,
+        &format!(
+            "it inflates to more than max_inflate ({max} bytes); raise the behavior \
+             max_inflate to read it"
+        ),
+    )
 }
 
 /// PyLong_FromString's error for C bytes that are not ASCII (no digit is): ValueError with the

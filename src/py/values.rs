@@ -69,17 +69,20 @@ pub struct ValuePolicy {
 
 impl Default for ValuePolicy {
     fn default() -> Self {
-        ValuePolicy {
-            mode: PickleMode::Allow,
-            signer: None,
-            accept_unsigned: false,
-            loads: None,
-        }
+        PYLIBMCS
     }
 }
 
+/// pylibmc's policy, the default: also what decodes a value that is no pickle.
+pub const PYLIBMCS: ValuePolicy = ValuePolicy {
+    mode: PickleMode::Allow,
+    signer: None,
+    accept_unsigned: false,
+    loads: None,
+};
+
 /// A refused value's error, naming the key when there is one.
-fn refused(key: Option<&[u8]>, why: &str) -> PyErr {
+pub(crate) fn refused(key: Option<&[u8]>, why: &str) -> PyErr {
     match key {
         Some(k) => RefusedValueError::new_err(format!(
             "value of key {:?} refused: {why}",

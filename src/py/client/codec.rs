@@ -12,7 +12,7 @@ use pyo3::prelude::*;
 use super::PyClient;
 use crate::py::errors;
 use crate::py::serde;
-use crate::py::values::ValuePolicy;
+use crate::py::values::PYLIBMCS;
 use crate::signing::FLAG_SIGNED;
 
 impl PyClient {
@@ -32,12 +32,22 @@ impl PyClient {
             let (d, f) = serde::check_user_serialized(&out)?;
             return serde::maybe_compress(py, Cow::Owned(d), f, min_compress_len, compress_level);
         }
-        let policy = self.values();
-        let protocol = self.pickle_protocol.load(Ordering::Relaxed);
-        let (data, flags) = serde::serialize(py, val, &policy, protocol)?;
+        // The policy is looked up only for a value that needs pickle (it may sign it).
+        let (plain, policy) = match serde::serialize_plain(val)? {
+            Some(plain) => (plain, None),
+            None => {
+                let policy = self.values();
+                let protocol = self.pickle_protocol.load(Ordering::Relaxed);
+                let (data, flags) = policy.pickle(py, val, protocol)?;
+                ((Cow::Owned(data), flags), Some(policy))
+            }
+        };
         let (data, flags) =
-            serde::maybe_compress(py, data, flags, min_compress_len, compress_level)?;
-        Ok(policy.seal(key, data, flags))
+            serde::maybe_compress(py, plain.0, plain.1, min_compress_len, compress_level)?;
+        Ok(match policy {
+            Some(p) => p.seal(key, data, flags),
+            None => (data, flags),
+        })
     }
 
     /// Decode the value fetched for `key`; `None` when a user `deserialize` raised `CacheMiss`.
@@ -54,12 +64,13 @@ impl PyClient {
         let user = self.user_deserialize.load(Ordering::Relaxed);
         // Plain values (no pickle, no signature, no zlib) need neither the policy nor a copy.
         if !user && flags & (serde::FLAG_PICKLE | serde::FLAG_ZLIB | FLAG_SIGNED) == 0 {
-            return serde::deserialize(py, data, flags, &ValuePolicy::default(), None, false)
-                .map(Some);
+            return serde::deserialize(py, data, flags, &PYLIBMCS, None, false).map(Some);
         }
-        let policy = self.values();
+        // The client's policy only where it decides: a pickle, or a signed value.
+        let own = (!user && flags & (serde::FLAG_PICKLE | FLAG_SIGNED) != 0).then(|| self.values());
+        let policy = own.as_deref().unwrap_or(&PYLIBMCS);
         // A class that decodes for itself owns the signed bit too (it may use it otherwise).
-        let signed = !user && policy.is_signed(flags);
+        let signed = own.is_some() && policy.is_signed(flags);
         let data = if signed {
             policy.open(key, data, flags)?
         } else {
@@ -81,7 +92,7 @@ impl PyClient {
                 Err(e) => Err(e),
             }
         } else {
-            serde::deserialize(py, data, flags, &policy, Some(key), signed).map(Some)
+            serde::deserialize(py, data, flags, policy, Some(key), signed).map(Some)
         }
     }
 }
