@@ -57,32 +57,9 @@ struct Pending {
     ticket: Option<Ticket>,
 }
 
-/// The per-key order of a client's requests, and a request waiting in it.
+/// The per-key order of a client's requests, a request waiting in it, and a place in it.
 type Order = Mutex<order::KeyOrder<(Request, Pending)>>;
-
-/// A request's registration in the `Order`: dropping it (the request resolved, or lost with
-/// a mailbox) lets the requests that waited for it go, at the next `pump`.
-struct Ticket {
-    order: std::sync::Weak<Order>,
-    id: u64,
-}
-
-impl Drop for Ticket {
-    fn drop(&mut self) {
-        if let Some(order) = self.order.upgrade() {
-            order.lock().release(self.id);
-        }
-    }
-}
-
-/// What the order compares: the request's keys (none for flush and stats), and whether it may
-/// change them (everything but a plain read).
-fn order_keys(req: &Request) -> (Option<Vec<u64>>, bool) {
-    let hashes = req
-        .keys()
-        .map(|k| (0..k.len()).map(|i| order::key_hash(k.get(i))).collect());
-    (hashes, !matches!(req, Request::Get { .. }))
-}
+type Ticket = order::Ticket<(Request, Pending)>;
 
 type Delivery = (Pending, Option<Outcome>);
 
@@ -322,7 +299,7 @@ impl PyAioClient {
                     ticket: None,
                 };
                 // After an earlier request of one of its keys: it waits for that one's outcome.
-                let (hashes, write) = order_keys(&req);
+                let (hashes, write) = order::keys_of(&req);
                 let this = slf.get();
                 let admitted = this.order.lock().admit(hashes, write, (req, pending));
                 let (req, pending) = match admitted {
@@ -412,10 +389,7 @@ impl PyAioClient {
 
     /// A ticket in this client's order.
     fn ticket(&self, id: u64) -> Option<Ticket> {
-        (id != u64::MAX).then(|| Ticket {
-            order: Arc::downgrade(&self.order),
-            id,
-        })
+        order::Ticket::new(&self.order, id)
     }
 
     /// Send the requests whose turn came (their earlier requests of the same keys were

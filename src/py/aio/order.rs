@@ -9,10 +9,49 @@
 //! Keys are compared by a 64-bit hash (FNV-1a): two keys with one hash are ordered as if they
 //! were one, which costs only a wait. A request of few keys counts its hashes in one table; a
 //! wide one (a large `get_multi`) keeps its own list, turned into a set the first time another
-//! request is checked against it. Pure: no Python, no threads; the client holds it under a lock
-//! and runs what `take_ready` hands back.
+//! request is checked against it. No Python, no threads: the client holds it under a lock, each
+//! request in flight holds a `Ticket`, and the client runs what `take_ready` hands back.
 
 use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
+use std::sync::{Arc, Weak};
+
+use parking_lot::Mutex;
+
+use crate::dispatch::request::Request;
+
+/// What the order compares of a request: its keys' hashes (none for flush and stats), and
+/// whether it may change them (everything but a plain read).
+pub fn keys_of(req: &Request) -> (Option<Vec<u64>>, bool) {
+    let hashes = req
+        .keys()
+        .map(|k| (0..k.len()).map(|i| key_hash(k.get(i))).collect());
+    (hashes, !matches!(req, Request::Get { .. }))
+}
+
+/// A request's registration in a client's order: dropping it (the request resolved, or lost
+/// with a mailbox) releases its keys; what that lets go waits in `take_ready`.
+pub struct Ticket<P> {
+    order: Weak<Mutex<KeyOrder<P>>>,
+    id: u64,
+}
+
+impl<P> Ticket<P> {
+    /// The ticket `admit` or `take_ready` gave; `None` for a request with no key.
+    pub fn new(order: &Arc<Mutex<KeyOrder<P>>>, id: u64) -> Option<Ticket<P>> {
+        (id != u64::MAX).then(|| Ticket {
+            order: Arc::downgrade(order),
+            id,
+        })
+    }
+}
+
+impl<P> Drop for Ticket<P> {
+    fn drop(&mut self) {
+        if let Some(order) = self.order.upgrade() {
+            order.lock().release(self.id);
+        }
+    }
+}
 
 /// Above this many keys a request keeps its hashes to itself (`Wide`).
 const NARROW_MAX: usize = 16;
