@@ -11,24 +11,17 @@ import statistics
 import subprocess
 import sys
 
-CHILD = r"""
+from loops import LOOPS
+
+CHILD = (
+    r"""
 import json, sys, time, fastmc
-mc = fastmc.Client([sys.argv[1]])
-keys = ["ab%d" % i for i in range(100)]
-d = {k: b"v" * 40 for k in keys}
-mc.set_multi(d)
-out = {}
-def timed(name, n, fn):
-    t = time.perf_counter()
-    for _ in range(n):
-        fn()
-    out[name] = (time.perf_counter() - t) / n * 1e6
-timed("get", 3000, lambda: mc.get("ab1"))
-timed("set", 3000, lambda: mc.set("ab1", b"v" * 40))
-timed("get_multi 100", 800, lambda: mc.get_multi(keys))
-timed("set_multi 100", 800, lambda: mc.set_multi(d))
+mc = fastmc.Client([sys.argv[1]])"""
+    + LOOPS
+    + r"""timed("set_multi 100", 800, lambda: mc.set_multi(d))
 print(json.dumps(out))
 """
+)
 
 
 def run(path: str, server: str) -> dict:

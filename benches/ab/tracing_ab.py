@@ -18,6 +18,8 @@ import statistics
 import subprocess
 import sys
 
+from loops import LOOPS
+
 MODES = ("off", "uninstrumented", "unsampled", "on")
 
 # Each child's first lines: the mode's tracer set-up (`mode` is its first argument).
@@ -46,20 +48,9 @@ import fastmc, fastmc.aio
 mode, server = sys.argv[1], sys.argv[2]
 """
     + SETUP
-    + r"""mc = fastmc.Client([server])
-keys = ["ab%d" % i for i in range(100)]
-d = {k: b"v" * 40 for k in keys}
-mc.set_multi(d)
-out = {}
-def timed(name, n, fn):
-    t = time.perf_counter()
-    for _ in range(n):
-        fn()
-    out[name] = (time.perf_counter() - t) / n * 1e6
-timed("get", 3000, lambda: mc.get("ab1"))
-timed("set", 3000, lambda: mc.set("ab1", b"v" * 40))
-timed("get_multi 100", 800, lambda: mc.get_multi(keys))
-async def aio():
+    + r"""mc = fastmc.Client([server])"""
+    + LOOPS
+    + r"""async def aio():
     async with fastmc.aio.Client([server]) as amc:
         await amc.get("ab1")
         t = time.perf_counter()
