@@ -178,28 +178,31 @@ pub(super) fn get_behaviors(slf: &Bound<'_, PyClient>) -> PyResult<Py<PyDict>> {
     for name in ALL_BEHAVIORS.iter().chain(FASTMC_BEHAVIORS.iter()) {
         let v = match *name {
             "pickle_protocol" => this.pickle_protocol.load(Ordering::Relaxed),
-            // Shown only when set to something else than the default (as the others, below).
             "max_inflate" => match this.max_inflate.load(Ordering::Relaxed) {
-                DEFAULT_MAX_INFLATE => continue,
                 usize::MAX => 0,
                 v => v as i64,
-            },
-            // Shown only when set to something else than its default.
-            "max_value_size" => match b.get(name) {
-                Some(v) if v == crate::behaviors::DEFAULT_MAX_VALUE_SIZE as i64 => continue,
-                v => v.unwrap_or(0),
             },
             "_socket_send_size" => b.get(name).unwrap_or(socket_sizes.0 as i64),
             "_socket_recv_size" => b.get(name).unwrap_or(socket_sizes.1 as i64),
             n => b.get(n).unwrap_or(0),
         };
-        // fastmc's own behaviors appear only once set, so the read-back stays pylibmc's.
-        if FASTMC_BEHAVIORS.contains(name) && v == 0 && *name != "max_inflate" {
+        // fastmc's own behaviors appear only once set to something else than their default,
+        // so the read-back stays pylibmc's.
+        if FASTMC_BEHAVIORS.contains(name) && v == fastmc_default(name) {
             continue;
         }
         d.set_item(*name, v)?;
     }
     Ok(d.unbind())
+}
+
+/// A fastmc behavior's default, at which `get_behaviors` leaves it out.
+fn fastmc_default(name: &str) -> i64 {
+    match name {
+        "max_inflate" => DEFAULT_MAX_INFLATE as i64,
+        "max_value_size" => crate::behaviors::DEFAULT_MAX_VALUE_SIZE as i64,
+        _ => 0,
+    }
 }
 
 /// Set behaviors from a dict of numbers (names as in `all_behaviors`, plus `namespace`). The dict
