@@ -6,7 +6,7 @@
 //! - per-key outcomes that leave the connection in sync (a `CLIENT_ERROR` or `SERVER_ERROR` line
 //!   for one request, a key rejected before sending): `is_resumable()` is true;
 //! - connection failures (I/O errors, timeouts, garbage from the server, a closed socket): the
-//!   connection is dropped and the server's health is updated.
+//!   connection is dropped, and `server::health::verdict` says what it costs the server.
 
 use std::{fmt, io};
 
@@ -137,19 +137,6 @@ impl Error {
                 | Error::NotSupported(_)
                 | Error::Auth(_)
                 | Error::UnknownStatus(_)
-        )
-    }
-
-    /// Whether this error says the server itself failed (it counts against the server's health).
-    pub fn is_server_failure(&self) -> bool {
-        matches!(
-            self,
-            Error::HostLookup(_)
-                | Error::Connect(_)
-                | Error::Write(_)
-                | Error::Read(_)
-                | Error::Timeout
-                | Error::Protocol(_)
         )
     }
 

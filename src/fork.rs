@@ -5,8 +5,9 @@
 //! how CPython's `os.fork`, `multiprocessing` and uWSGI's plain C `fork()` all fork; Python's
 //! `os.register_at_fork` hooks would miss the last.
 //!
-//! The registration below is one of the crate's two `unsafe` blocks (the other is in
-//! `py/aio/quiet.rs`). Uses `libc` only.
+//! The registration below is one of the library's two `unsafe` blocks (the other is in
+//! `py/aio/idle_wait.rs`); the test below has three more, for `fork` and its pipe. Uses `libc`
+//! only.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Once;

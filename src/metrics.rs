@@ -1,16 +1,23 @@
-//! Per-server metrics, always on: counters and latency histograms in relaxed atomics, updated
-//! once per server batch (not per key) by the driver, so that keeping them costs a few atomic
-//! adds per request. `ServerMetrics::snapshot` copies them out for reporting.
+//! Per-server metrics, always on, and their schema. `metric_table!` below declares every metric
+//! once (snapshot field, key in `Client.metrics()`, Prometheus name, kind, help): the snapshot,
+//! the counted atomics, the binding's dict and `SCHEMA` (which the Prometheus collector and the
+//! docs' test read through the binding) all derive from it.
 //!
-//! The histograms are log-linear (four sub-buckets per power of two of nanoseconds): a
-//! percentile read from them is within 19% of the true value, from 1 ns to hours. Owns no
-//! locks; uses `error` for retcodes. Never Python.
+//! Counters and latency histograms (`histogram`) are relaxed atomics, updated once per server
+//! batch (not per key) by the driver, so that keeping them costs a few atomic adds per request.
+//! `ServerMetrics::snapshot` copies them out for reporting. Owns no locks; uses `error` for
+//! retcodes. Never Python.
 
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
 use std::time::Duration;
 
 use crate::error::Error;
+
+mod histogram;
+
+use histogram::Histogram;
+pub use histogram::LatencySnapshot;
 
 /// The operation families requests are counted by.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -25,124 +32,231 @@ pub enum Family {
 
 pub const FAMILIES: [&str; 6] = ["get", "store", "delete", "arith", "touch", "admin"];
 
-const SUB: usize = 4;
-const BUCKETS: usize = 64 * SUB;
 /// libmemcached's return codes stay below this.
 const RETCODES: usize = 64;
 
-fn bucket(ns: u64) -> usize {
-    if ns < SUB as u64 {
-        return ns as usize;
-    }
-    let exp = 63 - ns.leading_zeros() as usize; // ns >= 4, so exp >= 2
-    let sub = ((ns >> (exp - 2)) & (SUB as u64 - 1)) as usize;
-    (exp * SUB + sub).min(BUCKETS - 1)
+/// How a metric counts, as Prometheus types it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kind {
+    /// Only grows over the client's life.
+    Counter,
+    /// A level now.
+    Gauge,
+    /// Latencies: count, total and percentiles, by family.
+    Histogram,
 }
 
-/// The upper bound (ns) of bucket `i`.
-fn bucket_top(i: usize) -> u64 {
-    if i < SUB {
-        return i as u64;
-    }
-    let (exp, sub) = (i / SUB, (i % SUB) as u64);
-    let base = 1u64 << exp;
-    base.saturating_add((sub + 1) * (base / SUB as u64))
-        .saturating_sub(1)
-}
-
-pub struct Histogram {
-    buckets: Vec<AtomicU64>,
-    sum_ns: AtomicU64,
-    max_ns: AtomicU64,
-}
-
-impl Default for Histogram {
-    fn default() -> Self {
-        Histogram {
-            buckets: (0..BUCKETS).map(|_| AtomicU64::new(0)).collect(),
-            sum_ns: AtomicU64::new(0),
-            max_ns: AtomicU64::new(0),
+impl Kind {
+    pub fn name(self) -> &'static str {
+        match self {
+            Kind::Counter => "counter",
+            Kind::Gauge => "gauge",
+            Kind::Histogram => "histogram",
         }
     }
 }
 
-impl Histogram {
-    pub fn record(&self, d: Duration) {
-        let ns = u64::try_from(d.as_nanos()).unwrap_or(u64::MAX);
-        if let Some(b) = self.buckets.get(bucket(ns)) {
-            b.fetch_add(1, Relaxed);
-        }
-        // (The count is the buckets' sum.) A new maximum is rare: read before writing.
-        self.sum_ns.fetch_add(ns, Relaxed);
-        if ns > self.max_ns.load(Relaxed) {
-            self.max_ns.fetch_max(ns, Relaxed);
+/// What a metric's values are split by, beyond the server; its snapshot type decides it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Label {
+    /// The operation family (`FAMILIES`).
+    Family,
+    /// pylibmc's exception class, named by the binding from libmemcached's return code.
+    Class,
+}
+
+impl Label {
+    pub fn name(self) -> &'static str {
+        match self {
+            Label::Family => "family",
+            Label::Class => "class",
         }
     }
+}
 
-    pub fn snapshot(&self) -> LatencySnapshot {
-        let counts: Vec<u64> = self.buckets.iter().map(|b| b.load(Relaxed)).collect();
-        let total: u64 = counts.iter().sum();
-        let pct = |p: f64| -> u64 {
-            if total == 0 {
-                return 0;
+/// One row of the metric table.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Metric {
+    /// Its key in the binding's `Client.metrics()` dict.
+    pub key: &'static str,
+    /// Its name in the Prometheus exposition (with `_total` for counters).
+    pub prometheus: &'static str,
+    pub kind: Kind,
+    pub label: Option<Label>,
+    /// What it counts, without the label (the collector adds ", by family").
+    pub help: &'static str,
+}
+
+/// One metric's value in a snapshot.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Value<'a> {
+    Count(u64),
+    ByFamily(&'a [u64; 6]),
+    /// (libmemcached return code, count) for every error seen.
+    ByRetcode(&'a [(u32, u64)]),
+    Latency(&'a [LatencySnapshot; 6]),
+}
+
+/// The snapshot types a metric may have, and the label each implies.
+pub trait Reading {
+    const LABEL: Option<Label>;
+    fn value(&self) -> Value<'_>;
+}
+
+impl Reading for u64 {
+    const LABEL: Option<Label> = None;
+    fn value(&self) -> Value<'_> {
+        Value::Count(*self)
+    }
+}
+
+impl Reading for [u64; 6] {
+    const LABEL: Option<Label> = Some(Label::Family);
+    fn value(&self) -> Value<'_> {
+        Value::ByFamily(self)
+    }
+}
+
+impl Reading for Vec<(u32, u64)> {
+    const LABEL: Option<Label> = Some(Label::Class);
+    fn value(&self) -> Value<'_> {
+        Value::ByRetcode(self)
+    }
+}
+
+impl Reading for [LatencySnapshot; 6] {
+    const LABEL: Option<Label> = Some(Label::Family);
+    fn value(&self) -> Value<'_> {
+        Value::Latency(self)
+    }
+}
+
+/// Declares every metric once; see the table below for its rows.
+macro_rules! metric_table {
+    ($(
+        $(#[$doc:meta])*
+        $field:ident: $ty:ty, $source:ident,
+            $key:literal, $prometheus:literal, $kind:ident, $help:literal;
+    )*) => {
+        /// A copy of one server's metrics: one field per row of the table.
+        #[derive(Clone, Debug, Default)]
+        pub struct MetricsSnapshot {
+            $($(#[$doc])* pub $field: $ty,)*
+        }
+
+        /// The metric table, in `Client.metrics()` order.
+        pub const SCHEMA: &[Metric] = &[$(Metric {
+            key: $key,
+            prometheus: $prometheus,
+            kind: Kind::$kind,
+            label: <$ty as Reading>::LABEL,
+            help: $help,
+        },)*];
+
+        impl MetricsSnapshot {
+            /// Every metric's row and value, in table order.
+            pub fn values(&self) -> impl Iterator<Item = (&'static Metric, Value<'_>)> {
+                SCHEMA.iter().zip([$(Reading::value(&self.$field),)*])
             }
-            let rank = ((total as f64) * p).ceil().max(1.0) as u64;
-            let mut seen = 0;
-            for (i, c) in counts.iter().enumerate() {
-                seen += c;
-                if seen >= rank {
-                    return bucket_top(i);
-                }
-            }
-            0
-        };
-        // A bucket's top may lie above the largest value recorded in it.
-        let max_ns = self.max_ns.load(Relaxed);
-        LatencySnapshot {
-            count: total,
-            sum_ns: self.sum_ns.load(Relaxed),
-            p50_ns: pct(0.50).min(max_ns),
-            p90_ns: pct(0.90).min(max_ns),
-            p99_ns: pct(0.99).min(max_ns),
-            max_ns,
         }
-    }
+
+        counted_struct!([] $($source $field)*);
+    };
 }
 
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct LatencySnapshot {
-    pub count: u64,
-    pub sum_ns: u64,
-    pub p50_ns: u64,
-    pub p90_ns: u64,
-    pub p99_ns: u64,
-    pub max_ns: u64,
+/// `Counted`: one atomic for each `counted` row of the table (a muncher: it keeps those rows).
+macro_rules! counted_struct {
+    ([$($done:ident)*]) => {
+        /// The table's `counted` metrics: relaxed atomics, added to where the event happens.
+        #[derive(Default)]
+        pub struct Counted {
+            $(pub $done: AtomicU64,)*
+        }
+
+        impl Counted {
+            fn copy_into(&self, s: &mut MetricsSnapshot) {
+                $(s.$done = self.$done.load(Relaxed);)*
+            }
+        }
+    };
+    ([$($done:ident)*] counted $field:ident $($rest:tt)*) => {
+        counted_struct!([$($done)* $field] $($rest)*);
+    };
+    ([$($done:ident)*] derived $field:ident $($rest:tt)*) => {
+        counted_struct!([$($done)*] $($rest)*);
+    };
 }
 
-/// One server's counters.
+// The metrics. A `counted` row is a `u64` kept in `ServerMetrics::counted` (add to it where the
+// event happens: nothing else to write); a `derived` one is computed by
+// `ServerMetrics::snapshot` (or `Server::metrics_snapshot`) from storage of its own.
+metric_table! {
+    // field: snapshot type, source,
+    //     key in `Client.metrics()`, Prometheus name, kind, help;
+    /// Requests (server batches) by family (`FAMILIES` order).
+    requests: [u64; 6], derived,
+        "requests", "fastmc_requests_total", Counter, "Requests sent to a server";
+    /// Keys in those requests, by family.
+    keys: [u64; 6], derived,
+        "keys", "fastmc_keys_total", Counter, "Keys in the requests sent to a server";
+    hits: u64, counted,
+        "hits", "fastmc_hits_total", Counter, "Keys found by get requests";
+    misses: u64, counted,
+        "misses", "fastmc_misses_total", Counter, "Keys not found by get requests";
+    stored: u64, counted,
+        "stored", "fastmc_stored_total", Counter, "Keys stored by storage requests";
+    not_stored: u64, counted,
+        "not_stored", "fastmc_not_stored_total", Counter,
+        "Keys not stored by storage requests (NOT_STORED, EXISTS, NOT_FOUND)";
+    /// (libmemcached return code, count) for every error seen.
+    errors: Vec<(u32, u64)>, derived,
+        "errors", "fastmc_errors_total", Counter, "Failed keys or requests";
+    timeouts: u64, counted,
+        "timeouts", "fastmc_timeouts_total", Counter, "Requests that timed out";
+    connects: u64, counted,
+        "connections_opened", "fastmc_connections_opened_total", Counter, "Connections opened";
+    /// Counted by the server's connections when they are dropped.
+    closes: u64, derived,
+        "connections_closed", "fastmc_connections_closed_total", Counter, "Connections closed";
+    open: u64, derived,
+        "connections_open", "fastmc_connections_open", Gauge, "Connections open";
+    /// Idle connections in the pool now (`Server::metrics_snapshot`).
+    idle: u64, derived,
+        "connections_idle", "fastmc_connections_idle", Gauge, "Idle pooled connections";
+    down_skips: u64, counted,
+        "server_down_skips", "fastmc_server_down_skips_total", Counter,
+        "Requests failed at once because the server was marked down";
+    /// Stalls checked on a fresh connection that found the server alive: a read answered
+    /// there, or a write that failed without marking the server down.
+    transient: u64, counted,
+        "transient_failures", "fastmc_transient_failures_total", Counter,
+        "Stalled requests that a fresh connection showed the server alive for (not marked down)";
+    ejections: u64, counted,
+        "ejections", "fastmc_ejections_total", Counter, "Times the server was ejected from the ring";
+    rejoins: u64, counted,
+        "rejoins", "fastmc_rejoins_total", Counter,
+        "Times an ejected server came back into the ring";
+    bytes_out: u64, counted,
+        "bytes_sent", "fastmc_sent_bytes_total", Counter, "Bytes sent";
+    bytes_in: u64, counted,
+        "bytes_received", "fastmc_received_bytes_total", Counter, "Bytes received";
+    /// Latencies by family, of the requests whose answer was waited for.
+    latency: [LatencySnapshot; 6], derived,
+        "latency", "fastmc_request_duration_seconds", Histogram, "Request duration";
+}
+
+/// One server's metrics: the table's counted ones, and what its derived ones are computed from.
 #[derive(Default)]
 pub struct ServerMetrics {
+    pub counted: Counted,
     requests: [AtomicU64; 6],
     /// Keys are counted as what differs from one per request (most requests have one key:
     /// then only `requests` is touched): those beyond the first, and requests without any.
     extra_keys: [AtomicU64; 6],
     keyless: [AtomicU64; 6],
-    pub hits: AtomicU64,
-    pub misses: AtomicU64,
-    pub stored: AtomicU64,
-    pub not_stored: AtomicU64,
     errors: ErrorCounts,
-    pub timeouts: AtomicU64,
-    pub connects: AtomicU64,
     /// Shared with the server's connections, which count themselves when dropped.
     closes: Arc<AtomicU64>,
-    pub down_skips: AtomicU64,
-    /// Stalls that a fresh connection showed to be the connection's, not the server's.
-    pub transient: AtomicU64,
-    pub ejections: AtomicU64,
-    pub rejoins: AtomicU64,
-    pub bytes_out: AtomicU64,
-    pub bytes_in: AtomicU64,
     latency: [Histogram; 6],
 }
 
@@ -182,9 +296,9 @@ impl ServerMetrics {
         if let (Some(h), Some(d)) = (self.latency.get(f), elapsed) {
             h.record(d);
         }
-        self.bytes_out.fetch_add(out as u64, Relaxed);
+        self.counted.bytes_out.fetch_add(out as u64, Relaxed);
         if inn != 0 {
-            self.bytes_in.fetch_add(inn, Relaxed);
+            self.counted.bytes_in.fetch_add(inn, Relaxed);
         }
     }
 
@@ -193,7 +307,7 @@ impl ServerMetrics {
             c.fetch_add(1, Relaxed);
         }
         if matches!(e, Error::Timeout) {
-            self.timeouts.fetch_add(1, Relaxed);
+            self.counted.timeouts.fetch_add(1, Relaxed);
         }
     }
 
@@ -201,18 +315,15 @@ impl ServerMetrics {
         self.closes.clone()
     }
 
+    /// The counted metrics, and the derived ones but `idle` (the server's pool knows it).
     pub fn snapshot(&self) -> MetricsSnapshot {
         let load = |a: &AtomicU64| a.load(Relaxed);
-        MetricsSnapshot {
+        let mut s = MetricsSnapshot {
             requests: self.requests.each_ref().map(load),
             keys: std::array::from_fn(|f| {
                 (load(&self.requests[f]) + load(&self.extra_keys[f]))
                     .saturating_sub(load(&self.keyless[f]))
             }),
-            hits: load(&self.hits),
-            misses: load(&self.misses),
-            stored: load(&self.stored),
-            not_stored: load(&self.not_stored),
             errors: self
                 .errors
                 .0
@@ -223,47 +334,14 @@ impl ServerMetrics {
                     (n > 0).then_some((rc as u32, n))
                 })
                 .collect(),
-            timeouts: load(&self.timeouts),
-            connects: load(&self.connects),
             closes: load(&self.closes),
-            down_skips: load(&self.down_skips),
-            transient: load(&self.transient),
-            ejections: load(&self.ejections),
-            rejoins: load(&self.rejoins),
-            bytes_out: load(&self.bytes_out),
-            bytes_in: load(&self.bytes_in),
             latency: self.latency.each_ref().map(Histogram::snapshot),
-            idle: 0,
-        }
+            ..MetricsSnapshot::default()
+        };
+        self.counted.copy_into(&mut s);
+        s.open = s.connects.saturating_sub(s.closes);
+        s
     }
-}
-
-/// A copy of one server's metrics.
-#[derive(Clone, Debug, Default)]
-pub struct MetricsSnapshot {
-    /// Requests (server batches) and keys, by family (`FAMILIES` order).
-    pub requests: [u64; 6],
-    pub keys: [u64; 6],
-    pub hits: u64,
-    pub misses: u64,
-    pub stored: u64,
-    pub not_stored: u64,
-    /// (libmemcached return code, count) for every error seen.
-    pub errors: Vec<(u32, u64)>,
-    pub timeouts: u64,
-    pub connects: u64,
-    pub closes: u64,
-    pub down_skips: u64,
-    /// Stalls checked on a fresh connection that found the server alive: a read answered
-    /// there, or a write that failed without marking the server down.
-    pub transient: u64,
-    pub ejections: u64,
-    pub rejoins: u64,
-    pub bytes_out: u64,
-    pub bytes_in: u64,
-    pub latency: [LatencySnapshot; 6],
-    /// Idle connections in the pool now.
-    pub idle: usize,
 }
 
 #[cfg(test)]
@@ -289,41 +367,40 @@ mod tests {
     }
 
     #[test]
-    fn buckets_are_monotonic_and_percentiles_close() {
-        let mut last = 0;
-        for ns in [
-            0u64,
-            1,
-            3,
-            4,
-            5,
-            7,
-            8,
-            100,
-            1_000,
-            65_535,
-            1 << 40,
-            u64::MAX,
-        ] {
-            let b = bucket(ns);
-            assert!(b >= last, "{ns}");
-            assert!(bucket_top(b) >= ns.min(bucket_top(BUCKETS - 1)), "{ns}");
-            last = b;
+    fn every_row_is_named_and_typed_consistently() {
+        let s = MetricsSnapshot::default();
+        assert_eq!(s.values().count(), SCHEMA.len());
+        let mut seen = std::collections::HashSet::new();
+        for (m, v) in s.values() {
+            assert!(seen.insert(m.key) && seen.insert(m.prometheus), "{m:?}");
+            assert!(m.prometheus.starts_with("fastmc_"), "{m:?}");
+            assert_eq!(m.prometheus.ends_with("_total"), m.kind == Kind::Counter);
+            assert_eq!(m.kind == Kind::Histogram, matches!(v, Value::Latency(_)));
+            if m.kind == Kind::Histogram {
+                assert!(m.prometheus.ends_with("_seconds"), "{m:?}");
+            }
+            let label = match v {
+                Value::Count(_) => None,
+                Value::ByFamily(_) | Value::Latency(_) => Some(Label::Family),
+                Value::ByRetcode(_) => Some(Label::Class),
+            };
+            assert_eq!(m.label, label, "{m:?}");
+            assert!(!m.help.is_empty() && !m.help.contains(", by "), "{m:?}");
         }
-        let h = Histogram::default();
-        for us in 1..=1000u64 {
-            h.record(Duration::from_micros(us));
-        }
-        let s = h.snapshot();
-        assert_eq!(s.count, 1000);
-        assert_eq!(s.max_ns, 1_000_000);
-        for (got, want) in [
-            (s.p50_ns, 500_000.0),
-            (s.p90_ns, 900_000.0),
-            (s.p99_ns, 990_000.0),
-        ] {
-            let err = (got as f64 - want).abs() / want;
-            assert!(err < 0.2, "{got} vs {want}");
-        }
+    }
+
+    #[test]
+    fn counted_and_derived_metrics_reach_the_snapshot() {
+        let m = ServerMetrics::default();
+        m.counted.hits.fetch_add(3, Relaxed);
+        m.counted.connects.fetch_add(2, Relaxed);
+        m.closes_handle().fetch_add(1, Relaxed);
+        m.error(&Error::Timeout);
+        let s = m.snapshot();
+        assert_eq!((s.hits, s.connects, s.closes, s.open), (3, 2, 1, 1));
+        assert_eq!(s.timeouts, 1);
+        assert_eq!(s.errors, vec![(Error::Timeout.retcode(), 1)]);
+        let hits = s.values().find(|(m, _)| m.key == "hits");
+        assert_eq!(hits.map(|(_, v)| v), Some(Value::Count(3)));
     }
 }

@@ -17,26 +17,75 @@ then wake the loop once for all of them (docs/aio.md).
 from __future__ import annotations
 
 import asyncio
+import inspect
+import linecache
 import weakref
-from collections.abc import Collection, Iterable, Mapping
+from collections.abc import Callable, Collection, Coroutine, Iterable, Mapping
 from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
 from . import _fastmc, stampede
 from .client import _behaviors_numeric, _behaviors_symbolic, _native_init_args, _set_servers
 from .consts import BehaviorDict
-from .values import policy_arguments
+from .values import compression_arguments, policy_arguments
 
 if TYPE_CHECKING:
     from types import TracebackType
 
-    from typing_extensions import Self
+    from typing_extensions import Concatenate, ParamSpec, Self
 
     from ._fastmc import _Key
     from ._fastmc import _ServerSpec as _AnyServerSpec
     from .autodiscovery import AutoDiscovery
     from .client import _ServerSpec
 
-_K = TypeVar("_K", bound="_Key")
+    # A blocking method's parameters and result, as _coroutine carries them over.
+    _P = ParamSpec("_P")
+    _R = TypeVar("_R")
+
+
+def _parameters(method: Any) -> tuple[str, tuple[str, ...], tuple[Any, ...]]:
+    """A native method's parameter list as Python source, from its text signature (what
+    ``inspect.signature`` shows), its parameters' names without ``self``, and its defaults."""
+    text = method.__text_signature__.replace("$self", "self", 1)
+    namespace: dict[str, Any] = {}
+    exec("def f%s: pass" % (text,), namespace)
+    f = namespace["f"]
+    code = f.__code__
+    if code.co_flags & (inspect.CO_VARARGS | inspect.CO_VARKEYWORDS):
+        raise TypeError("%s: *args and **kwargs are written out" % (method.__name__,))
+    defaults = (f.__defaults__ or ()) + tuple((f.__kwdefaults__ or {}).values())
+    return text, code.co_varnames[1 : code.co_argcount + code.co_kwonlyargcount], defaults
+
+
+def _coroutine(
+    blocking: Callable[Concatenate[_fastmc.client, _P], _R], core: str, **selector: str | bool
+) -> Callable[Concatenate[Client, _P], Coroutine[Any, Any, _R]]:
+    """The coroutine for the blocking method ``blocking``: its parameters (names, kinds,
+    defaults: its text signature) and docstring, its types through ``_P`` and ``_R`` (mypy
+    reads them from the blocking stub), and a body that awaits the core method ``core`` with
+    each argument as the core's parameter of the same name and ``selector`` as the rest.
+    Written out and compiled once, here: a call runs the code a hand-written coroutine would.
+    A core method whose parameters are not the blocking method's and ``selector`` fails the
+    import."""
+    name = blocking.__name__
+    params, names, defaults = _parameters(blocking)
+    _, core_names, _ = _parameters(getattr(_fastmc.aio_client, core))
+    if Ellipsis in defaults:
+        raise TypeError("%s: an argument without a default value (...) is written out" % (name,))
+    if sorted(core_names) != sorted(names + tuple(selector)):
+        raise TypeError("%s: %s does not take %s's arguments" % (name, core, name))
+    call = ", ".join(repr(selector[n]) if n in selector else n for n in core_names)
+    source = "async def %s%s:\n    return await self.%s(%s)\n" % (name, params, core, call)
+    filename = "<fastmc.aio.Client.%s>" % (name,)
+    # Tracebacks show the line (as attrs does for the methods it writes).
+    linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
+    namespace: dict[str, Any] = {"__name__": __name__}
+    exec(compile(source, filename, "exec"), namespace)
+    fn: Callable[Concatenate[Client, _P], Coroutine[Any, Any, _R]] = namespace[name]
+    fn.__qualname__ = "Client." + name
+    fn.__doc__ = blocking.__doc__
+    return fn
+
 
 __all__ = ["Client"]
 
@@ -67,6 +116,10 @@ class Client(_fastmc.aio_client):
         pickle_classes: Iterable[type | str] | None = None,
         signing_keys: Iterable[str | bytes] | None = None,
         accept_unsigned_pickles: bool | None = None,
+        compression: str | None = None,
+        zstd_level: int | None = None,
+        zstd_dict: bytes | None = None,
+        zstd_min_len: int | None = None,
     ) -> None:
         self.binary = binary
         self.addresses = list(servers)
@@ -85,6 +138,7 @@ class Client(_fastmc.aio_client):
                 tls_server_name,
             ),
             **policy_arguments(pickle, pickle_classes, signing_keys, accept_unsigned_pickles),
+            **compression_arguments(compression, zstd_level, zstd_dict, zstd_min_len),
         )
 
     def __repr__(self) -> str:
@@ -95,6 +149,10 @@ class Client(_fastmc.aio_client):
         raise TypeError("a blocking method: the asyncio client's coroutines are used instead")
 
     _lease_get = _lease_release = _blocking_only
+
+    def clone(self) -> NoReturn:
+        # The native class's clone would copy no addresses, loop or threads (docs/aio.md).
+        raise TypeError("clone() is a blocking-client method: make another fastmc.aio.Client")
 
     def __reduce__(self) -> NoReturn:
         raise TypeError("cannot pickle %r object" % (self.__class__.__name__,))
@@ -163,192 +221,41 @@ class Client(_fastmc.aio_client):
 
     behaviors = property(get_behaviors, set_behaviors)
 
-    # -- single keys ---------------------------------------------------------------------------
+    # -- the blocking methods as coroutines (see _coroutine) ------------------------------------
 
-    async def get(self, key: _Key, default: Any = None) -> Any:
-        return await self._get(key, default)
+    get = _coroutine(_fastmc.client.get, "_get")
+    gets = _coroutine(_fastmc.client.gets, "_gets")
+    set = _coroutine(_fastmc.client.set, "_store", cmd="set")
+    add = _coroutine(_fastmc.client.add, "_store", cmd="add")
+    replace = _coroutine(_fastmc.client.replace, "_store", cmd="replace")
+    append = _coroutine(_fastmc.client.append, "_store", cmd="append")
+    prepend = _coroutine(_fastmc.client.prepend, "_store", cmd="prepend")
+    cas = _coroutine(_fastmc.client.cas, "_cas")
+    delete = _coroutine(_fastmc.client.delete, "_delete")
+    touch = _coroutine(_fastmc.client.touch, "_touch")
+    incr = _coroutine(_fastmc.client.incr, "_arith", incr=True)
+    decr = _coroutine(_fastmc.client.decr, "_arith", incr=False)
+    get_multi = _coroutine(_fastmc.client.get_multi, "_get_multi", with_cas=False)
+    gets_multi = _coroutine(_fastmc.client.gets_multi, "_get_multi", with_cas=True)
+    set_multi = _coroutine(_fastmc.client.set_multi, "_store_multi", cmd="set")
+    add_multi = _coroutine(_fastmc.client.add_multi, "_store_multi", cmd="add")
+    replace_multi = _coroutine(_fastmc.client.replace_multi, "_store_multi", cmd="replace")
+    delete_multi = _coroutine(_fastmc.client.delete_multi, "_delete_multi")
+    incr_multi = _coroutine(_fastmc.client.incr_multi, "_incr_multi")
+    touch_multi = _coroutine(_fastmc.client.touch_multi, "_touch_multi")
+    flush_all = _coroutine(_fastmc.client.flush_all, "_flush_all")
+    gat = _coroutine(_fastmc.client.gat, "_gat")
+    gat_multi = _coroutine(_fastmc.client.gat_multi, "_gat_multi")
 
-    async def gets(self, key: _Key) -> tuple[Any, int | None]:
-        return await self._gets(key)  # type: ignore[no-any-return]
-
-    async def set(
-        self,
-        key: _Key,
-        val: Any,
-        time: int = 0,
-        min_compress_len: int = 0,
-        compress_level: int = -1,
-        *,
-        noreply: bool = False,
-    ) -> bool:
-        return await self._store(  # type: ignore[no-any-return]
-            "set", key, val, time, min_compress_len, compress_level, noreply
-        )
-
-    async def add(
-        self,
-        key: _Key,
-        val: Any,
-        time: int = 0,
-        min_compress_len: int = 0,
-        compress_level: int = -1,
-        *,
-        noreply: bool = False,
-    ) -> bool:
-        return await self._store(  # type: ignore[no-any-return]
-            "add", key, val, time, min_compress_len, compress_level, noreply
-        )
-
-    async def replace(
-        self,
-        key: _Key,
-        val: Any,
-        time: int = 0,
-        min_compress_len: int = 0,
-        compress_level: int = -1,
-        *,
-        noreply: bool = False,
-    ) -> bool:
-        return await self._store(  # type: ignore[no-any-return]
-            "replace", key, val, time, min_compress_len, compress_level, noreply
-        )
-
-    async def append(
-        self,
-        key: _Key,
-        val: Any,
-        time: int = 0,
-        min_compress_len: int = 0,
-        compress_level: int = -1,
-        *,
-        noreply: bool = False,
-    ) -> bool:
-        return await self._store(  # type: ignore[no-any-return]
-            "append", key, val, time, min_compress_len, compress_level, noreply
-        )
-
-    async def prepend(
-        self,
-        key: _Key,
-        val: Any,
-        time: int = 0,
-        min_compress_len: int = 0,
-        compress_level: int = -1,
-        *,
-        noreply: bool = False,
-    ) -> bool:
-        return await self._store(  # type: ignore[no-any-return]
-            "prepend", key, val, time, min_compress_len, compress_level, noreply
-        )
-
-    async def cas(self, key: _Key, val: Any, cas: int, time: int = 0) -> bool:
-        return await self._cas(key, val, cas, time)  # type: ignore[no-any-return]
-
-    async def delete(self, key: _Key, *, noreply: bool = False) -> bool:
-        return await self._delete(key, noreply)  # type: ignore[no-any-return]
-
-    async def touch(self, key: _Key, time: int, *, noreply: bool = False) -> bool:
-        return await self._touch(key, time, noreply)  # type: ignore[no-any-return]
-
-    async def incr(self, key: _Key, delta: int = 1) -> int:
-        return await self._arith(True, key, delta)  # type: ignore[no-any-return]
-
-    async def decr(self, key: _Key, delta: int = 1) -> int:
-        return await self._arith(False, key, delta)  # type: ignore[no-any-return]
-
-    # -- many keys -----------------------------------------------------------------------------
-
-    async def get_multi(self, keys: Collection[_K], key_prefix: _Key = b"") -> dict[_K, Any]:
-        return await self._get_multi(keys, key_prefix, False)  # type: ignore[no-any-return]
-
-    async def gets_multi(
-        self, keys: Collection[_K], key_prefix: _Key = b""
-    ) -> dict[_K, tuple[Any, int]]:
-        return await self._get_multi(keys, key_prefix, True)  # type: ignore[no-any-return]
-
-    async def set_multi(
-        self,
-        keys: Mapping[_K, Any],
-        time: int = 0,
-        key_prefix: _Key = b"",
-        min_compress_len: int = 0,
-        compress_level: int = -1,
-        *,
-        noreply: bool = False,
-    ) -> list[_K]:
-        return await self._store_multi(  # type: ignore[no-any-return]
-            "set", keys, time, key_prefix, min_compress_len, compress_level, noreply
-        )
-
-    async def add_multi(
-        self,
-        keys: Mapping[_K, Any],
-        time: int = 0,
-        key_prefix: _Key = b"",
-        min_compress_len: int = 0,
-        compress_level: int = -1,
-        *,
-        noreply: bool = False,
-    ) -> list[_K]:
-        return await self._store_multi(  # type: ignore[no-any-return]
-            "add", keys, time, key_prefix, min_compress_len, compress_level, noreply
-        )
-
-    async def replace_multi(
-        self,
-        keys: Mapping[_K, Any],
-        time: int = 0,
-        key_prefix: _Key = b"",
-        min_compress_len: int = 0,
-        compress_level: int = -1,
-        *,
-        noreply: bool = False,
-    ) -> list[_K]:
-        return await self._store_multi(  # type: ignore[no-any-return]
-            "replace", keys, time, key_prefix, min_compress_len, compress_level, noreply
-        )
-
-    async def delete_multi(
-        self, keys: Collection[_Key], key_prefix: _Key = b"", *, noreply: bool = False
-    ) -> bool:
-        return await self._delete_multi(keys, key_prefix, noreply)  # type: ignore[no-any-return]
-
-    async def incr_multi(
-        self, keys: Collection[_Key], key_prefix: _Key = b"", delta: int = 1
-    ) -> None:
-        await self._incr_multi(keys, key_prefix, delta)
-
-    async def touch_multi(
-        self,
-        keys: Collection[_K],
-        time: int = 0,
-        key_prefix: _Key = b"",
-        *,
-        noreply: bool = False,
-    ) -> list[_K]:
-        return await self._touch_multi(keys, time, key_prefix, noreply)  # type: ignore[no-any-return]
-
-    # -- whole client --------------------------------------------------------------------------
-
-    async def flush_all(self, time: int = 0) -> bool:
-        return await self._flush_all(time)  # type: ignore[no-any-return]
+    # -- written out -----------------------------------------------------------------------------
 
     async def get_stats(self, *stat_args: str) -> list[tuple[bytes, dict[str, bytes]]]:
-        """``get_stats()`` or ``get_stats(group)``, as the blocking client's."""
-        return await self._get_stats(*stat_args)  # type: ignore[no-any-return]
-
-    # -- no stampedes (docs/stampede.md) ---------------------------------------------------------
+        """``get_stats()`` or ``get_stats(group)``, as the blocking client's (whose one
+        argument has no default value, which a Python signature cannot say)."""
+        return await self._get_stats(*stat_args)
 
     # ``fastmc.Client.get_or_set`` as a coroutine (one frame less than a wrapper: the hot path).
     get_or_set = stampede.aget_or_set
-
-    async def gat(self, key: _Key, time: int, default: Any = None) -> Any:
-        return await self._gat(key, time, default)
-
-    async def gat_multi(
-        self, keys: Collection[_K], time: int, key_prefix: _Key = b""
-    ) -> dict[_K, Any]:
-        return await self._gat_multi(keys, time, key_prefix)  # type: ignore[no-any-return]
 
     async def invalidate(self, key: _Key, stale_time: int = 0) -> bool:
         return await self.invalidate_multi([key], stale_time)

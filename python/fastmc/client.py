@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any, NoReturn, Union
 
 from . import _fastmc, stampede
 from .consts import BehaviorDict, distributions, distributions_rvs, hashers, hashers_rvs
-from .values import policy_arguments
+from .values import compression_arguments, policy_arguments
 
 server_type_map = {
     "tcp": _fastmc.server_type_tcp,
@@ -21,7 +21,7 @@ if TYPE_CHECKING:
 
     from ._fastmc import _Key
     from ._fastmc import _ServerSpec as _AnyServerSpec
-    from .stampede import _OnWaitTimeout
+    from .stampede import _Default, _OnWaitTimeout
 
     # What Client takes as a server: a spec string or a (type, host, port) tuple.
     _ServerSpec: TypeAlias = Union[str, tuple[int, str, int]]
@@ -195,6 +195,10 @@ class Client(_fastmc.client):
         pickle_classes: Iterable[type | str] | None = None,
         signing_keys: Iterable[str | bytes] | None = None,
         accept_unsigned_pickles: bool | None = None,
+        compression: str | None = None,
+        zstd_level: int | None = None,
+        zstd_dict: bytes | None = None,
+        zstd_min_len: int | None = None,
     ) -> None:
         self.binary = binary
         self.addresses = list(servers)
@@ -212,6 +216,7 @@ class Client(_fastmc.client):
                 tls_server_name,
             ),
             **policy_arguments(pickle, pickle_classes, signing_keys, accept_unsigned_pickles),
+            **compression_arguments(compression, zstd_level, zstd_dict, zstd_min_len),
         )
 
     def __repr__(self) -> str:
@@ -267,7 +272,7 @@ class Client(_fastmc.client):
     def get_or_set(
         self,
         key: _Key,
-        default: Any,
+        default: _Default,
         time: int = 0,
         *,
         lease: int = 10,

@@ -44,7 +44,8 @@ clients start from the blocking client's configuration (fetching it the first ti
 round trip on the loop once per process) and refresh it in a task of their loop.
 
 ``touch(key, 0)`` expires the key (memcached's negative expiry), like every other Django backend;
-``incr``/``decr`` of a missing key raise ``ValueError``, as Django requires.
+``incr``/``decr`` of a missing key raise ``ValueError``, as Django requires, unless given
+fastmc's ``initial=`` (and ``timeout=``): then a missing counter is created at ``initial``.
 """
 
 from __future__ import annotations
@@ -215,17 +216,54 @@ class FastMCCache(BaseMemcachedCache):  # type: ignore[misc]
         ret = await self._acache.get_multi(list(key_map))
         return {key_map[k]: v for k, v in ret.items()}
 
-    async def aincr(self, key: Any, delta: int = 1, version: int | None = None) -> int:
+    def _count(self, mc: Any, key: Any, delta: int, initial: int | None, timeout: Any) -> Any:
+        """Django's incr on client ``mc`` (a negative delta: decr), with fastmc's ``initial=``
+        and ``time=`` for a counter created when missing: the result (a coroutine on the
+        asyncio client)."""
+        kw = (
+            {}
+            if initial is None
+            else {"initial": initial, "time": self.get_backend_timeout(timeout)}
+        )
+        return mc.decr(key, -delta, **kw) if delta < 0 else mc.incr(key, delta, **kw)
+
+    def incr(
+        self,
+        key: Any,
+        delta: int = 1,
+        version: int | None = None,
+        *,
+        initial: int | None = None,
+        timeout: Any = DEFAULT_TIMEOUT,
+    ) -> int:
+        """Django's ``incr``; with ``initial``, a missing key is created at that value (which is
+        returned) with ``timeout``, in one round trip where the server speaks meta."""
         key = self.make_and_validate_key(key, version=version)
-        mc = self._acache
         try:
-            val = await (mc.decr(key, -delta) if delta < 0 else mc.incr(key, delta))
+            return int(self._count(self._cache, key, delta, initial, timeout))
         except fastmc.NotFound:
             raise ValueError("Key '%s' not found" % key) from None
-        return val
 
-    async def adecr(self, key: Any, delta: int = 1, version: int | None = None) -> int:
-        return await self.aincr(key, -delta, version=version)
+    def decr(self, key: Any, delta: int = 1, version: int | None = None, **kw: Any) -> int:
+        return self.incr(key, -delta, version, **kw)
+
+    async def aincr(
+        self,
+        key: Any,
+        delta: int = 1,
+        version: int | None = None,
+        *,
+        initial: int | None = None,
+        timeout: Any = DEFAULT_TIMEOUT,
+    ) -> int:
+        key = self.make_and_validate_key(key, version=version)
+        try:
+            return int(await self._count(self._acache, key, delta, initial, timeout))
+        except fastmc.NotFound:
+            raise ValueError("Key '%s' not found" % key) from None
+
+    async def adecr(self, key: Any, delta: int = 1, version: int | None = None, **kw: Any) -> int:
+        return await self.aincr(key, -delta, version, **kw)
 
     async def aset_many(
         self, data: Any, timeout: Any = DEFAULT_TIMEOUT, version: int | None = None

@@ -14,8 +14,9 @@
 
 It takes ``dogpile.cache.pylibmc``'s arguments (``url``, ``binary``, ``behaviors``,
 ``min_compress_len``, ``distributed_lock``, ``lock_timeout``), plus the value policy's
-(``pickle``, ``pickle_classes``, ``signing_keys``, ``accept_unsigned_pickles``: docs/security.md),
-and differs in two ways:
+(``pickle``, ``pickle_classes``, ``signing_keys``, ``accept_unsigned_pickles``: docs/security.md;
+``compression``, ``zstd_level``, ``zstd_dict``, ``zstd_min_len``: docs/features.md), and differs
+in two ways:
 
 - **One client for every thread.** dogpile's memcached backends keep a client per thread; a
   fastmc client is thread-safe, so one is shared (one small pool of connections per server).
@@ -101,7 +102,16 @@ class LeaseLock(CacheMutex):
 class FastMCBackend(PylibmcBackend):
     """``dogpile.cache.pylibmc`` on one shared fastmc client, with lease-based locks."""
 
-    _POLICY = ("pickle", "pickle_classes", "signing_keys", "accept_unsigned_pickles")
+    _POLICY = (
+        "pickle",
+        "pickle_classes",
+        "signing_keys",
+        "accept_unsigned_pickles",
+        "compression",
+        "zstd_level",
+        "zstd_dict",
+        "zstd_min_len",
+    )
 
     def __init__(self, arguments: dict[str, Any]) -> None:
         self._policy = {k: arguments[k] for k in self._POLICY if k in arguments}

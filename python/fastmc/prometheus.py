@@ -7,20 +7,12 @@
     fastmc.prometheus.register(mc, client="sessions")   # on prometheus_client's default registry
 
 Every scrape reads :meth:`fastmc.Client.metrics` (no I/O; a few atomic loads per server) and
-exports, labelled by ``client`` and ``server`` (and ``family`` — get, store, delete, arith,
-touch, admin — or ``class``, pylibmc's exception class):
-
-- counters ``fastmc_requests_total``, ``fastmc_keys_total`` (by family), ``fastmc_hits_total``,
-  ``fastmc_misses_total``, ``fastmc_stored_total``, ``fastmc_not_stored_total``,
-  ``fastmc_errors_total`` (by class), ``fastmc_timeouts_total``,
-  ``fastmc_connections_opened_total``, ``fastmc_connections_closed_total``,
-  ``fastmc_server_down_skips_total``, ``fastmc_transient_failures_total``,
-  ``fastmc_ejections_total``, ``fastmc_rejoins_total``, ``fastmc_sent_bytes_total``,
-  ``fastmc_received_bytes_total``;
-- gauges ``fastmc_connections_open`` and ``fastmc_connections_idle``;
-- summary ``fastmc_request_duration_seconds`` (count and sum by family) and gauge
-  ``fastmc_request_duration_quantile_seconds`` with ``quantile`` 0.5, 0.9, 0.99 and 1 (the max),
-  over the client's life.
+exports each of its keys as one family, named and described by :func:`fastmc.metric_schema` (the
+list is in docs/operations.md), labelled by ``client`` and ``server`` (and ``family`` — get,
+store, delete, arith, touch, admin — or ``class``, pylibmc's exception class): the counters
+(``fastmc_..._total``) first, then the gauges, then each latency histogram as a summary (count
+and sum by family) and a gauge ``..._quantile_seconds`` with ``quantile`` 0.5, 0.9, 0.99 and 1
+(the max), over the client's life.
 """
 
 from __future__ import annotations
@@ -37,24 +29,15 @@ from prometheus_client.core import (
 )
 from prometheus_client.registry import Collector, CollectorRegistry
 
+from ._fastmc import metric_schema
+
 __all__ = ["FastMCCollector", "register"]
 
-_COUNTERS = [
-    ("hits", "Keys found by get requests"),
-    ("misses", "Keys not found by get requests"),
-    ("stored", "Keys stored by storage requests"),
-    ("not_stored", "Keys not stored by storage requests (NOT_STORED, EXISTS, NOT_FOUND)"),
-    ("timeouts", "Requests that timed out"),
-    ("connections_opened", "Connections opened"),
-    ("connections_closed", "Connections closed"),
-    ("server_down_skips", "Requests failed at once because the server was marked down"),
-    (
-        "transient_failures",
-        "Stalled requests that a fresh connection showed the server alive for (not marked down)",
-    ),
-    ("ejections", "Times the server was ejected from the ring"),
-    ("rejoins", "Times an ejected server came back into the ring"),
-]
+_BY = {"family": ", by family", "class": ", by pylibmc class"}
+_QUANTILES = (("0.5", "p50"), ("0.9", "p90"), ("0.99", "p99"), ("1", "max"))
+_ORDER = {"counter": 0, "gauge": 1, "histogram": 2}
+# Counters first (those split by a label before the others), then gauges, then histograms.
+_SCHEMA = sorted(metric_schema(), key=lambda row: (_ORDER[row[2]], row[3] is None))
 
 
 class FastMCCollector(Collector):
@@ -69,48 +52,38 @@ class FastMCCollector(Collector):
 
     def collect(self) -> Iterator[Metric]:
         servers = self.mc.metrics()
-        base = ["client", "server"]
+        for key, name, kind, label, help_ in _SCHEMA:
+            labels = ["client", "server"] + ([label] if label else [])
+            doc = help_ + _BY[label] if label else help_
+            if kind == "histogram":
+                yield from self._histogram(servers, key, name, labels, help_, doc)
+                continue
+            make = CounterMetricFamily if kind == "counter" else GaugeMetricFamily
+            family = make(name, doc, labels=labels)
+            for server, m in servers.items():
+                if label is None:
+                    family.add_metric([self.client, server], m[key])
+                    continue
+                for value, n in m[key].items():
+                    family.add_metric([self.client, server, value], n)
+            yield family
 
-        def counter(name: str, doc: str, extra: list[str] | None = None) -> CounterMetricFamily:
-            return CounterMetricFamily("fastmc_" + name, doc, labels=base + (extra or []))
-
-        requests = counter("requests", "Requests sent to a server, by family", ["family"])
-        keys = counter("keys", "Keys in the requests sent to a server, by family", ["family"])
-        errors = counter("errors", "Failed keys or requests, by pylibmc class", ["class"])
-        simple = {name: counter(name, doc) for name, doc in _COUNTERS}
-        sent = counter("sent_bytes", "Bytes sent")
-        received = counter("received_bytes", "Bytes received")
-        open_ = GaugeMetricFamily("fastmc_connections_open", "Connections open", labels=base)
-        idle = GaugeMetricFamily("fastmc_connections_idle", "Idle pooled connections", labels=base)
-        duration = SummaryMetricFamily(
-            "fastmc_request_duration_seconds",
-            "Request duration, by family",
-            labels=[*base, "family"],
-        )
+    def _histogram(
+        self, servers: dict[str, Any], key: str, name: str, labels: list[str], help_: str, doc: str
+    ) -> Iterator[Metric]:
+        """A summary (count and sum) and a gauge of its quantiles, ``..._quantile_seconds``."""
+        summary = SummaryMetricFamily(name, doc, labels=labels)
         quantiles = GaugeMetricFamily(
-            "fastmc_request_duration_quantile_seconds",
-            "Request duration quantiles over the client's life (1: the maximum)",
-            labels=[*base, "family", "quantile"],
+            name.removesuffix("_seconds") + "_quantile_seconds",
+            help_ + " quantiles over the client's life (1: the maximum)",
+            labels=[*labels, "quantile"],
         )
         for server, m in servers.items():
-            labels = [self.client, server]
-            for family, n in m["requests"].items():
-                requests.add_metric([*labels, family], n)
-                keys.add_metric([*labels, family], m["keys"][family])
-                lat = m["latency"][family]
-                duration.add_metric([*labels, family], lat["count"], lat["total"])
-                for q, key in (("0.5", "p50"), ("0.9", "p90"), ("0.99", "p99"), ("1", "max")):
-                    quantiles.add_metric([*labels, family, q], lat[key])
-            for cls, n in m["errors"].items():
-                errors.add_metric([*labels, cls], n)
-            for name, family_ in simple.items():
-                family_.add_metric(labels, m[name])
-            sent.add_metric(labels, m["bytes_sent"])
-            received.add_metric(labels, m["bytes_received"])
-            open_.add_metric(labels, m["connections_open"])
-            idle.add_metric(labels, m["connections_idle"])
-        yield from (requests, keys, errors, *simple.values(), sent, received, open_, idle)
-        yield from (duration, quantiles)
+            for family, lat in m[key].items():
+                summary.add_metric([self.client, server, family], lat["count"], lat["total"])
+                for q, stat in _QUANTILES:
+                    quantiles.add_metric([self.client, server, family, q], lat[stat])
+        yield from (summary, quantiles)
 
 
 def register(

@@ -1,5 +1,5 @@
 //! A server batch in flight on its connection: its requests written as the socket takes them
-//! (TLS record ends honoured), the replies that have arrived handed to `Replies` for dispatch.
+//! (TLS record ends honoured), the replies that have arrived handed to `Replies` to route.
 //!
 //! Owns `InFlight`. Uses `connection::Connection` (non-blocking send, read buffer), the plan's
 //! `ServerBatch`, `Replies` and the sinks. Never waits: the driver does.
@@ -8,10 +8,10 @@ use std::time::Instant;
 
 use rustix::event::{PollFd, PollFlags};
 
-use super::check::Check;
 use super::plan::ServerBatch;
 use super::replies::Replies;
 use super::sink::Sink;
+use super::stall::Check;
 use crate::connection::Connection;
 use crate::error::{Error, Result};
 
@@ -31,7 +31,7 @@ pub(super) struct InFlight {
     pub replies: Replies,
     pub last_progress: Instant,
     pub failed: Option<Error>,
-    /// Whether the batch stalled and what a fresh connection found (see `check`).
+    /// Whether the batch stalled and what a fresh connection found (see `stall`).
     pub check: Check,
     /// When the batch started, and how many bytes its connection had read by then (metrics).
     pub started: Instant,
@@ -96,12 +96,30 @@ impl InFlight {
         self.wpos < self.batch.wbuf.len() || self.conn.pending_write()
     }
 
-    /// Dispatch every complete unit that has arrived.
+    /// Parse every complete unit that has arrived into `sink`. A value the sink claimed (one
+    /// that came in a read buffer grown past its usual size for it) is handed the buffer itself.
     pub fn parse_available(&mut self, sink: &mut dyn Sink) -> Result<()> {
+        if let Some(c) = sink.claims() {
+            c.allow(self.conn.holds_large_unit());
+        }
         let d = self
             .replies
-            .dispatch(&self.batch, self.binary, self.conn.unread(), sink)?;
-        self.conn.consume(d.used);
+            .route(&self.batch, self.binary, self.conn.unread(), sink);
+        if let Ok(d) = &d {
+            self.conn.consume(d.used);
+        }
+        if let Some((at, len)) = sink.claims().and_then(|c| c.pending()) {
+            // (After a broken reply the connection is dropped, and the key fails with it.)
+            let taken = d
+                .as_ref()
+                .ok()
+                .and_then(|_| self.conn.take_read_buffer(at, len));
+            if let Some(k) = sink.claims().and_then(|c| c.settle(taken)) {
+                let lost = Error::Protocol("a large value's buffer was lost".into());
+                sink.revoke(&[k], &lost);
+            }
+        }
+        let d = d?;
         if d.synced {
             self.conn.synced();
         }

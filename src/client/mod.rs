@@ -4,35 +4,40 @@
 //! Every reply is attributed to its key; a failed server fails exactly its own keys.
 //!
 //! The files of this folder, in the order a request travels:
+//! - `config`: behaviors, namespace and server list changed, each published as a new snapshot;
 //! - `snapshot`: the configuration one operation runs with (ring, behaviors, socket options);
-//! - `topology`: the server set a snapshot routes over, and `set_servers`, which replaces it;
+//! - `topology`: the server set a snapshot routes over, and how a new list is matched to it;
 //! - `plan`: keys validated, routed and encoded into one `ServerBatch` per server;
-//! - `ops`: the operations themselves (which requests, which sink, read-backs);
-//! - `driver`: connections checked out and driven to completion (the only `poll`);
-//! - `direct`: an operation driven by an event loop's selector instead (asyncio), with the
-//!   blocking driver taking over whatever would wait;
-//! - `check`: a stalled batch checked on a fresh connection before it counts against its server;
+//! - `op`: the operations, one type each (its plan, sink, metrics family, replay safety and
+//!   settling), and the blocking methods that run them;
+//! - `drive`: connections checked out and driven to completion: blocking (`poll`), by an event
+//!   loop's selector (asyncio, the blocking driver taking over whatever would wait), or a lone
+//!   `noreply` write;
+//! - `stall`: a stalled batch checked on a fresh connection before it counts against its server;
 //! - `probe`: whether a server speaks the meta protocol, asked on a connection of its own;
 //! - `inflight`: one batch on its connection (writes, reads handed to `replies`);
 //! - `replies`: each reply unit matched to the request and keys it answers (no socket);
 //! - `sink`: replies turned into per-key outcomes (no socket).
 //!
-//! This file: `Client` and its lifecycle, and the public result types. Depends on `server`,
+//! This file: `Client`, its construction, the snapshot an operation takes, events and metrics,
+//! and the public result types. Depends on `server`,
 //! `connection`, `protocol`, `ring`, `behaviors`, `error`. Never on Python.
 
-mod check;
-mod direct;
-mod driver;
+mod calls;
+mod claim;
+mod config;
+mod drive;
 mod inflight;
 mod keys;
-mod lease;
-mod ops;
+pub mod op;
 mod plan;
 mod probe;
 mod quiet;
+mod replicas;
 mod replies;
 mod sink;
 mod snapshot;
+mod stall;
 mod topology;
 
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -41,14 +46,15 @@ use std::time::Instant;
 
 use parking_lot::{Mutex, RwLock};
 
-use crate::behaviors::{Behaviors, Rejected};
+use crate::behaviors::Behaviors;
 use crate::connection::Address;
 use crate::error::{Error, Result};
-use crate::server::Probe;
-pub use direct::{Begun, DirectOp, Step};
-pub use driver::{Quick, Unfinished};
+use crate::server::health::{self, FailureContext, Verdict};
+use crate::server::Peek;
+pub use drive::{Begun, Quick, Step, Unfinished};
 pub use keys::Keys;
 pub(crate) use keys::{spare_keep, spare_take, Reusable, Spares};
+pub use op::{Args, Op, Outcome};
 pub(crate) use sink::Tally;
 use snapshot::Snapshot;
 pub use topology::Membership;
@@ -70,6 +76,8 @@ pub struct Item {
     pub cas: Option<u64>,
     start: usize,
     len: usize,
+    /// A large value kept in the read buffer it arrived in: which of `Fetched::owned`.
+    own: Option<usize>,
 }
 
 impl Item {
@@ -79,22 +87,17 @@ impl Item {
             cas,
             start,
             len,
+            own: None,
         }
     }
-}
 
-/// What an operation returned: the blocking client's result for the same call (the asyncio
-/// client's requests end with one, whether the workers or the loop's thread ran them).
-#[derive(Debug)]
-pub enum Outcome {
-    Fetched(Fetched),
-    Stored(Vec<Result<StoreStatus>>),
-    /// delete and touch: found or not.
-    Found(Vec<Result<bool>>),
-    Numbers(Vec<Result<Option<u64>>>),
-    Flushed(Vec<Result<()>>),
-    Stats(Vec<(crate::connection::Address, Result<Stats>)>),
-    Meta(Vec<Result<MetaOutcome>>),
+    /// A value of `len` bytes in `Fetched::owned[own]`.
+    fn owned(flags: u32, cas: Option<u64>, own: usize, len: usize) -> Item {
+        Item {
+            own: Some(own),
+            ..Item::new(flags, cas, 0, len)
+        }
+    }
 }
 
 /// What a fetch returns: one outcome per key; the values' bytes are kept together in one buffer
@@ -103,13 +106,22 @@ pub enum Outcome {
 pub struct Fetched {
     pub items: Vec<Result<Option<Item>>>,
     data: Vec<u8>,
+    /// Large values that kept the read buffer they arrived in (no copy into `data`), each with
+    /// its offset there.
+    owned: Vec<(Vec<u8>, usize)>,
 }
 
 impl Fetched {
     /// The bytes of a value of this batch.
     pub fn bytes(&self, item: &Item) -> &[u8] {
-        self.data
-            .get(item.start..item.start.saturating_add(item.len))
+        let (buf, start) = match item.own {
+            None => (&self.data, item.start),
+            Some(i) => match self.owned.get(i) {
+                Some((buf, at)) => (buf, *at),
+                None => return &[],
+            },
+        };
+        buf.get(start..start.saturating_add(item.len))
             .unwrap_or_default()
     }
 }
@@ -119,7 +131,7 @@ impl Fetched {
     pub(crate) fn pick(&self, idx: &[u32]) -> Fetched {
         let mut out = Fetched {
             items: Vec::with_capacity(idx.len()),
-            data: Vec::new(),
+            ..Fetched::default()
         };
         for &i in idx {
             let r = match self.items.get(i as usize) {
@@ -299,47 +311,6 @@ impl Client {
         self.snapshot.read().behaviors.clone()
     }
 
-    /// Change behaviors. `f` must be plain Rust (it runs under the write lock: no Python, no
-    /// I/O). Idle connections are closed when new socket options must apply, and only then: a
-    /// connection may carry `noreply` writes the server has not run yet, and once it is closed
-    /// the server may run them after what the next connection sends (memcached serves
-    /// connections on several threads), so that writes would be reordered.
-    pub fn update_behaviors<F>(&self, f: F) -> std::result::Result<(), Rejected>
-    where
-        F: FnOnce(&mut Behaviors) -> std::result::Result<(), Rejected>,
-    {
-        let mut guard = self.snapshot.write();
-        let mut b = guard.behaviors.clone();
-        let r = f(&mut b);
-        if b.ring != guard.behaviors.ring {
-            // Placement behaviors set: the weighted flag is theirs now.
-            self.weighted_by_servers.store(false, Ordering::Relaxed);
-        }
-        // Behaviors before a rejected one stay applied, as in libmemcached.
-        let live = guard.live.clone();
-        let namespace = guard.namespace.clone();
-        let topo = guard.topo.clone();
-        let new = Snapshot::new(b, namespace, topo.clone(), live);
-        let reconnect = !guard.opts.opens_as(&new.opts);
-        *guard = Arc::new(new);
-        drop(guard);
-        if reconnect {
-            for s in &topo.servers {
-                s.drop_idle();
-            }
-        }
-        r
-    }
-
-    pub fn set_namespace(&self, namespace: Vec<u8>) {
-        let mut guard = self.snapshot.write();
-        let cur = &**guard;
-        let behaviors = cur.behaviors.clone();
-        let live = cur.live.clone();
-        let topo = cur.topo.clone();
-        *guard = Arc::new(Snapshot::new(behaviors, namespace, topo, live));
-    }
-
     /// The snapshot in place, for a step that never blocks (the `*_now` writes): the read lock
     /// is held only while it runs. `None` when the ring may need a rebuild (`snapshot` does it).
     fn snapshot_in_place(&self) -> Option<parking_lot::RwLockReadGuard<'_, Arc<Snapshot>>> {
@@ -359,7 +330,7 @@ impl Client {
         let now = Instant::now();
         for s in &snap.topo.servers {
             if s.rejoined(now) {
-                s.metrics.rejoins.fetch_add(1, Ordering::Relaxed);
+                s.metrics.counted.rejoins.fetch_add(1, Ordering::Relaxed);
                 self.note_event(EventKind::Rejoined, &s.address, None);
             }
         }
@@ -427,7 +398,7 @@ impl Client {
         let Some(first) = snap.topo.servers.first() else {
             return (0, 0);
         };
-        match first.checkout(&snap.opts, Probe::Never) {
+        match first.checkout(&snap.opts, Peek::Never) {
             Ok((conn, _)) => {
                 let sizes = conn.buffer_sizes();
                 first.checkin(conn);
@@ -488,16 +459,25 @@ impl Client {
         }
     }
 
-    /// Note a server failure; a newly ejected server makes the next operation rebuild the ring.
-    fn server_failed(&self, snap: &Snapshot, server: usize, e: &Error) {
-        if e.is_server_failure() {
-            if let Some(s) = snap.topo.servers.get(server) {
-                let (down, ejected) = s.record_failure(Instant::now(), &snap.policy);
-                if down {
+    /// Act on what failure `e` of server `server` costs it (`health::verdict`, given `ctx`):
+    /// count a transient failure, or count the failure against the server, noting its events;
+    /// a newly ejected server makes the next operation rebuild the ring.
+    fn server_failed(&self, snap: &Snapshot, server: usize, e: &Error, ctx: FailureContext) {
+        let Some(s) = snap.topo.servers.get(server) else {
+            return;
+        };
+        match health::verdict(e, ctx) {
+            Verdict::ConnectionOnly => {}
+            Verdict::Transient => {
+                s.metrics.counted.transient.fetch_add(1, Ordering::Relaxed);
+            }
+            Verdict::CountsAgainstServer => {
+                let counted = s.record_failure(Instant::now(), &snap.policy);
+                if counted.marked_down {
                     self.note_event(EventKind::Down, &s.address, Some(e.to_string()));
                 }
-                if ejected {
-                    s.metrics.ejections.fetch_add(1, Ordering::Relaxed);
+                if counted.ejected {
+                    s.metrics.counted.ejections.fetch_add(1, Ordering::Relaxed);
                     self.maybe_ejected.store(true, Ordering::Relaxed);
                     self.note_event(EventKind::Ejected, &s.address, Some(e.to_string()));
                 }

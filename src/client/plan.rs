@@ -96,6 +96,11 @@ impl ServerBatch {
     }
 
     /// A request answering for one key.
+    /// It holds only `flush_all` (the one request answered by a bare `OK`).
+    pub fn only_flush(&self) -> bool {
+        !self.reqs.is_empty() && self.reqs.iter().all(|r| r.kind == ReplyKind::Ok)
+    }
+
     pub fn push_req(&mut self, kind: ReplyKind, key: u32) {
         let start = self.keys.len() as u32;
         self.keys.push(key);
@@ -181,12 +186,25 @@ impl ServerBatch {
         binary: bool,
         touch: Option<u32>,
     ) {
-        let n = self.keys.len();
         let per_request = if touch.is_some() {
             KEYS_PER_GAT
         } else {
             KEYS_PER_GET
         };
+        self.encode_gets_by(wire, with_cas, binary, touch, per_request);
+    }
+
+    /// `encode_gets` with `per_request` keys per line (one: each key's reply stands alone).
+    pub fn encode_gets_by(
+        &mut self,
+        wire: &[Cow<'_, [u8]>],
+        with_cas: bool,
+        binary: bool,
+        touch: Option<u32>,
+        per_request: usize,
+    ) {
+        let n = self.keys.len();
+        let per_request = per_request.max(1);
         let lines = n / per_request + 1;
         // Per key and per line: a space and `get ...\r\n`, or a header and a NOOP.
         let (per_key, per_line) = if binary {

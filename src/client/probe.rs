@@ -13,7 +13,6 @@ use std::time::{Duration, Instant};
 
 use rustix::event::{PollFd, PollFlags};
 
-use super::Client;
 use crate::connection::to_timespec;
 use crate::connection::Connection;
 use crate::error::{Error, Result};
@@ -24,23 +23,20 @@ use crate::server::{MetaSupport, Server};
 /// this once (and the connection), and is then known not to speak meta.
 const PROBE_WAIT: Duration = Duration::from_millis(500);
 
-impl Client {
-    /// Ask server `server` on `conn`, which owes nothing, whether it speaks the meta protocol
-    /// (unless that is known already). Returns the connection when it is still fit for the
-    /// pool.
-    pub(super) fn probe_meta(&self, s: &Server, mut conn: Connection) -> Option<Connection> {
-        if s.meta_support() != MetaSupport::Unknown {
-            return Some(conn);
+/// Ask server `s` on `conn`, which owes nothing, whether it speaks the meta protocol (unless
+/// that is known already). Returns the connection when it is still fit for the pool.
+pub(super) fn probe_meta(s: &Server, mut conn: Connection) -> Option<Connection> {
+    if s.meta_support() != MetaSupport::Unknown {
+        return Some(conn);
+    }
+    match ask_meta(&mut conn) {
+        Ok(yes) => {
+            s.set_meta_support(yes);
+            conn.is_idle_clean().then_some(conn)
         }
-        match ask_meta(&mut conn) {
-            Ok(yes) => {
-                s.set_meta_support(yes);
-                conn.is_idle_clean().then_some(conn)
-            }
-            Err(_) => {
-                s.set_meta_support(false);
-                None
-            }
+        Err(_) => {
+            s.set_meta_support(false);
+            None
         }
     }
 }

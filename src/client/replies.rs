@@ -1,4 +1,4 @@
-//! Reply dispatch: which request (and so which keys) each reply unit answers. Given a batch and
+//! Reply routing: which request (and so which keys) each reply unit answers. Given a batch and
 //! the bytes that have arrived, `Replies` parses every complete unit and hands it to the sink
 //! with the keys of the request it answers: classic replies in request order, quiet meta
 //! segments settled by their tokens and `MN`, `noreply` markers, and binary
@@ -58,9 +58,9 @@ fn data_len(r: &Reply<'_>) -> usize {
     }
 }
 
-/// What one `dispatch` call took from its input.
+/// What one `route` call took from its input.
 #[derive(Debug, Default, PartialEq, Eq)]
-pub(super) struct Dispatched {
+pub(super) struct Routed {
     /// Bytes of the input used by complete units.
     pub used: usize,
     /// A sync marker (`ServerBatch::prepend_sync`) was answered: every earlier `noreply`
@@ -80,14 +80,14 @@ impl Replies {
     /// Dispatch every complete reply unit at the start of `input` (text or meta, or `binary`).
     /// Stops at a partial unit; the caller drops `used` bytes and calls again when more came.
     /// `Err` means the stream is out of step: the connection must be dropped.
-    pub fn dispatch(
+    pub fn route(
         &mut self,
         batch: &ServerBatch,
         binary: bool,
         input: &[u8],
         sink: &mut dyn Sink,
-    ) -> Result<Dispatched> {
-        let mut done = Dispatched::default();
+    ) -> Result<Routed> {
+        let mut done = Routed::default();
         while let Some(&req) = batch.reqs.get(self.req) {
             let rest = &input[done.used..];
             let step = if binary {

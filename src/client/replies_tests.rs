@@ -1,4 +1,4 @@
-//! Reply dispatch fed plain bytes: which keys each unit answers, with no socket.
+//! Reply routing fed plain bytes: which keys each unit answers, with no socket.
 
 use std::borrow::Cow;
 
@@ -24,10 +24,10 @@ fn stores(n: usize) -> Stores {
     )
 }
 
-/// Dispatch `input` in one go; the outcomes, and what dispatch returned.
-fn run(batch: &ServerBatch, input: &[u8], sink: &mut dyn Sink) -> (Replies, Result<Dispatched>) {
+/// Route `input` in one go; the outcomes, and what `route` returned.
+fn run(batch: &ServerBatch, input: &[u8], sink: &mut dyn Sink) -> (Replies, Result<Routed>) {
     let mut replies = Replies::default();
-    let r = replies.dispatch(batch, false, input, sink);
+    let r = replies.route(batch, false, input, sink);
     (replies, r)
 }
 
@@ -51,6 +51,7 @@ fn a_hit_not_asked_for_breaks_the_stream_and_revokes_every_key() {
     let f = Fetched {
         items: sink.out.finish(),
         data: sink.data,
+        owned: sink.claims.owned,
     };
     // Not even the hit that looked right is trusted.
     assert!(f.items.iter().all(|r| r.is_err()), "{:?}", f.items);
@@ -68,6 +69,7 @@ fn a_proxy_reply_out_of_order_with_an_error_line_keeps_the_stream() {
     let f = Fetched {
         items: sink.out.finish(),
         data: sink.data,
+        owned: sink.claims.owned,
     };
     assert!(f.items[1].is_err());
     assert_eq!(
@@ -125,11 +127,11 @@ fn a_partial_unit_waits_and_later_bytes_complete_it() {
     let mut sink = stores(2);
     let mut replies = Replies::default();
     let input = b"STORED\r\nNOT_ST";
-    let d = replies.dispatch(&batch, false, input, &mut sink).unwrap();
+    let d = replies.route(&batch, false, input, &mut sink).unwrap();
     assert_eq!(d.used, 8);
     assert!(!replies.complete(&batch));
     let d = replies
-        .dispatch(&batch, false, b"NOT_STORED\r\n", &mut sink)
+        .route(&batch, false, b"NOT_STORED\r\n", &mut sink)
         .unwrap();
     assert_eq!(d.used, 12);
     assert!(replies.complete(&batch));
@@ -182,9 +184,9 @@ fn binary_hits_are_matched_by_opaque_and_may_not_go_back() {
     let mut sink = crate::client::sink::GetSink::new(&wire[..], 0);
     let mut replies = Replies::default();
     let first = binary_hit(b"b", b"B", 1);
-    let d = replies.dispatch(&batch, true, &first, &mut sink).unwrap();
+    let d = replies.route(&batch, true, &first, &mut sink).unwrap();
     assert_eq!(d.used, first.len());
-    let r = replies.dispatch(&batch, true, &binary_hit(b"a", b"A", 0), &mut sink);
+    let r = replies.route(&batch, true, &binary_hit(b"a", b"A", 0), &mut sink);
     assert_eq!(r, Err(Error::Protocol("a hit out of order".into())));
 }
 
@@ -199,7 +201,7 @@ fn a_value_header_announces_the_room_to_make_and_one_over_the_limit_is_refused()
     };
     // A hit, then the header of a value of 1,000 bytes: room for exactly its unit.
     let input = b"VALUE a 0 1\r\nA\r\nVALUE b 0 1000\r\nxx";
-    let d = replies.dispatch(&batch, false, input, &mut sink).unwrap();
+    let d = replies.route(&batch, false, input, &mut sink).unwrap();
     assert_eq!(d.used, 16);
     assert_eq!(d.need, Some(16 + 1000 + 2));
     // One byte more is refused before any of it is read, as a value that came whole.
@@ -207,13 +209,13 @@ fn a_value_header_announces_the_room_to_make_and_one_over_the_limit_is_refused()
         max_value: 999,
         ..Replies::default()
     };
-    let r = replies.dispatch(&batch, false, &input[16..], &mut sink);
+    let r = replies.route(&batch, false, &input[16..], &mut sink);
     assert!(matches!(r, Err(Error::Alloc(_))), "{r:?}");
     let mut replies = Replies {
         max_value: 0,
         ..Replies::default()
     };
-    let r = replies.dispatch(&batch, false, &input[..16], &mut sink);
+    let r = replies.route(&batch, false, &input[..16], &mut sink);
     assert!(matches!(r, Err(Error::Alloc(_))), "{r:?}");
     // The binary protocol: the header's body length, less its key and extras.
     let mut replies = Replies {
@@ -225,6 +227,6 @@ fn a_value_header_announces_the_room_to_make_and_one_over_the_limit_is_refused()
     batch.encode_gets(&wire, false, true, None);
     let mut header = binary_hit(b"a", &[b'x'; 11], 0);
     header.truncate(24);
-    let r = replies.dispatch(&batch, true, &header, &mut sink);
+    let r = replies.route(&batch, true, &header, &mut sink);
     assert!(matches!(r, Err(Error::Alloc(_))), "{r:?}");
 }

@@ -1,8 +1,8 @@
 //! Turning replies into per-key outcomes. A `Sink` receives the reply units of a batch, already
 //! matched to the request (and so the keys) they answer, and records one outcome per key:
 //! `GetSink` for retrievals (hits in request order, the rest misses), `LineSink` for commands
-//! with one reply line each, `StatsSink` for `stats` (`quiet.rs` settles a quiet meta segment
-//! into a sink).
+//! with one reply line each (`quiet.rs` settles a quiet meta segment into a sink; `stats` has
+//! a sink of its own, in `op::admin`).
 //!
 //! Owns the sinks. Uses `protocol::Reply` and `error`; no I/O, so everything
 //! here is unit-tested without sockets.
@@ -10,7 +10,8 @@
 use std::borrow::Cow;
 use std::sync::atomic::Ordering::Relaxed;
 
-use super::{Item, Stats, StoreStatus};
+use super::claim::Claims;
+use super::{Item, StoreStatus};
 use crate::error::{Error, Result};
 use crate::metrics::ServerMetrics;
 use crate::protocol::{Reply, ReplyKind};
@@ -44,6 +45,14 @@ pub(super) trait Sink {
     fn reject(&mut self, key: u32, e: Error);
     /// Count the outcomes of these keys (one server's batch, settled) in its metrics.
     fn tally(&self, _keys: &[u32], _m: &ServerMetrics) {}
+    /// Whether settling the outcomes needs a read-back (`ambiguous` ranges were met).
+    fn needs_read_back(&self) -> bool {
+        false
+    }
+    /// The sink's claims on large values' read buffers (`claim.rs`), if it makes any.
+    fn claims(&mut self) -> Option<&mut Claims> {
+        None
+    }
 }
 
 /// How an outcome counts in the metrics (hits and misses, stored and not stored).
@@ -54,9 +63,9 @@ pub(crate) trait Tally {
 impl Tally for StoreStatus {
     fn tally(&self, m: &ServerMetrics) {
         let c = if *self == StoreStatus::Stored {
-            &m.stored
+            &m.counted.stored
         } else {
-            &m.not_stored
+            &m.counted.not_stored
         };
         c.fetch_add(1, Relaxed);
     }
@@ -98,6 +107,16 @@ impl<T> Outcomes<T> {
         }
     }
 
+    /// Whether some key's outcome so far is one `which` picks.
+    pub fn any(&self, which: impl Fn(&Result<T>) -> bool) -> bool {
+        self.slots.iter().flatten().any(which)
+    }
+
+    /// Whether some key failed with an error `which` picks.
+    pub fn any_failed(&self, which: impl Fn(&Error) -> bool) -> bool {
+        self.any(|r| matches!(r, Err(e) if which(e)))
+    }
+
     /// The outcomes; a key nothing was recorded for failed (no reply for it).
     pub fn finish(self) -> Vec<Result<T>> {
         self.slots
@@ -123,12 +142,17 @@ pub(super) struct GetSink<W: WireKeys> {
     pub wire: W,
     pub out: Outcomes<Option<Item>>,
     pub data: Vec<u8>,
+    /// Large values that keep the read buffer they arrived in (`claim.rs`).
+    pub claims: Claims,
     /// The current request's error lines (see `GetError`); empty on the common path.
     errors: Vec<GetError>,
     /// How many error lines the current request got: never more than it has keys.
     error_lines: usize,
     /// Whether a hit of the current request came out of order.
     reordered: bool,
+    /// Keys failed by error lines that stood for fewer keys (misses among them): `op::get`
+    /// reads them again, one request each.
+    pub ambiguous: Vec<u32>,
 }
 
 /// An error line inside a retrieval reply, in place of one key's value (memcached's proxy
@@ -174,6 +198,15 @@ impl WireKeys for super::Keys {
     }
 }
 
+/// Most bytes reserved up front for the values of one fetch.
+const ARENA_START: usize = 256 * 1024;
+
+/// Room for small values of every key of a fetch of `keys` keys (a `GetSink`'s arena): the
+/// arena rarely has to grow.
+pub(super) fn fetch_arena(keys: usize) -> usize {
+    (keys * 64).min(ARENA_START)
+}
+
 impl<W: WireKeys> GetSink<W> {
     /// A sink for `wire.count()` keys; `arena` bytes reserved for the values.
     pub fn new(wire: W, arena: usize) -> Self {
@@ -181,15 +214,23 @@ impl<W: WireKeys> GetSink<W> {
             out: Outcomes::new(wire.count()),
             wire,
             data: Vec::with_capacity(arena),
+            claims: Claims::default(),
             errors: Vec::new(),
             error_lines: 0,
             reordered: false,
+            ambiguous: Vec::new(),
         }
     }
 
     /// A hit's bytes into the arena: the server chose their size, so room is asked for, and a
-    /// refusal is an error rather than an abort.
+    /// refusal is an error rather than an abort. A large value may be claimed instead: it keeps
+    /// the read buffer it came in, uncopied (`claim.rs`).
     fn hit(&mut self, k: u32, flags: u32, cas: Option<u64>, data: &[u8]) -> Result<()> {
+        if let Some(own) = self.claims.claim(k, data) {
+            let item = Item::owned(flags, cas, own, data.len());
+            self.out.set(k, Ok(Some(item)));
+            return Ok(());
+        }
         let start = self.data.len();
         self.data.try_reserve(data.len())?;
         self.data.extend_from_slice(data);
@@ -262,10 +303,12 @@ impl<W: WireKeys> GetSink<W> {
     }
 
     /// `END`: the keys without a hit are misses, except where an error line stood for them.
+    /// When those keys outnumber the error lines, some are misses: all are ambiguous.
     fn end(&mut self, keys: &[u32], cursor: &mut usize) {
         for &k in &keys[(*cursor).min(keys.len())..] {
             self.out.set_if_empty(k, Ok(None));
         }
+        let first = self.ambiguous.len();
         for e in std::mem::take(&mut self.errors) {
             let range = if self.reordered {
                 keys
@@ -275,8 +318,12 @@ impl<W: WireKeys> GetSink<W> {
             for &k in range {
                 if self.out.is_miss(k) {
                     self.out.set(k, Err(e.error.clone()));
+                    self.ambiguous.push(k);
                 }
             }
+        }
+        if self.ambiguous.len() - first <= self.error_lines {
+            self.ambiguous.truncate(first);
         }
         self.reordered = false;
         self.error_lines = 0;
@@ -327,11 +374,19 @@ impl<W: WireKeys> Sink for GetSink<W> {
         self.errors.clear();
         self.error_lines = 0;
         self.reordered = false;
+        self.ambiguous.retain(|k| !keys.contains(k));
         self.out.revoke(keys, e);
+    }
+    /// An error line stood for fewer keys than it failed (see `op::get`, `pin_errors`).
+    fn needs_read_back(&self) -> bool {
+        !self.ambiguous.is_empty()
     }
     fn assume_ok(&mut self, _: &[u32]) {}
     fn reject(&mut self, key: u32, e: Error) {
         self.out.set(key, Err(e));
+    }
+    fn claims(&mut self) -> Option<&mut Claims> {
+        Some(&mut self.claims)
     }
     fn tally(&self, keys: &[u32], m: &ServerMetrics) {
         let (mut hits, mut misses) = (0, 0);
@@ -342,13 +397,25 @@ impl<W: WireKeys> Sink for GetSink<W> {
                 _ => {}
             }
         }
-        m.hits.fetch_add(hits, Relaxed);
-        m.misses.fetch_add(misses, Relaxed);
+        m.counted.hits.fetch_add(hits, Relaxed);
+        m.counted.misses.fetch_add(misses, Relaxed);
+    }
+}
+
+/// Turns one reply line into an outcome: a closure, or an operation's own unit type (which
+/// keeps the call static where the sink's type must be named).
+pub(super) trait LineMap<T> {
+    fn map(&mut self, r: Reply<'_>) -> Result<T>;
+}
+
+impl<T, F: FnMut(Reply<'_>) -> Result<T>> LineMap<T> for F {
+    fn map(&mut self, r: Reply<'_>) -> Result<T> {
+        self(r)
     }
 }
 
 /// Commands with one reply line each; `map` turns a line into the outcome.
-pub(super) struct LineSink<T, F: FnMut(Reply<'_>) -> Result<T>> {
+pub(super) struct LineSink<T, F: LineMap<T>> {
     pub out: Outcomes<T>,
     map: F,
     /// What a `noreply` key the server did not complain about counts as.
@@ -357,7 +424,7 @@ pub(super) struct LineSink<T, F: FnMut(Reply<'_>) -> Result<T>> {
     pub ambiguous: Vec<u32>,
 }
 
-impl<T, F: FnMut(Reply<'_>) -> Result<T>> LineSink<T, F> {
+impl<T, F: LineMap<T>> LineSink<T, F> {
     pub fn new(n: usize, map: F, noreply_value: Option<T>) -> Self {
         LineSink {
             out: Outcomes::new(n),
@@ -368,11 +435,11 @@ impl<T, F: FnMut(Reply<'_>) -> Result<T>> LineSink<T, F> {
     }
 }
 
-impl<T: Clone + Tally, F: FnMut(Reply<'_>) -> Result<T>> Sink for LineSink<T, F> {
+impl<T: Clone + Tally, F: LineMap<T>> Sink for LineSink<T, F> {
     fn reply(&mut self, _: ReplyKind, keys: &[u32], _: &mut usize, r: Reply<'_>) -> Result<bool> {
         let v = match r {
             Reply::Failed(e) => Err(e),
-            r => (self.map)(r),
+            r => self.map.map(r),
         };
         match v {
             Err(e) if !e.is_resumable() => Err(e),
@@ -396,6 +463,9 @@ impl<T: Clone + Tally, F: FnMut(Reply<'_>) -> Result<T>> Sink for LineSink<T, F>
     fn revoke(&mut self, keys: &[u32], e: &Error) {
         self.out.revoke(keys, e);
     }
+    fn needs_read_back(&self) -> bool {
+        !self.ambiguous.is_empty()
+    }
     fn assume_ok(&mut self, keys: &[u32]) {
         if let Some(v) = &self.noreply_value {
             for &k in keys {
@@ -411,84 +481,6 @@ impl<T: Clone + Tally, F: FnMut(Reply<'_>) -> Result<T>> Sink for LineSink<T, F>
             if let Some(Some(Ok(v))) = self.out.slots.get(k as usize) {
                 v.tally(m);
             }
-        }
-    }
-}
-
-/// The most `STAT` lines one server's `stats` reply may have (memcached's largest groups,
-/// `items` and `slabs`, have about 1,500 with every slab class in use).
-pub(crate) const MAX_STAT_LINES: usize = 16_384;
-/// The most bytes of names and values one server's `stats` reply may have.
-pub(crate) const MAX_STAT_BYTES: usize = 4 << 20;
-
-/// `stats` replies: many lines per server; one outcome per server.
-pub(super) struct StatsSink {
-    out: Vec<Option<Result<Stats>>>,
-    acc: Stats,
-    /// Bytes of names and values in `acc`.
-    acc_bytes: usize,
-}
-
-impl StatsSink {
-    pub fn new(servers: usize) -> StatsSink {
-        StatsSink {
-            out: (0..servers).map(|_| None).collect(),
-            acc: Vec::new(),
-            acc_bytes: 0,
-        }
-    }
-
-    pub fn finish(self) -> Vec<Result<Stats>> {
-        self.out
-            .into_iter()
-            .map(|s| s.unwrap_or_else(|| Err(Error::Protocol("no reply".into()))))
-            .collect()
-    }
-}
-
-impl Sink for StatsSink {
-    fn reply(&mut self, _: ReplyKind, keys: &[u32], _: &mut usize, r: Reply<'_>) -> Result<bool> {
-        let Some(&k) = keys.first() else {
-            return Ok(true);
-        };
-        match r {
-            Reply::Stat { name, value } => {
-                self.acc_bytes += name.len() + value.len();
-                if self.acc.len() >= MAX_STAT_LINES || self.acc_bytes > MAX_STAT_BYTES {
-                    return Err(Error::Protocol("too many STAT lines".into()));
-                }
-                self.acc.push((name.to_vec(), value.to_vec()));
-                Ok(false)
-            }
-            Reply::End => {
-                if let Some(slot) = self.out.get_mut(k as usize) {
-                    *slot = Some(Ok(std::mem::take(&mut self.acc)));
-                }
-                self.acc_bytes = 0;
-                Ok(true)
-            }
-            Reply::Failed(e) if self.acc.is_empty() => Err(e),
-            // The binary protocol's answer to a stats group the server does not have: a
-            // failure of this request, not of the server.
-            Reply::NotFound if self.acc.is_empty() => {
-                Err(Error::UnknownStatus("no such stats group".into()))
-            }
-            _ => Err(unexpected()),
-        }
-    }
-    fn fail(&mut self, keys: &[u32], e: &Error) {
-        for &k in keys {
-            if let Some(s @ None) = self.out.get_mut(k as usize) {
-                *s = Some(Err(e.clone()));
-            }
-        }
-        self.acc.clear();
-        self.acc_bytes = 0;
-    }
-    fn assume_ok(&mut self, _: &[u32]) {}
-    fn reject(&mut self, key: u32, e: Error) {
-        if let Some(s) = self.out.get_mut(key as usize) {
-            *s = Some(Err(e));
         }
     }
 }

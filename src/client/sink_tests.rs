@@ -3,6 +3,7 @@
 use std::borrow::Cow;
 
 use super::*;
+use crate::client::claim::CLAIM_FROM;
 use crate::client::quiet::QuietBatch;
 use crate::client::{Fetched, StoreStatus};
 
@@ -28,6 +29,7 @@ fn fetched<W: WireKeys>(sink: GetSink<W>) -> Vec<String> {
     let f = Fetched {
         items: sink.out.finish(),
         data: sink.data,
+        owned: sink.claims.owned,
     };
     f.items
         .iter()
@@ -42,7 +44,7 @@ fn fetched<W: WireKeys>(sink: GetSink<W>) -> Vec<String> {
 fn store_sink() -> LineSink<StoreStatus, impl FnMut(Reply<'_>) -> Result<StoreStatus>> {
     LineSink::new(
         4,
-        |r| match r {
+        |r: Reply<'_>| match r {
             Reply::Stored => Ok(StoreStatus::Stored),
             Reply::NotStored => Ok(StoreStatus::NotStored),
             Reply::Exists => Ok(StoreStatus::Exists),
@@ -119,8 +121,28 @@ fn a_server_error_line_fails_only_the_keys_between_two_hits() {
     sink.reply(kind, &keys, &mut cursor, value(b"d", b"D"))
         .unwrap();
     assert!(sink.reply(kind, &keys, &mut cursor, Reply::End).unwrap());
-    // b or c failed (the line does not say which): both fail; e is a miss.
+    // b or c failed (the line does not say which): both fail, to be read again; e is a miss.
+    assert_eq!(sink.ambiguous, [1, 2]);
     assert_eq!(fetched(sink), ["A", "err", "err", "D", "miss"]);
+}
+
+#[test]
+fn as_many_error_lines_as_keys_without_a_hit_pin_them() {
+    let w = wire(&[b"a", b"b", b"c", b"d"]);
+    let mut sink = get_sink(&w);
+    let keys = [0, 1, 2, 3];
+    let mut cursor = 0;
+    let kind = ReplyKind::Retrieval;
+    let failed = || Reply::Failed(Error::ServerError("backend failure".into()));
+    sink.reply(kind, &keys, &mut cursor, value(b"a", b"A"))
+        .unwrap();
+    sink.reply(kind, &keys, &mut cursor, failed()).unwrap();
+    sink.reply(kind, &keys, &mut cursor, failed()).unwrap();
+    sink.reply(kind, &keys, &mut cursor, value(b"d", b"D"))
+        .unwrap();
+    sink.reply(kind, &keys, &mut cursor, Reply::End).unwrap();
+    assert!(sink.ambiguous.is_empty());
+    assert_eq!(fetched(sink), ["A", "err", "err", "D"]);
 }
 
 #[test]
@@ -135,6 +157,7 @@ fn a_server_error_line_first_or_last_covers_its_side() {
         .unwrap();
     sink.reply(kind, &[0, 1, 2], &mut cursor, Reply::End)
         .unwrap();
+    assert!(sink.ambiguous.is_empty());
     assert_eq!(fetched(sink), ["err", "B", "miss"]);
     let mut sink = get_sink(&w);
     let mut cursor = 0;
@@ -143,6 +166,7 @@ fn a_server_error_line_first_or_last_covers_its_side() {
     sink.reply(kind, &[0, 1, 2], &mut cursor, failed()).unwrap();
     sink.reply(kind, &[0, 1, 2], &mut cursor, Reply::End)
         .unwrap();
+    assert_eq!(sink.ambiguous, [1, 2]);
     assert_eq!(fetched(sink), ["A", "err", "err"]);
 }
 
@@ -170,6 +194,7 @@ fn with_hits_out_of_order_an_error_line_fails_every_key_without_a_hit() {
     sink.reply(kind, &keys, &mut cursor, value(b"a", b"A"))
         .unwrap();
     sink.reply(kind, &keys, &mut cursor, Reply::End).unwrap();
+    assert_eq!(sink.ambiguous, [1, 3]);
     assert_eq!(fetched(sink), ["A", "err", "C", "err"]);
 }
 
@@ -306,30 +331,6 @@ fn a_resumable_line_error_is_the_key_outcome_a_broken_one_is_returned() {
 }
 
 #[test]
-fn stats_collects_lines_per_server() {
-    let mut sink = StatsSink::new(2);
-    let stat = Reply::Stat {
-        name: b"pid",
-        value: b"1",
-    };
-    assert!(!sink.reply(ReplyKind::Stats, &[1], &mut 0, stat).unwrap());
-    assert!(sink
-        .reply(ReplyKind::Stats, &[1], &mut 0, Reply::End)
-        .unwrap());
-    sink.fail(&[0], &Error::Timeout);
-    let out = sink.finish();
-    assert_eq!(out[0], Err(Error::Timeout));
-    assert_eq!(out[1], Ok(vec![(b"pid".to_vec(), b"1".to_vec())]));
-}
-
-#[test]
-fn an_unknown_stats_group_fails_the_request_not_the_stream() {
-    let mut sink = StatsSink::new(1);
-    let r = sink.reply(ReplyKind::Stats, &[0], &mut 0, Reply::NotFound);
-    assert!(matches!(&r, Err(e) if e.is_resumable()), "{r:?}");
-}
-
-#[test]
 fn owned_wire_keys_match_hits_as_the_borrowed_ones_do() {
     let keys = wire(&[b"", b"a", b"bb", b"a-long-key"]);
     let owned = crate::client::Keys::of(&keys);
@@ -397,27 +398,57 @@ fn a_quiet_batch_with_more_error_lines_than_keys_breaks_the_stream() {
 }
 
 #[test]
-fn a_stats_reply_has_a_bounded_number_of_lines() {
-    let mut sink = StatsSink::new(1);
-    let stat = || Reply::Stat {
-        name: b"pid",
-        value: b"1",
+fn a_large_value_in_a_grown_buffer_is_claimed_and_keeps_that_buffer() {
+    let w = wire(&[b"a", b"b", b"c"]);
+    let mut sink = get_sink(&w);
+    let (keys, kind, mut cursor) = ([0, 1, 2], ReplyKind::Retrieval, 0);
+    let big = vec![b'L'; CLAIM_FROM + 1];
+    let unit = [b"head".as_slice(), &big].concat();
+    sink.claims.allow(true);
+    sink.reply(kind, &keys, &mut cursor, value(b"a", &unit[4..]))
+        .unwrap();
+    // One claim per dispatch: a second large value is copied.
+    sink.reply(kind, &keys, &mut cursor, value(b"b", &big))
+        .unwrap();
+    sink.reply(kind, &keys, &mut cursor, value(b"c", b"C"))
+        .unwrap();
+    assert!(sink.data.len() < 2 * big.len());
+    let at = unit[4..].as_ptr();
+    assert_eq!(sink.claims.pending(), Some((at as usize, big.len())));
+    assert_eq!(sink.claims.settle(Some((unit, 4))), None);
+    assert_eq!(sink.claims.pending(), None);
+    let f = Fetched {
+        items: sink.out.finish(),
+        data: sink.data,
+        owned: sink.claims.owned,
     };
-    for _ in 0..MAX_STAT_LINES {
-        assert!(!sink.reply(ReplyKind::Stats, &[0], &mut 0, stat()).unwrap());
-    }
-    let r = sink.reply(ReplyKind::Stats, &[0], &mut 0, stat());
-    assert!(matches!(r, Err(Error::Protocol(_))), "{r:?}");
-    // And of bytes: a few long lines are refused as well.
-    let mut sink = StatsSink::new(1);
-    let long = vec![b'x'; 8000];
-    let mut refused = false;
-    for _ in 0..MAX_STAT_BYTES / 8000 + 1 {
-        let line = Reply::Stat {
-            name: b"n",
-            value: &long,
-        };
-        refused |= sink.reply(ReplyKind::Stats, &[0], &mut 0, line).is_err();
-    }
-    assert!(refused);
+    let got: Vec<&[u8]> = f
+        .items
+        .iter()
+        .map(|r| f.bytes(r.as_ref().unwrap().as_ref().unwrap()))
+        .collect();
+    assert_eq!(got, [&big[..], &big[..], b"C"]);
+    // The claimed value's bytes are those of the buffer handed over, not a copy.
+    assert_eq!(got[0].as_ptr(), at);
+}
+
+#[test]
+fn a_claim_is_made_only_where_allowed_and_its_key_is_given_back_if_not_settled() {
+    let w = wire(&[b"a"]);
+    let big = vec![b'L'; CLAIM_FROM + 1];
+    let (kind, mut cursor) = (ReplyKind::Retrieval, 0);
+    let mut sink = get_sink(&w);
+    sink.reply(kind, &[0], &mut cursor, value(b"a", &big))
+        .unwrap();
+    assert_eq!(sink.claims.pending(), None);
+    assert_eq!(fetched(sink), [String::from_utf8(big.clone()).unwrap()]);
+    let (mut sink, mut cursor) = (get_sink(&w), 0);
+    sink.claims.allow(true);
+    sink.reply(kind, &[0], &mut cursor, value(b"a", &big))
+        .unwrap();
+    assert!(sink.claims.pending().is_some());
+    // No buffer came: the key to fail is given back, and revoked it fails.
+    assert_eq!(sink.claims.settle(None), Some(0));
+    sink.revoke(&[0], &Error::Protocol("lost".into()));
+    assert_eq!(fetched(sink), ["err"]);
 }

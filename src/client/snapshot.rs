@@ -4,7 +4,7 @@
 //! half-applied change: not of behaviors, not of the server list.
 //!
 //! Owns `Snapshot`. Uses `behaviors`, `ring`, `topology`, `connection::SocketOptions`,
-//! `server::FailurePolicy` and `protocol`'s key checks.
+//! `server::health::FailurePolicy` and `protocol`'s key checks.
 
 use std::borrow::Cow;
 use std::sync::Arc;
@@ -15,7 +15,7 @@ use crate::connection::SocketOptions;
 use crate::error::{Error, Result};
 use crate::protocol::{validate_binary_key, validate_text_key};
 use crate::ring::Ring;
-use crate::server::FailurePolicy;
+use crate::server::health::FailurePolicy;
 
 pub(super) struct Snapshot {
     pub behaviors: Behaviors,
@@ -37,7 +37,7 @@ impl Snapshot {
         live: Vec<bool>,
     ) -> Self {
         let ring = Ring::build(&behaviors.ring, &topo.ring_servers, &live);
-        let check_stalls = !behaviors.mark_down_at_once;
+        let policy = FailurePolicy::from(&behaviors);
         let read_timeout = behaviors.read_timeout();
         let opts = SocketOptions {
             binary: behaviors.binary,
@@ -45,9 +45,9 @@ impl Snapshot {
             connect_timeout: behaviors.connect_timeout(),
             read_timeout,
             write_timeout: behaviors.write_timeout(),
-            // A blocking read wakes at the check point to look at a stall (`check`).
-            recv_wait: if check_stalls {
-                super::check::check_after(read_timeout)
+            // A blocking read wakes at the check point to look at a stall (`stall`).
+            recv_wait: if policy.check_stalls {
+                super::stall::check_after(read_timeout)
             } else {
                 read_timeout
             },
@@ -58,13 +58,6 @@ impl Snapshot {
             recv_buffer: behaviors
                 .socket_recv_size
                 .and_then(|v| usize::try_from(v).ok()),
-        };
-        let policy = FailurePolicy {
-            retry_timeout: behaviors.retry_timeout(),
-            auto_eject: behaviors.auto_eject,
-            failure_limit: behaviors.failure_limit,
-            dead_timeout: behaviors.dead_timeout(),
-            check_stalls,
         };
         Snapshot {
             behaviors,

@@ -4,17 +4,14 @@
 //! started with, so it finishes on the servers it was routed to, and a removed server's
 //! connections are closed when the last operation holding it lets go.
 //!
-//! Owns `Topology`, the matching of a new server list against the current one (plain Rust, no
-//! I/O) and `Client::set_servers`. Uses `server::Server`, `ring::RingServer`, the snapshot.
+//! Owns `Topology` and the matching of a new server list against the current one (plain Rust,
+//! no I/O; `Client::set_servers`, in `config`, publishes it). Uses `server::Server` and
+//! `ring::RingServer`.
 
-use std::sync::atomic::Ordering;
 use std::sync::Arc;
-use std::time::Instant;
 
-use super::snapshot::Snapshot;
-use super::{Client, EventKind, ServerSpec};
+use super::ServerSpec;
 use crate::connection::Address;
-use crate::error::{Error, Result};
 use crate::ring::{RingServer, RingSettings};
 use crate::server::Server;
 
@@ -116,57 +113,11 @@ pub(super) fn note_servers(ring: &mut RingSettings, topo: &Topology) -> bool {
     !before && ring.weighted
 }
 
-impl Client {
-    /// Replace the server list, atomically: an operation runs on the old list or on the new
-    /// one, never on a mix. Servers in both lists (same address) keep their connections,
-    /// health and metrics; a removed server's connections close when the last operation using
-    /// it finishes. The ring is built as a fresh client's over `specs` with these behaviors
-    /// (a weight above 1 under a consistent distribution turns the weighted ring on, as in the
-    /// constructor; one the old list's weights turned on is off again first), so with a
-    /// consistent distribution only the keys of added and removed servers move. Plain Rust
-    /// under the snapshot's write lock: no I/O, no connection opened.
-    pub fn set_servers(&self, specs: Vec<ServerSpec>) -> Result<Membership> {
-        if specs.is_empty() {
-            return Err(Error::NoServers);
-        }
-        let mut guard = self.snapshot.write();
-        let cur = guard.clone();
-        if cur.topo.specs == specs {
-            return Ok(Membership::default());
-        }
-        let (topo, change) = cur.topo.next(specs, cur.topo.version.wrapping_add(1));
-        let mut behaviors = cur.behaviors.clone();
-        if self.weighted_by_servers.load(Ordering::Relaxed) {
-            behaviors.ring.weighted = false;
-        }
-        // A fresh client's list: sorted only if `_sort_hosts` is on now.
-        behaviors.ring.sorted = false;
-        let by_servers = note_servers(&mut behaviors.ring, &topo);
-        self.weighted_by_servers
-            .store(by_servers, Ordering::Relaxed);
-        // Kept servers keep their ejections: the ring leaves them out until they run out.
-        let now = Instant::now();
-        let live: Vec<bool> = topo.servers.iter().map(|s| !s.is_ejected(now)).collect();
-        if live.contains(&false) {
-            self.maybe_ejected.store(true, Ordering::Relaxed);
-        }
-        let snap = Snapshot::new(behaviors, cur.namespace.clone(), Arc::new(topo), live);
-        *guard = Arc::new(snap);
-        drop(guard);
-        drop(cur);
-        for a in &change.added {
-            self.note_event(EventKind::Added, a, None);
-        }
-        for a in &change.removed {
-            self.note_event(EventKind::Removed, a, None);
-        }
-        Ok(change)
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::client::{Client, EventKind};
+    use crate::error::Error;
 
     fn spec(port: u16, weight: u32) -> ServerSpec {
         ServerSpec {

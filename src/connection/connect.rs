@@ -9,6 +9,7 @@ use std::os::unix::net::UnixStream;
 use std::time::Duration;
 
 use crate::error::{Error, Result};
+use crate::fake::Wire;
 use crate::security::Security;
 
 /// Where a server lives.
@@ -81,10 +82,11 @@ impl SocketOptions {
     }
 }
 
-/// A connected socket.
+/// A connected socket, or an in-process connection to a fake server (`crate::fake`).
 pub(super) enum Stream {
     Tcp(TcpStream),
     Unix(UnixStream),
+    Fake(Box<Wire>),
 }
 
 impl Stream {
@@ -92,14 +94,19 @@ impl Stream {
         match self {
             Stream::Tcp(s) => s.as_fd(),
             Stream::Unix(s) => s.as_fd(),
+            Stream::Fake(w) => w.fd(),
         }
     }
 
     /// The kernel's receive timeout for blocking reads.
-    pub(super) fn set_read_timeout(&self, d: Duration) -> Result<()> {
+    pub(super) fn set_read_timeout(&mut self, d: Duration) -> Result<()> {
         let r = match self {
             Stream::Tcp(s) => s.set_read_timeout(Some(d)),
             Stream::Unix(s) => s.set_read_timeout(Some(d)),
+            Stream::Fake(w) => {
+                w.set_read_timeout(d);
+                Ok(())
+            }
         };
         r.map_err(|e| Error::Connect(e.to_string()))
     }
@@ -111,6 +118,7 @@ impl Read for Stream {
         match self {
             Stream::Tcp(s) => s.read(buf),
             Stream::Unix(s) => s.read(buf),
+            Stream::Fake(w) => w.recv(buf, true),
         }
     }
 }
@@ -120,6 +128,7 @@ impl Write for Stream {
         match self {
             Stream::Tcp(s) => s.write(buf),
             Stream::Unix(s) => s.write(buf),
+            Stream::Fake(w) => w.send(buf),
         }
     }
     fn flush(&mut self) -> io::Result<()> {
@@ -130,6 +139,11 @@ impl Write for Stream {
 /// Resolve and connect, honouring the connect timeout, and apply the socket options: no Nagle,
 /// keepalive, buffer sizes, and the kernel's send/receive timeouts for blocking calls.
 pub(super) fn open(addr: &Address, opts: &SocketOptions) -> Result<Stream> {
+    if let Some((fake, host, port)) = in_process(addr, opts) {
+        let w = Wire::connect(fake, (host, port), opts.read_timeout)
+            .map_err(|e| Error::Connect(format!("{}: {e}", addr.display_name())))?;
+        return Ok(Stream::Fake(Box::new(w)));
+    }
     let stream = match addr {
         Address::Tcp { host, port } => Stream::Tcp(connect_tcp(addr, host, *port, opts)?),
         Address::Unix(path) => {
@@ -160,8 +174,24 @@ pub(super) fn open(addr: &Address, opts: &SocketOptions) -> Result<Stream> {
             set(s.set_read_timeout(Some(opts.read_timeout)))?;
             set(s.set_write_timeout(Some(opts.write_timeout)))?;
         }
+        Stream::Fake(_) => {}
     }
     Ok(stream)
+}
+
+/// The fake server `fastmc.testing` serves in this process at `addr`, if any: talked to
+/// in-process (it speaks neither TLS nor SASL, which go to its socket and fail there as on it).
+fn in_process<'a>(
+    addr: &'a Address,
+    opts: &SocketOptions,
+) -> Option<(std::sync::Arc<crate::fake::Fake>, &'a str, u16)> {
+    let Address::Tcp { host, port } = addr else {
+        return None;
+    };
+    if opts.security.tls.is_some() || opts.security.sasl.is_some() {
+        return None;
+    }
+    crate::fake::lookup(host, *port).map(|f| (f, host.as_str(), *port))
 }
 
 /// The first address of `host` that accepts a connection within the connect timeout.

@@ -2,17 +2,21 @@
 //!
 //! Sockets stay in blocking mode with kernel send/receive timeouts, so the common single-server
 //! request costs one `send` and one `recv`; the poll loop in `client` drives many connections at
-//! once with per-call non-blocking flags instead. Depends on `error`, `security` and
-//! `protocol::binary` (how `quit` is said).
+//! once with per-call non-blocking flags instead. Depends on `error`, `security`,
+//! `protocol::binary` (how `quit` is said) and `fake` (the in-process wire).
 //!
-//! `connect.rs` opens the socket, `handshake.rs` runs TLS and SASL on it. With TLS, a rustls
-//! session sits between the buffers and the socket: the handshake (and SASL) run blocking inside
-//! `connect`; afterwards plaintext goes in and out through the same
-//! non-blocking calls, and `pending_write` tells the poll loop that sealed records still wait for
-//! the socket.
+//! `connect.rs` opens the socket, `handshake.rs` runs TLS and SASL on it, `recv.rs` is the read
+//! side (the read buffer and the reads that fill it); this file keeps the writes. With TLS, a
+//! rustls session sits between the buffers and the socket: the handshake (and SASL) run blocking
+//! inside `connect`; afterwards plaintext goes in and out through the same non-blocking calls,
+//! and `pending_write` tells the poll loop that sealed records still wait for the socket.
+//!
+//! A connection to a fake server that `fastmc.testing` serves in this process is in-process
+//! (`crate::fake::Wire`, opened by `connect::open`): the same buffers and calls, no socket.
 
 mod connect;
 mod handshake;
+mod recv;
 
 use std::io::{self, Read, Write};
 use std::os::fd::BorrowedFd;
@@ -20,7 +24,7 @@ use std::time::{Duration, Instant};
 
 use rustix::net::{RecvFlags, SendFlags};
 
-use crate::error::{Error, IoFailure, Result};
+use crate::error::{Error, Result};
 use crate::protocol::binary;
 use connect::Stream;
 pub use connect::{Address, SocketOptions};
@@ -77,8 +81,8 @@ fn flush_tls(tls: &mut rustls::ClientConnection, fd: BorrowedFd<'_>) -> Result<(
     Ok(())
 }
 
-/// See `Connection::needs_probe`.
-const PROBE_AFTER: Duration = Duration::from_millis(1);
+/// See `Connection::needs_peek`.
+const PEEK_AFTER: Duration = Duration::from_millis(1);
 
 /// The read buffer's usual size. It is never full of one unit unless a header announced a
 /// larger one (`reserve_unit`): reply lines are at most `protocol::text::MAX_LINE`.
@@ -102,10 +106,10 @@ pub struct Connection {
     /// use it. (Not an `os.register_at_fork` hook: uWSGI forks without running Python's hooks.)
     generation: u64,
     /// When the server last answered on this connection without an error line: see
-    /// `needs_probe`.
+    /// `needs_peek`.
     answered_at: Option<Instant>,
     /// When the last `noreply` write on this connection was sent (see
-    /// `needs_probe_before_noreply`).
+    /// `needs_peek_before_noreply`).
     noreply_sent_at: Option<Instant>,
     /// Whether any reply byte arrived since `begin_request` (decides if a retry is safe).
     received_since_begin: bool,
@@ -176,6 +180,9 @@ impl Connection {
 
     /// The kernel's send and receive buffer sizes of this socket (0 where unknown).
     pub fn buffer_sizes(&self) -> (usize, usize) {
+        if let Stream::Fake(w) = &self.stream {
+            return w.socket_buffer_sizes();
+        }
         let fd = self.stream.fd();
         (
             rustix::net::sockopt::socket_send_buffer_size(fd).unwrap_or(0),
@@ -231,28 +238,28 @@ impl Connection {
     }
 
     /// Whether a `noreply` write should `peer_still_open` first: yes, unless this connection
-    /// got an answer (`needs_probe`) or carried another `noreply` write within `PROBE_AFTER`, so
+    /// got an answer (`needs_peek`) or carried another `noreply` write within `PEEK_AFTER`, so
     /// that a tight loop of `noreply` writes makes one system call per write. The loss this
     /// allows is bounded: if the server closed the connection in that window, the write goes
     /// into the closed socket and is lost (as with pylibmc), the peer's reset comes back within
     /// a round trip, and the next write fails to send (nothing sent) and goes out on a new
     /// connection. A connection idle for longer is always peeked at, so a restart between
     /// bursts loses nothing.
-    pub fn needs_probe_before_noreply(&self, now: Instant) -> bool {
-        let recent = |t: Option<Instant>| matches!(t, Some(at) if at <= now && now.duration_since(at) < PROBE_AFTER);
-        self.needs_probe(now) && !recent(self.noreply_sent_at)
+    pub fn needs_peek_before_noreply(&self, now: Instant) -> bool {
+        let recent = |t: Option<Instant>| matches!(t, Some(at) if at <= now && now.duration_since(at) < PEEK_AFTER);
+        self.needs_peek(now) && !recent(self.noreply_sent_at)
     }
 
     /// Whether a write should `peer_still_open` first: yes, unless the server answered without
-    /// an error within `PROBE_AFTER`. A server that closed the connection since could not
+    /// an error within `PEEK_AFTER`. A server that closed the connection since could not
     /// have come back yet (a restart takes longer), so a new connection would fail as well.
     /// Should it happen anyway, the write fails with an error and is not replayed: never
     /// silently lost, never applied twice. The peek is a system call, which tight loops of
     /// writes save.
-    pub fn needs_probe(&self, now: Instant) -> bool {
+    pub fn needs_peek(&self, now: Instant) -> bool {
         match self.answered_at {
             // (An answer after `now`, from another thread, says nothing about `now`.)
-            Some(at) if at <= now => now.duration_since(at) >= PROBE_AFTER,
+            Some(at) if at <= now => now.duration_since(at) >= PEEK_AFTER,
             _ => true,
         }
     }
@@ -262,6 +269,9 @@ impl Connection {
     /// waiting on a connection with unsynced `noreply` commands are their error lines, which the
     /// next request's sync marker reads: such a connection is still open.
     pub fn peer_still_open(&self) -> bool {
+        if let Stream::Fake(w) = &self.stream {
+            return w.peer_still_open(self.unsynced);
+        }
         let mut b = [0u8; 1];
         match rustix::net::recv(self.fd(), &mut b, RecvFlags::PEEK | RecvFlags::DONTWAIT) {
             Err(rustix::io::Errno::AGAIN) => true,
@@ -327,7 +337,10 @@ impl Connection {
         self.send_raw(data)
     }
 
-    fn send_raw(&self, data: &[u8]) -> Result<usize> {
+    fn send_raw(&mut self, data: &[u8]) -> Result<usize> {
+        if let Stream::Fake(w) = &mut self.stream {
+            return w.send(data).map_err(|e| Error::write(&e));
+        }
         match rustix::net::send(self.fd(), data, SEND) {
             Ok(n) => Ok(n),
             Err(rustix::io::Errno::AGAIN) => Ok(0),
@@ -339,181 +352,6 @@ impl Connection {
     /// Whether TLS records are sealed but not yet written (the poll loop must wait for POLLOUT).
     pub fn pending_write(&self) -> bool {
         self.tls.as_ref().is_some_and(|t| t.wants_write())
-    }
-
-    /// The unread bytes.
-    pub fn unread(&self) -> &[u8] {
-        &self.rbuf[self.rpos..self.rend]
-    }
-
-    /// Mark `n` unread bytes as used.
-    pub fn consume(&mut self, n: usize) {
-        self.rpos = (self.rpos + n).min(self.rend);
-        if self.rpos == self.rend {
-            self.rpos = 0;
-            self.rend = 0;
-        }
-    }
-
-    /// Move the unread bytes to the start of the read buffer.
-    fn compact(&mut self) {
-        if self.rpos > 0 {
-            self.rbuf.copy_within(self.rpos..self.rend, 0);
-            self.rend -= self.rpos;
-            self.rpos = 0;
-        }
-    }
-
-    /// Make room at the end of the read buffer, keeping unread data. A buffer full of one
-    /// unit that announced no size (only TLS plaintext rustls holds past a unit's end can do
-    /// that) grows by one chunk, never by doubling.
-    fn make_room(&mut self) -> Result<()> {
-        if self.rend < self.rbuf.len() {
-            return Ok(());
-        }
-        self.compact();
-        if self.rend == self.rbuf.len() {
-            self.rbuf.try_reserve_exact(READ_CHUNK)?;
-            self.rbuf.resize(self.rbuf.len() + READ_CHUNK, 0);
-        }
-        Ok(())
-    }
-
-    /// Room for a reply unit of `total` bytes whose header is the first unread byte (the size
-    /// its header announced, checked against the caller's limit): past `KEEP_READ_BUF` the
-    /// buffer grows to exactly that, so a large value costs its size once here; below, at least
-    /// to twice its size, so a run of growing medium values does not grow it each time. A
-    /// refusal of the allocator is an `Error::Alloc` rather than an abort. (The fresh buffer is
-    /// zero-filled: it holds only initialised bytes, which the reads need.)
-    pub fn reserve_unit(&mut self, total: usize) -> Result<()> {
-        if self.rpos + total <= self.rbuf.len() {
-            return Ok(());
-        }
-        if total <= self.rbuf.len() {
-            self.compact();
-            return Ok(());
-        }
-        let size = total.max(self.rbuf.len().saturating_mul(2).min(KEEP_READ_BUF));
-        let mut buf = Vec::new();
-        buf.try_reserve_exact(size)?;
-        buf.extend_from_slice(self.unread());
-        buf.resize(size, 0);
-        self.rend -= self.rpos;
-        self.rpos = 0;
-        self.rbuf = buf;
-        Ok(())
-    }
-
-    fn after_read(&mut self, r: io::Result<usize>, blocking: bool) -> Result<usize> {
-        match r {
-            Ok(0) => Err(Error::Read(IoFailure::closed())),
-            Ok(n) => {
-                self.rend += n;
-                self.read_total += n as u64;
-                self.received_since_begin = true;
-                Ok(n)
-            }
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => Ok(0),
-            Err(e) if io_kind_is_timeout(&e) => {
-                if blocking {
-                    Err(Error::Timeout)
-                } else {
-                    Ok(0)
-                }
-            }
-            Err(e) => Err(Error::read(&e)),
-        }
-    }
-
-    /// Move every decrypted byte rustls holds into the read buffer.
-    fn drain_plaintext(&mut self) -> Result<usize> {
-        let mut total = 0;
-        loop {
-            self.make_room()?;
-            let end = self.rend;
-            let Some(tls) = self.tls.as_mut() else {
-                return Ok(total);
-            };
-            match tls.reader().read(&mut self.rbuf[end..]) {
-                Ok(0) => {
-                    if total == 0 {
-                        return Err(Error::Read(IoFailure::closed()));
-                    }
-                    break;
-                }
-                Ok(n) => {
-                    self.rend += n;
-                    self.read_total += n as u64;
-                    self.received_since_begin = true;
-                    total += n;
-                }
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
-                Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => {
-                    return Err(Error::Read(IoFailure::closed()))
-                }
-                Err(e) => return Err(Error::Read(IoFailure::tls(e.kind(), &e))),
-            }
-        }
-        Ok(total)
-    }
-
-    /// TLS read: records from the socket, decrypted into the read buffer.
-    fn recv_tls(&mut self, blocking: bool) -> Result<usize> {
-        loop {
-            let Some(tls) = &mut self.tls else {
-                return Ok(0);
-            };
-            let r = if blocking {
-                tls.read_tls(&mut self.stream)
-            } else {
-                tls.read_tls(&mut NonBlocking(self.stream.fd()))
-            };
-            if !matches!(r, Ok(n) if n > 0) {
-                // Closed, interrupted, timed out or failed: the same outcomes as a plain read.
-                return self.after_read(r, blocking);
-            }
-            tls.process_new_packets()
-                .map_err(|e| Error::Read(IoFailure::tls(io::ErrorKind::InvalidData, e)))?;
-            // Post-handshake messages (key updates) may need an answer.
-            flush_tls(tls, self.stream.fd())?;
-            let n = self.drain_plaintext()?;
-            if n > 0 || !blocking {
-                return Ok(n);
-            }
-        }
-    }
-
-    /// Read what is available without blocking; Ok(0) means nothing was there.
-    pub fn recv_nonblocking(&mut self) -> Result<usize> {
-        if self.tls.is_some() {
-            return self.recv_tls(false);
-        }
-        self.make_room()?;
-        let end = self.rend;
-        let r = rustix::net::recv(self.stream.fd(), &mut self.rbuf[end..], RecvFlags::DONTWAIT)
-            .map(|(n, _)| n)
-            .map_err(io::Error::from);
-        self.after_read(r, false)
-    }
-
-    /// Read, blocking up to the socket's read timeout (then `Error::Timeout`).
-    pub fn recv_blocking(&mut self) -> Result<usize> {
-        if self.tls.is_some() {
-            return self.recv_tls(true);
-        }
-        self.make_room()?;
-        let end = self.rend;
-        let r = self.stream.read(&mut self.rbuf[end..]);
-        self.after_read(r, true)
-    }
-
-    /// Give back an oversized read buffer before the connection goes idle.
-    pub fn shrink(&mut self) {
-        if self.rbuf.len() > KEEP_READ_BUF && self.rpos == self.rend {
-            self.rbuf = vec![0; READ_CHUNK];
-            self.rpos = 0;
-            self.rend = 0;
-        }
     }
 
     /// Best-effort `quit` before closing (what pylibmc's `disconnect_all` sends).
@@ -529,6 +367,10 @@ impl Connection {
                 let _ = tls.writer().write_all(&b);
                 tls.send_close_notify();
                 let _ = flush_tls(tls, self.stream.fd());
+                return;
+            }
+            if let Stream::Fake(w) = &mut self.stream {
+                let _ = w.send(&b);
                 return;
             }
             let _ = self.send_nonblocking_ref(&b);

@@ -42,7 +42,7 @@ fn the_read_buffer_grows_to_the_announced_unit_and_no_further() {
 fn nodelay(c: &Connection) -> bool {
     match &c.stream {
         Stream::Tcp(s) => s.nodelay().unwrap(),
-        Stream::Unix(_) => unreachable!(),
+        Stream::Unix(_) | Stream::Fake(_) => unreachable!(),
     }
 }
 
@@ -91,4 +91,37 @@ fn for_a_medium_unit_the_read_buffer_at_least_doubles() {
     assert_eq!(c.rbuf.len(), KEEP_READ_BUF + 1);
     c.shrink();
     assert_eq!(c.rbuf.len(), READ_CHUNK);
+}
+
+#[test]
+fn a_read_buffer_grown_past_keep_read_buf_is_handed_over_with_a_value_in_it() {
+    let (mut c, mut server) = pair();
+    let n = KEEP_READ_BUF + 10;
+    server.write_all(b"0123456789").unwrap();
+    while c.unread().len() < 10 {
+        c.recv_blocking().unwrap();
+    }
+    // Not grown: nothing is handed over.
+    let at = c.unread().as_ptr() as usize;
+    assert_eq!(c.take_read_buffer(at, 10), None);
+    c.reserve_unit(n).unwrap();
+    assert!(c.holds_large_unit());
+    let mut block = vec![b'v'; n - 10];
+    block.extend_from_slice(b"END\r\n");
+    server.write_all(&block).unwrap();
+    while c.unread().len() < n + 5 {
+        c.recv_blocking().unwrap();
+    }
+    let at = c.unread()[10..].as_ptr() as usize;
+    c.consume(n);
+    // Bytes that are not in the buffer: refused.
+    assert_eq!(c.take_read_buffer(block.as_ptr() as usize, 1), None);
+    let (buf, start) = c.take_read_buffer(at, n - 10).unwrap();
+    assert_eq!(start, 10);
+    assert_eq!(&buf[..10], b"0123456789");
+    assert!(buf[start..n].iter().all(|&b| b == b'v'));
+    // The connection keeps what was not consumed, in a buffer of the usual size.
+    assert_eq!(c.unread(), b"END\r\n");
+    assert_eq!(c.rbuf.len(), READ_CHUNK);
+    assert!(!c.holds_large_unit());
 }

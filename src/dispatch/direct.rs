@@ -24,7 +24,7 @@ use rustix::time::{
 };
 
 use super::request::{Outcome, Request};
-use crate::client::{Begun, Client, DirectOp, Step, StoreItem};
+use crate::client::{Begun, Client, Step};
 use crate::connection::to_timespec;
 
 /// How many times `ready` looks again when the connections moved, before it lets the loop run.
@@ -55,7 +55,7 @@ impl<P> HandOff<P> {
             req,
             payload,
         } = self;
-        let out = with_args(&req, |keys, items| client.complete(*begun, keys, items));
+        let out = req.with_args(|args| client.complete(*begun, args));
         (payload, out)
     }
 }
@@ -121,42 +121,6 @@ pub struct IdleWaits {
     pub timed_out: u64,
 }
 
-/// The operation a request is, if the loop may drive it: those that wait for their replies
-/// (a `noreply` write goes to the workers, which send it without a round trip).
-fn direct_op(req: &Request) -> Option<DirectOp> {
-    match req {
-        Request::Get { cas, .. } => Some(DirectOp::Fetch { cas: *cas }),
-        Request::Store {
-            cmd,
-            noreply: false,
-            ..
-        } => Some(DirectOp::Store { cmd: *cmd }),
-        Request::Delete { noreply: false, .. } => Some(DirectOp::Delete),
-        Request::Arith { incr, delta, .. } => Some(DirectOp::Arith {
-            incr: *incr,
-            delta: *delta,
-        }),
-        Request::Touch {
-            exptime,
-            noreply: false,
-            ..
-        } => Some(DirectOp::Touch { exptime: *exptime }),
-        _ => None,
-    }
-}
-
-/// Call `f` with the request's keys and its items (stores: the items only; a store's keys are
-/// its items', and the core reads them there).
-fn with_args<R>(req: &Request, f: impl FnOnce(&[&[u8]], &[StoreItem<'_>]) -> R) -> R {
-    match req {
-        Request::Store { items, .. } => f(&[], &items.all()),
-        _ => {
-            let keys = req.keys().map(|k| k.refs()).unwrap_or_default();
-            f(&keys, &[])
-        }
-    }
-}
-
 /// What epoll reported for a connection, as `poll` would report it (`Begun::advance`).
 fn as_poll_flags(flags: epoll::EventFlags) -> PollFlags {
     let mut events = PollFlags::empty();
@@ -194,6 +158,8 @@ impl<P> Direct<P> {
     /// Begin `req` on this thread. `Err` gives it back when the workers must run it (another
     /// request runs here, its kind waits for no reply, or `Client::begin` declined). `watch`:
     /// register what it waits on for the loop; else the caller goes on with `wait_here`.
+    // The request comes back by value: boxing it would cost an allocation per request.
+    #[allow(clippy::result_large_err)]
     pub fn start(
         &mut self,
         client: &Client,
@@ -201,10 +167,10 @@ impl<P> Direct<P> {
         payload: P,
         watch: bool,
     ) -> Result<Progress<P>, (Request, P)> {
-        let Some(op) = direct_op(&req).filter(|_| self.running.is_none()) else {
+        if self.running.is_some() {
             return Err((req, payload));
-        };
-        let Some(begun) = with_args(&req, |keys, items| client.begin(op, keys, items)) else {
+        }
+        let Some(begun) = req.with_args(|args| client.begin(&req.op, args)) else {
             return Err((req, payload));
         };
         self.running = Some(Running {

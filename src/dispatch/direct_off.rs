@@ -4,7 +4,7 @@
 //!
 //! Why: `direct.rs` watches a request's connections through an epoll descriptor with a timerfd
 //! in it, both Linux's. macOS's counterpart, kqueue with an `EVFILT_TIMER`, is reached through
-//! rustix's `kevent`, an `unsafe fn`, and the crate allows only two audited `unsafe` blocks
+//! rustix's `kevent`, an `unsafe fn`, and the library allows only two audited `unsafe` blocks
 //! (CONTRIBUTING).
 //! A lone request on an idle loop then costs two cross-thread wake-ups more (docs/aio.md);
 //! the results are the same.
@@ -81,6 +81,8 @@ impl<P> Direct<P> {
     }
 
     /// Always `Err`: the workers run it.
+    // As on Linux: the request comes back by value (boxing it would cost an allocation).
+    #[allow(clippy::result_large_err)]
     pub fn start(
         &mut self,
         _client: &Client,

@@ -1,10 +1,10 @@
-//! What the dispatcher carries: requests with owned keys and values (`Keys`, `Items`), and their
-//! outcomes: the core client's `Outcome`, the same whether a worker or the loop's thread ran
-//! the request. No threads, no I/O. Uses `client` and `protocol` (`StoreCmd`, `StoreItem`).
+//! What the dispatcher carries: a request is an operation (`client::Op`) with owned keys or
+//! values (`Keys`, `Items`); its outcome is the core client's `Outcome`, the same whether a
+//! worker or the loop's thread ran the request. No threads, no I/O. Uses `client` and
+//! `protocol` (`StoreItem`).
 
+pub use crate::client::{Args, Keys, Op, Outcome};
 use crate::client::{Client, StoreItem};
-pub use crate::client::{Keys, Outcome};
-use crate::protocol::StoreCmd;
 
 /// Storage items with their values in one buffer. When dropped, its buffers are kept for the
 /// next `Items` made on the same thread (`SPARE`), as `Keys` keeps its own: a large request's
@@ -98,96 +98,99 @@ impl Items {
     }
 }
 
-/// One operation, as the blocking client's methods take it.
+/// One operation and what it is applied to.
 #[derive(Clone, Debug)]
-pub enum Request {
-    Get {
-        keys: Keys,
-        cas: bool,
-    },
-    Store {
-        cmd: StoreCmd,
-        items: Items,
-        noreply: bool,
-    },
-    Delete {
-        keys: Keys,
-        noreply: bool,
-    },
-    Arith {
-        incr: bool,
-        keys: Keys,
-        delta: u64,
-    },
-    Touch {
-        keys: Keys,
-        exptime: u32,
-        noreply: bool,
-    },
-    Flush {
-        delay: u32,
-    },
-    Stats {
-        args: Vec<u8>,
-    },
-    /// A meta command (`mg`, `md`) with the same flags for every key.
-    Meta {
-        verb: Vec<u8>,
-        keys: Keys,
-        flags: Vec<u8>,
-    },
-    /// get-and-touch.
-    Gat {
-        keys: Keys,
-        exptime: u32,
-    },
+pub struct Request {
+    pub op: Op,
+    args: Owned,
+}
+
+/// A request's own copy of its arguments (see `client::Args`).
+#[derive(Clone, Debug)]
+enum Owned {
+    /// A whole-client command.
+    None,
+    Keys(Keys),
+    /// An operation that sends values (a store).
+    Items(Items),
 }
 
 impl Request {
+    /// `op` on `keys`.
+    pub fn new(op: impl Into<Op>, keys: Keys) -> Request {
+        Request {
+            op: op.into(),
+            args: Owned::Keys(keys),
+        }
+    }
+
+    /// `op` sending `items` (a store).
+    pub fn items(op: impl Into<Op>, items: Items) -> Request {
+        Request {
+            op: op.into(),
+            args: Owned::Items(items),
+        }
+    }
+
+    /// A whole-client command (flush, stats).
+    pub fn whole(op: impl Into<Op>) -> Request {
+        Request {
+            op: op.into(),
+            args: Owned::None,
+        }
+    }
+
     /// The keys it names (none for the whole-client commands).
     pub fn keys(&self) -> Option<&Keys> {
-        match self {
-            Request::Get { keys, .. }
-            | Request::Delete { keys, .. }
-            | Request::Arith { keys, .. }
-            | Request::Touch { keys, .. }
-            | Request::Meta { keys, .. }
-            | Request::Gat { keys, .. } => Some(keys),
-            Request::Store { items, .. } => Some(items.keys()),
-            Request::Flush { .. } | Request::Stats { .. } => None,
+        match &self.args {
+            Owned::Keys(keys) => Some(keys),
+            Owned::Items(items) => Some(items.keys()),
+            Owned::None => None,
+        }
+    }
+
+    /// Call `f` with the request's arguments as the core takes them.
+    pub fn with_args<R>(&self, f: impl FnOnce(Args<'_, '_>) -> R) -> R {
+        match &self.args {
+            Owned::Keys(keys) => f(Args::keys(&keys.refs())),
+            Owned::Items(items) => f(Args::items(&items.all())),
+            Owned::None => f(Args::default()),
         }
     }
 
     /// Run it on the blocking client (the worker's thread).
     pub(super) fn execute(&self, client: &Client) -> Outcome {
-        match self {
-            Request::Get { keys, cas } => Outcome::Fetched(client.get_multi(&keys.refs(), *cas)),
-            Request::Store {
-                cmd,
-                items,
-                noreply,
-            } => Outcome::Stored(client.store_multi(*cmd, &items.all(), *noreply)),
-            Request::Delete { keys, noreply } => {
-                Outcome::Found(client.delete_multi(&keys.refs(), *noreply))
+        self.with_args(|args| self.op.call(client, args))
+    }
+}
+
+/// Run requests of one operation (equal `Op`s) as one blocking call: their arguments
+/// concatenated; each one's outcome, in order.
+pub(super) fn execute_merged(client: &Client, reqs: &[Request]) -> Vec<Outcome> {
+    let Some(first) = reqs.first() else {
+        return Vec::new();
+    };
+    let mut keys: Vec<&[u8]> = Vec::new();
+    let mut items: Vec<StoreItem<'_>> = Vec::new();
+    let mut lens = Vec::with_capacity(reqs.len());
+    for r in reqs {
+        match &r.args {
+            Owned::Keys(k) => {
+                keys.extend((0..k.len()).map(|i| k.get(i)));
+                lens.push(k.len());
             }
-            Request::Arith { incr, keys, delta } => {
-                Outcome::Numbers(client.arith_multi(*incr, &keys.refs(), *delta))
+            Owned::Items(it) => {
+                items.extend((0..it.len()).map(|i| it.get(i)));
+                lens.push(it.len());
             }
-            Request::Touch {
-                keys,
-                exptime,
-                noreply,
-            } => Outcome::Found(client.touch_multi(&keys.refs(), *exptime, *noreply)),
-            Request::Flush { delay } => Outcome::Flushed(client.flush_all(*delay)),
-            Request::Stats { args } => Outcome::Stats(client.stats(args)),
-            Request::Meta { verb, keys, flags } => {
-                Outcome::Meta(client.meta_command(verb, &keys.refs(), flags))
-            }
-            Request::Gat { keys, exptime } => {
-                Outcome::Fetched(client.gat_multi(&keys.refs(), *exptime))
-            }
+            Owned::None => lens.push(0),
         }
     }
+    let args = Args {
+        keys: &keys,
+        items: &items,
+    };
+    first.op.call_merged(client, args, &lens)
 }
 
 #[cfg(test)]

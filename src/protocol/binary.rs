@@ -178,11 +178,26 @@ pub fn encode_delete(buf: &mut Vec<u8>, key: &[u8], quiet: bool, opaque: u32) {
 /// INCREMENT / DECREMENT with expiration 0xffffffff, so a missing key is never created (what
 /// libmemcached sends for pylibmc's `incr`/`decr`).
 pub fn encode_arith(buf: &mut Vec<u8>, incr: bool, key: &[u8], delta: u64, opaque: u32) {
+    encode_arith_create(buf, incr, key, delta, None, opaque);
+}
+
+/// INCREMENT/DECREMENT that, given `(initial, exptime)`, creates a missing counter at `initial`
+/// with that expiry (the server answers `initial`); without, a miss stays a miss (expiration
+/// all ones).
+pub fn encode_arith_create(
+    buf: &mut Vec<u8>,
+    incr: bool,
+    key: &[u8],
+    delta: u64,
+    create: Option<(u64, u32)>,
+    opaque: u32,
+) {
     let opcode = if incr { op::INCREMENT } else { op::DECREMENT };
+    let (initial, exptime) = create.unwrap_or((0, u32::MAX));
     header(buf, opcode, key.len(), 20, 0, opaque, 0);
     buf.extend_from_slice(&delta.to_be_bytes());
-    buf.extend_from_slice(&0u64.to_be_bytes());
-    buf.extend_from_slice(&u32::MAX.to_be_bytes());
+    buf.extend_from_slice(&initial.to_be_bytes());
+    buf.extend_from_slice(&exptime.to_be_bytes());
     buf.extend_from_slice(key);
 }
 

@@ -1,5 +1,5 @@
 //! Protocol-independent pieces: key validation, the request and reply vocabulary shared by the
-//! encoders and parsers, and the one dispatcher between the two line-based parsers. Pure:
+//! encoders and parsers, and the one place that picks between the two line-based parsers. Pure:
 //! depends only on `error`.
 //!
 //! Layering: `text` and `meta` both use `ascii` (line framing) and never each other; `binary`

@@ -7,13 +7,14 @@ pub mod args;
 pub mod client;
 pub mod errors;
 pub mod events;
+pub mod fake;
 mod io;
 pub mod serde;
 pub mod servers;
 pub mod values;
 
 use pyo3::prelude::*;
-use pyo3::types::PyList;
+use pyo3::types::{PyBytes, PyList};
 
 use crate::behaviors::ALL_BEHAVIORS;
 use crate::ring::{Distribution, HashKind};
@@ -25,6 +26,20 @@ fn _pickle_is_plain(data: &[u8]) -> bool {
     crate::pickle_scan::is_plain_data(data)
 }
 
+/// A zstd dictionary of at most `size` bytes trained on `samples` (`fastmc.values` wraps it).
+#[pyfunction]
+fn _zstd_train<'py>(
+    py: Python<'py>,
+    samples: Vec<Bound<'py, PyBytes>>,
+    size: usize,
+) -> PyResult<Bound<'py, PyBytes>> {
+    let owned: Vec<Vec<u8>> = samples.iter().map(|s| s.as_bytes().to_vec()).collect();
+    let refs: Vec<&[u8]> = owned.iter().map(Vec::as_slice).collect();
+    let dict = io::released(py, || crate::compress::train(&refs, size))
+        .map_err(pyo3::exceptions::PyValueError::new_err)?;
+    Ok(PyBytes::new(py, &dict))
+}
+
 #[pymodule(gil_used = false)]
 fn _fastmc(m: &Bound<'_, PyModule>) -> PyResult<()> {
     let py = m.py();
@@ -34,6 +49,9 @@ fn _fastmc(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<aio::PyDirect>()?;
     m.add_class::<aio::PyAioFuture>()?;
     m.add_class::<aio::PyReader>()?;
+    m.add_class::<fake::PyFakeClock>()?;
+    m.add_class::<fake::PyFakeCore>()?;
+    m.add_class::<fake::PyFakeSession>()?;
     errors::init_retcodes(py)?;
     let excs = PyList::empty(py);
     for (name, cls, _) in errors::all_exceptions(py) {
@@ -41,6 +59,8 @@ fn _fastmc(m: &Bound<'_, PyModule>) -> PyResult<()> {
         excs.append((name, cls))?;
     }
     m.add_function(wrap_pyfunction!(_pickle_is_plain, m)?)?;
+    m.add_function(wrap_pyfunction!(client::metrics::metric_schema, m)?)?;
+    m.add_function(wrap_pyfunction!(_zstd_train, m)?)?;
     // fastmc's own, outside pylibmc's `exceptions` list.
     m.add(
         "RefusedValueError",

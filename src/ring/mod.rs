@@ -289,6 +289,20 @@ impl Ring {
         }
     }
 
+    /// The server `steps` places after `server` (an index into the caller's list) in
+    /// libmemcached's own list (sorted with `_sort_hosts`), wrapping at the end: where
+    /// libmemcached puts a key's replicas (`num_replicas`) and reads them back from.
+    pub fn successor(&self, server: usize, steps: usize) -> usize {
+        if self.n == 0 {
+            return server;
+        }
+        let pos = self.order.iter().position(|&s| s == server).unwrap_or(0);
+        self.order
+            .get((pos + steps % self.n) % self.n)
+            .copied()
+            .unwrap_or(server)
+    }
+
     pub fn points_per_server(&self) -> Vec<u32> {
         if !self.settings.distribution.is_consistent() {
             return Vec::new();

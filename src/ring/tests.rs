@@ -101,3 +101,21 @@ fn a_sorted_list_stays_sorted_when_sort_hosts_is_turned_off() {
         vec![0, 1, 2]
     );
 }
+
+#[test]
+fn successors_follow_libmemcacheds_list_and_wrap() {
+    let servers = [srv("c", 1, 1), srv("a", 1, 1), srv("b", 1, 1)];
+    let mut s = RingSettings::default();
+    let r = Ring::build(&s, &servers, &[true; 3]);
+    assert_eq!(r.successor(0, 1), 1);
+    assert_eq!(r.successor(2, 1), 0);
+    assert_eq!(r.successor(1, 2), 0);
+    assert_eq!(r.successor(1, 3), 1);
+    // sorted: a (1), b (2), c (0)
+    s.set_sort_hosts(true);
+    let r = Ring::build(&s, &servers, &[true; 3]);
+    assert_eq!(r.successor(1, 1), 2);
+    assert_eq!(r.successor(2, 1), 0);
+    assert_eq!(r.successor(0, 1), 1);
+    assert_eq!(r.successor(0, 5), 2);
+}

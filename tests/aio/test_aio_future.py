@@ -13,6 +13,7 @@ import gc
 import selectors
 import sys
 import time
+import typing
 
 import fastmc
 import fastmc.aio
@@ -288,3 +289,10 @@ def test_a_resumed_task_never_overtakes_what_was_queued_before(server):
             assert order == ["queued first", "resumed"]
 
     asyncio.run(main())
+
+
+def test_future_type_is_subscriptable():
+    """`aio_future[T]`, as `asyncio.Future[T]`: the stub's future is generic in its result."""
+    alias = fastmc._fastmc.aio_future[int]
+    assert typing.get_origin(alias) is fastmc._fastmc.aio_future
+    assert typing.get_args(alias) == (int,)

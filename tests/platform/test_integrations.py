@@ -153,6 +153,37 @@ def test_django_incr_decr(django_cache, raw):
         c.decr("absent")
 
 
+def test_django_incr_creates_a_missing_counter_with_initial(server, raw, django_settings):
+    """FastMCCache's incr/decr (and aincr/adecr) take fastmc's initial= and timeout=: a missing
+    counter is created at initial (returned), holding its digits (as memcached creates
+    counters); without initial a missing key is still Django's ValueError."""
+    from django.core.cache import caches
+    from django.test import override_settings
+
+    config = _django_caches("fastmc.django.FastMCCache", server, KEY_PREFIX="ctr", VERSION=1)
+    with override_settings(CACHES=config):
+        c = caches["default"]
+        c.delete_many(["hits", "left", "ahits"])
+        assert c.incr("hits", initial=5, timeout=60) == 5
+        assert c.incr("hits", 2, initial=5) == 7
+        assert c.decr("left", initial=3) == 3
+        assert c.decr("left", 1, initial=3) == 2
+        assert c.incr("left", -2, initial=9) == 0  # a negative delta goes to decr
+        assert raw.get("ctr:1:hits") == b"7"
+        with pytest.raises(ValueError):
+            c.incr("absent")
+
+        async def main():
+            assert await c.aincr("ahits", initial=1) == 1
+            assert await c.adecr("ahits", 1, initial=1) == 0
+            with pytest.raises(ValueError):
+                await c.adecr("absent")
+            await c.aclose()
+
+        asyncio.run(main())
+        assert raw.get("ctr:1:ahits") == b"0"
+
+
 def test_django_suite_expectations(django_cache, raw):
     """What Django's own memcached tests expect of the library: incr of a non-number raises
     the library's ClientError; a value over memcached's item size limit is not stored and the
@@ -780,6 +811,40 @@ def test_django_options_carry_the_value_policy(backend, server, raw, django_sett
             assert Raw([server.address]).get(cache.make_and_validate_key("aobj"))[1] == 257
 
 
+@pytest.mark.parametrize("backend", ["FastMCCache", "PyLibMCCache+install_as_pylibmc"])
+def test_django_options_carry_zstd_compression(backend, server, django_settings, request):
+    """compression, zstd_min_len and zstd_dict in OPTIONS reach both clients (blocking and
+    asyncio): large values are stored zstd-compressed (flags 512 + 8)."""
+    import asyncio
+
+    from django.core.cache import caches
+    from django.test import override_settings
+
+    if backend == "FastMCCache":
+        path = "fastmc.django.FastMCCache"
+    else:
+        request.getfixturevalue("as_pylibmc")
+        path = "django.core.cache.backends.memcached.PyLibMCCache"
+    samples = [b'{"id": %d, "name": "user %d", "ok": true}' % (i, i) for i in range(300)]
+    dictionary = fastmc.values.train_zstd_dict(samples, 2048)
+    options = {"compression": "zstd", "zstd_min_len": 100, "zstd_dict": dictionary}
+    value = "page " * 1000
+    with override_settings(CACHES=_django_caches(path, server, KEY_PREFIX="zs", OPTIONS=options)):
+        cache = caches["default"]
+        cache.set("page", value)
+        assert cache.get("page") == value
+        raw = Raw([server.address], zstd_dict=dictionary)  # compressed with the dictionary
+        assert raw.get(cache.make_and_validate_key("page"))[1] == 16 | 512 | 8
+        if backend == "FastMCCache":
+
+            async def main():
+                await cache.aset("apage", value)
+                assert await cache.aget("apage") == value
+
+            asyncio.run(main())
+            assert raw.get(cache.make_and_validate_key("apage"))[1] == 16 | 512 | 8
+
+
 def test_flask_caching_takes_the_policy_from_the_environment(server, raw, as_pylibmc, monkeypatch):
     """cachelib builds its client without options: the FASTMC_* variables reach it."""
     from flask import Flask
@@ -818,3 +883,16 @@ def test_dogpile_arguments_carry_the_value_policy(server, raw):
     raw.set("planted", {"b": 2})
     with pytest.raises(fastmc.RefusedValueError):
         region.get("planted")
+
+
+def test_dogpile_arguments_carry_zstd_compression(server, raw):
+    import fastmc.dogpile  # noqa: F401 (registers "fastmc")
+    from dogpile.cache import make_region
+
+    region = make_region().configure(
+        "fastmc",
+        arguments={"url": [server.address], "compression": "zstd", "zstd_min_len": 100},
+    )
+    region.set("big", "b" * 1000)
+    assert region.get("big") == "b" * 1000
+    assert Raw([server.address]).get("big")[1] & (512 | 8) == 512 | 8

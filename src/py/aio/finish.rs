@@ -90,31 +90,29 @@ impl Finish {
         let py = slf.py();
         let this = slf.get();
         match (self, outcome) {
-            (Finish::Get { key, default }, Outcome::Fetched(f)) => {
+            (Finish::Get { key, default }, Outcome::Get(f)) => {
                 single::get_reply(slf, &key, default, f)
             }
-            (Finish::Gets { key }, Outcome::Fetched(f)) => {
+            (Finish::Gets { key }, Outcome::Get(f)) => {
                 single::gets_reply(slf, &key, f)?.into_py_any(py)
             }
-            (Finish::Store { cmd, key }, Outcome::Stored(mut v)) => {
+            (Finish::Store { cmd, key }, Outcome::Store(mut v)) => {
                 single::store_reply(this, cmd, &key, v.pop())?.into_py_any(py)
             }
-            (Finish::Delete { key }, Outcome::Found(mut v)) => {
+            (Finish::Delete { key }, Outcome::Delete(mut v)) => {
                 single::delete_reply(this, &key, v.pop())?.into_py_any(py)
             }
-            (Finish::Touch { key }, Outcome::Found(mut v)) => {
+            (Finish::Touch { key }, Outcome::Touch(mut v)) => {
                 single::touch_reply(&key, v.pop())?.into_py_any(py)
             }
-            (Finish::Arith, Outcome::Numbers(mut v)) => {
-                single::arith_reply(v.pop())?.into_py_any(py)
-            }
+            (Finish::Arith, Outcome::Arith(mut v)) => single::arith_reply(v.pop())?.into_py_any(py),
             (
                 Finish::Fetch {
                     objs,
                     prefix,
                     with_cas,
                 },
-                Outcome::Fetched(f),
+                Outcome::Get(f),
             ) => {
                 let objs = bound(py, objs);
                 let refs: Vec<&Bound<'_, PyAny>> = objs.iter().collect();
@@ -131,7 +129,7 @@ impl Finish {
                     sent,
                     failed_at,
                 },
-                Outcome::Stored(v),
+                Outcome::Store(v),
             ) => {
                 let keys = bound(py, keys);
                 let k: Vec<&Bound<'_, PyAny>> = keys.iter().collect();
@@ -144,23 +142,23 @@ impl Finish {
                     all,
                     stopped,
                 },
-                Outcome::Found(v),
+                Outcome::Delete(v),
             ) => {
                 let refs = keys.refs();
                 multi::delete_multi_reply(this, &refs, prefix_len, v, all, stopped)?.into_py_any(py)
             }
-            (Finish::IncrMulti { by_length }, Outcome::Numbers(v)) => {
+            (Finish::IncrMulti { by_length }, Outcome::Arith(v)) => {
                 multi::report_arith(v, &by_length, this.flags()?.verify_keys)?;
                 Ok(py.None())
             }
-            (Finish::TouchMulti { empty, objs }, Outcome::Found(v)) => {
+            (Finish::TouchMulti { empty, objs }, Outcome::Touch(v)) => {
                 let empty = bound(py, empty);
                 let objs = bound(py, objs);
                 let e: Vec<&Bound<'_, PyAny>> = empty.iter().collect();
                 let o: Vec<&Bound<'_, PyAny>> = objs.iter().collect();
                 Ok(multi::touch_multi_reply(py, &e, &o, v)?.into_any())
             }
-            (Finish::Flush, Outcome::Flushed(v)) => admin::flush_reply(v)?.into_py_any(py),
+            (Finish::Flush, Outcome::Flush(v)) => admin::flush_reply(v)?.into_py_any(py),
             (Finish::Stats, Outcome::Stats(v)) => Ok(admin::stats_reply(py, v)?.into_any()),
             (Finish::LeaseGet { key }, Outcome::Meta(mut v)) => {
                 lease::lease_reply(slf, &key, v.pop())?.into_py_any(py)

@@ -1,7 +1,8 @@
 //! The future an asynchronous call returns, `_fastmc.aio_future` (Rust `PyAioFuture`): what
 //! asyncio's `Task` needs of a future (`_asyncio_future_blocking`, `get_loop`,
 //! `add_done_callback`, `result`, `cancel`), plus the rest of `asyncio.Future`'s reading side
-//! (`done`, `cancelled`, `exception`, `remove_done_callback`). Only the client resolves it.
+//! (`done`, `cancelled`, `exception`, `remove_done_callback`), and `aio_future[T]` as
+//! `asyncio.Future[T]` (the stub is generic in the result). Only the client resolves it.
 //!
 //! Why not `loop.create_future()`: an asyncio future schedules its callbacks with
 //! `loop.call_soon`, so a task awaiting a reply resumes one turn of the loop after the reader
@@ -18,13 +19,14 @@ use pyo3::exceptions::PyRuntimeError;
 use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
-use pyo3::types::PyDict;
+use pyo3::types::{PyDict, PyType};
 use pyo3::{PyTraverseError, PyVisit};
 
 pyo3::import_exception!(asyncio, CancelledError);
 pyo3::import_exception!(asyncio, InvalidStateError);
 
 static COPY_CONTEXT: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
+static GENERIC_ALIAS: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
 
 enum State {
     Pending,
@@ -200,6 +202,17 @@ impl PyAioFuture {
         };
         // Released here, with the lock free: their finalizers may run any code.
         drop((callbacks, state));
+    }
+
+    /// `aio_future[T]`, as `asyncio.Future[T]`: the stub's type is generic in its result.
+    #[classmethod]
+    fn __class_getitem__<'py>(
+        cls: &Bound<'py, PyType>,
+        item: &Bound<'py, PyAny>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        GENERIC_ALIAS
+            .import(cls.py(), "types", "GenericAlias")?
+            .call1((cls, item))
     }
 
     #[getter(_asyncio_future_blocking)]

@@ -25,7 +25,7 @@ pub fn keys_of(req: &Request) -> (Option<Vec<u64>>, bool) {
     let hashes = req
         .keys()
         .map(|k| (0..k.len()).map(|i| key_hash(k.get(i))).collect());
-    (hashes, !matches!(req, Request::Get { .. }))
+    (hashes, req.op.writes())
 }
 
 /// A request's registration in a client's order: dropping it (the request resolved, or lost

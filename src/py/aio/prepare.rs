@@ -9,6 +9,9 @@ use pyo3::types::PyTuple;
 use pyo3::IntoPyObjectExt;
 
 use super::finish::Finish;
+use crate::client::op::{
+    arith::Arith, delete::Delete, get::Get, meta::Meta, store::Store, touch::Touch,
+};
 use crate::client::StoreItem;
 use crate::dispatch::request::{Items, Keys, Request};
 use crate::protocol::StoreCmd;
@@ -28,6 +31,22 @@ pub(super) enum Prepared {
     Submit(Request, Finish),
 }
 
+const GET: Get = Get {
+    cas: false,
+    touch: None,
+};
+const GETS: Get = Get {
+    cas: true,
+    touch: None,
+};
+
+fn get_and_touch(exptime: u32) -> Get {
+    Get {
+        cas: false,
+        touch: Some(exptime),
+    }
+}
+
 fn one(k: &[u8]) -> Keys {
     Keys::of(&[k])
 }
@@ -42,10 +61,7 @@ pub(super) fn get(key: &Bound<'_, PyAny>, default: Option<Py<PyAny>>) -> PyResul
     if k.is_empty() {
         return Ok(Prepared::Ready(default));
     }
-    let req = Request::Get {
-        keys: one(k),
-        cas: false,
-    };
+    let req = Request::new(GET, one(k));
     let finish = Finish::Get {
         key: k.to_vec(),
         default,
@@ -59,10 +75,7 @@ pub(super) fn gets(slf: &Bound<'_, PyClient>, key: &Bound<'_, PyAny>) -> PyResul
         let none = PyTuple::new(py, [py.None(), py.None()])?;
         return Ok(Prepared::Ready(none.into_any().unbind()));
     };
-    let req = Request::Get {
-        keys: one(k),
-        cas: true,
-    };
+    let req = Request::new(GETS, one(k));
     let finish = Finish::Gets { key: k.to_vec() };
     Ok(Prepared::Submit(req, finish))
 }
@@ -85,11 +98,8 @@ pub(super) fn store(
         data: &data,
         cas: args.cas,
     });
-    let req = Request::Store {
-        cmd,
-        items,
-        noreply: args.noreply,
-    };
+    let noreply = args.noreply;
+    let req = Request::items(Store { cmd, noreply }, items);
     let finish = Finish::Store {
         cmd,
         key: key.to_vec(),
@@ -102,10 +112,7 @@ pub(super) fn delete(key: &Bound<'_, PyAny>, noreply: bool) -> PyResult<Prepared
     if k.is_empty() {
         return Ok(Prepared::Ready(false.into_py_any(key.py())?));
     }
-    let req = Request::Delete {
-        keys: one(k),
-        noreply,
-    };
+    let req = Request::new(Delete { noreply }, one(k));
     Ok(Prepared::Submit(req, Finish::Delete { key: k.to_vec() }))
 }
 
@@ -118,11 +125,7 @@ pub(super) fn touch(
     if k.is_empty() {
         return Ok(Prepared::Ready(false.into_py_any(key.py())?));
     }
-    let req = Request::Touch {
-        keys: one(k),
-        exptime,
-        noreply,
-    };
+    let req = Request::new(Touch { exptime, noreply }, one(k));
     Ok(Prepared::Submit(req, Finish::Touch { key: k.to_vec() }))
 }
 
@@ -130,13 +133,17 @@ pub(super) fn arith(
     incr: bool,
     key: &Bound<'_, PyAny>,
     delta: MaybeArg<'_, '_>,
+    initial: Option<&Bound<'_, PyAny>>,
+    time: MaybeArg<'_, '_>,
 ) -> PyResult<Prepared> {
     let (k, delta) = single::arith_args(key, delta)?;
-    let req = Request::Arith {
+    let create = single::arith_create(initial, time)?;
+    let op = Arith {
         incr,
-        keys: one(k),
         delta,
+        create,
     };
+    let req = Request::new(op, one(k));
     Ok(Prepared::Submit(req, Finish::Arith))
 }
 
@@ -147,10 +154,11 @@ pub(super) fn fetch(
 ) -> PyResult<Prepared> {
     let (prefix, items) = multi::fetch_items(keys, key_prefix, with_cas)?;
     let (objs, full) = multi::fetch_keys(&items, &prefix)?;
-    let req = Request::Get {
-        keys: Keys::of(&full),
+    let op = Get {
         cas: with_cas,
+        touch: None,
     };
+    let req = Request::new(op, Keys::of(&full));
     let finish = Finish::Fetch {
         objs: unbind(&objs),
         prefix,
@@ -178,11 +186,8 @@ pub(super) fn store_multi(
             cas: 0,
         });
     }
-    let req = Request::Store {
-        cmd,
-        items,
-        noreply: args.noreply,
-    };
+    let noreply = args.noreply;
+    let req = Request::items(Store { cmd, noreply }, items);
     let finish = Finish::StoreMulti {
         cmd,
         keys: pairs.iter().map(|(k, _)| k.clone().unbind()).collect(),
@@ -200,10 +205,7 @@ pub(super) fn delete_multi(
     let (prefix, items, stopped) = multi::delete_multi_items(keys, key_prefix)?;
     let (full, all, stopped) = multi::delete_multi_keys(&items, &prefix, stopped);
     let wire = Keys::of(&full);
-    let req = Request::Delete {
-        keys: wire.clone(),
-        noreply,
-    };
+    let req = Request::new(Delete { noreply }, wire.clone());
     let finish = Finish::DeleteMulti {
         keys: wire,
         prefix_len: prefix.len(),
@@ -221,11 +223,12 @@ pub(super) fn incr_multi(
     let (prefix, delta, items) = multi::incr_multi_items(keys, key_prefix, delta)?;
     let full = multi::incr_multi_keys(&items, &prefix)?;
     let by_length = multi::refused_by_length(&full);
-    let req = Request::Arith {
+    let op = Arith {
         incr: true,
-        keys: Keys::of(&full),
         delta: u64::from(delta),
+        create: None,
     };
+    let req = Request::new(op, Keys::of(&full));
     Ok(Prepared::Submit(req, Finish::IncrMulti { by_length }))
 }
 
@@ -237,11 +240,7 @@ pub(super) fn touch_multi(
 ) -> PyResult<Prepared> {
     let (exptime, prefix, items) = multi::touch_multi_items(keys, time, key_prefix)?;
     let keys = multi_keys(&items, &prefix, true)?;
-    let req = Request::Touch {
-        keys: Keys::of(&keys.full),
-        exptime,
-        noreply,
-    };
+    let req = Request::new(Touch { exptime, noreply }, Keys::of(&keys.full));
     let finish = Finish::TouchMulti {
         empty: unbind(&keys.empty),
         objs: unbind(&keys.objs),
@@ -259,10 +258,7 @@ pub(super) fn gat(
     if k.is_empty() {
         return Ok(Prepared::Ready(default));
     }
-    let req = Request::Gat {
-        keys: one(k),
-        exptime,
-    };
+    let req = Request::new(get_and_touch(exptime), one(k));
     let finish = Finish::Get {
         key: k.to_vec(),
         default,
@@ -278,10 +274,7 @@ pub(super) fn gat_multi(
     let exptime = uint_mask(time)?;
     let (prefix, items) = multi::fetch_items(keys, key_prefix, false)?;
     let (objs, full) = multi::fetch_keys(&items, &prefix)?;
-    let req = Request::Gat {
-        keys: Keys::of(&full),
-        exptime,
-    };
+    let req = Request::new(get_and_touch(exptime), Keys::of(&full));
     let finish = Finish::Fetch {
         objs: unbind(&objs),
         prefix,
@@ -290,12 +283,12 @@ pub(super) fn gat_multi(
     Ok(Prepared::Submit(req, finish))
 }
 
-fn meta(verb: &[u8], key: &[u8], flags: String) -> Request {
-    Request::Meta {
-        verb: verb.to_vec(),
-        keys: one(key),
-        flags: flags.into_bytes(),
-    }
+fn meta(verb: &[u8; 2], key: &[u8], flags: String) -> Request {
+    let op = Meta {
+        verb: *verb,
+        flags: flags.into_bytes().into(),
+    };
+    Request::new(op, one(key))
 }
 
 pub(super) fn lease_get(key: &Bound<'_, PyAny>, lease_s: u32, recache: u32) -> PyResult<Prepared> {
@@ -328,11 +321,11 @@ pub(super) fn invalidate_multi(
         .filter_map(|&i| keys.get(i))
         .map(|o| o.clone().unbind())
         .collect();
-    let req = Request::Meta {
-        verb: b"md".to_vec(),
-        keys: wire.clone(),
-        flags: lease::invalidate_flags(stale_time).into_bytes(),
+    let op = Meta {
+        verb: *b"md",
+        flags: lease::invalidate_flags(stale_time).into_bytes().into(),
     };
+    let req = Request::new(op, wire.clone());
     let finish = Finish::Invalidate {
         keys: wire,
         objs,

@@ -1,7 +1,7 @@
 //! The client's value codec: a Python value to (bytes, flags) and back, through pylibmc's native
 //! serialization (`py::serde`) or the class's own `serialize`/`deserialize` overrides, with zlib
-//! compression as pylibmc applies it. Attached only: no core, no I/O. Uses `py::serde` and
-//! `py::errors::CacheMiss`.
+//! compression as pylibmc applies it, or zstd when the client was asked to (`py::values`'s
+//! `Compression`). Attached only: no core, no I/O. Uses `py::serde` and `py::errors::CacheMiss`.
 
 use std::borrow::Cow;
 use std::sync::atomic::Ordering;
@@ -12,7 +12,7 @@ use pyo3::prelude::*;
 use super::PyClient;
 use crate::py::errors;
 use crate::py::serde;
-use crate::py::values::PYLIBMCS;
+use crate::py::values::{ValuePolicy, PYLIBMCS};
 use crate::signing::FLAG_SIGNED;
 
 impl PyClient {
@@ -30,7 +30,7 @@ impl PyClient {
         if self.user_serialize.load(Ordering::Relaxed) {
             let out = slf.call_method1(intern!(py, "serialize"), (val,))?;
             let (d, f) = serde::check_user_serialized(&out)?;
-            return serde::maybe_compress(py, Cow::Owned(d), f, min_compress_len, compress_level);
+            return self.compress(py, Cow::Owned(d), f, None, min_compress_len, compress_level);
         }
         // The policy is looked up only for a value that needs pickle (it may sign it).
         let (plain, policy) = match serde::serialize_plain(val)? {
@@ -42,17 +42,59 @@ impl PyClient {
                 ((Cow::Owned(data), flags), Some(policy))
             }
         };
-        let (data, flags) =
-            serde::maybe_compress(py, plain.0, plain.1, min_compress_len, compress_level)?;
+        let (data, flags) = self.compress(
+            py,
+            plain.0,
+            plain.1,
+            policy.as_deref(),
+            min_compress_len,
+            compress_level,
+        )?;
         Ok(match policy {
             Some(p) => p.seal(key, data, flags),
             None => (data, flags),
         })
     }
 
+    /// Compress as the call and the client say: zlib as pylibmc, or zstd (the policy, `known`
+    /// or looked up, only then), whose client threshold applies when the call gives none.
+    fn compress<'a>(
+        &self,
+        py: Python<'_>,
+        data: Cow<'a, [u8]>,
+        flags: u32,
+        known: Option<&ValuePolicy>,
+        min_compress_len: u32,
+        compress_level: i32,
+    ) -> PyResult<(Cow<'a, [u8]>, u32)> {
+        if !self.write_zstd.load(Ordering::Relaxed) {
+            return serde::maybe_compress(py, data, flags, min_compress_len, compress_level);
+        }
+        let min_len = match min_compress_len {
+            0 => self.zstd_min_len.load(Ordering::Relaxed),
+            asked => asked,
+        };
+        if !serde::wants_compression(data.len(), min_len, compress_level) {
+            return Ok((data, flags));
+        }
+        let looked_up;
+        let policy = match known {
+            Some(p) => p,
+            None => {
+                looked_up = self.values();
+                &looked_up
+            }
+        };
+        match policy.compression.writer() {
+            Some(z) => serde::zstd_compress(py, data, flags, z),
+            None => serde::maybe_compress(py, data, flags, min_compress_len, compress_level),
+        }
+    }
+
     /// Decode the value fetched for `key`; `None` when a user `deserialize` raised `CacheMiss`.
-    /// In order: the signature (when the policy checks it), then inflating (at most
-    /// `max_inflate` bytes), then the type; nothing is decoded before its signature is checked.
+    /// In order: the signature (when the policy checks it), then inflating (zstd or zlib, at
+    /// most `max_inflate` bytes), then the type; nothing is decoded before its signature is
+    /// checked.
     pub(crate) fn decode_item(
         &self,
         slf: &Bound<'_, Self>,
@@ -62,23 +104,32 @@ impl PyClient {
     ) -> PyResult<Option<Py<PyAny>>> {
         let py = slf.py();
         let user = self.user_deserialize.load(Ordering::Relaxed);
-        // Plain values (no pickle, no signature, no zlib) need neither the policy nor a copy.
-        if !user && flags & (serde::FLAG_PICKLE | serde::FLAG_ZLIB | FLAG_SIGNED) == 0 {
+        let packed = serde::FLAG_ZLIB | serde::FLAG_ZSTD;
+        // Plain values (no pickle, no signature, no compression) need neither the policy nor a
+        // copy.
+        if !user && flags & (serde::FLAG_PICKLE | packed | FLAG_SIGNED) == 0 {
             return serde::deserialize(py, data, flags, &PYLIBMCS, None, false).map(Some);
         }
-        // The client's policy only where it decides: a pickle, or a signed value.
-        let own = (!user && flags & (serde::FLAG_PICKLE | FLAG_SIGNED) != 0).then(|| self.values());
+        let zstd = flags & serde::FLAG_ZSTD != 0;
+        // The client's policy only where it decides: a pickle, a signed value, a zstd value
+        // (its dictionary).
+        let decides = !user && flags & (serde::FLAG_PICKLE | FLAG_SIGNED) != 0;
+        let own = (decides || zstd).then(|| self.values());
         let policy = own.as_deref().unwrap_or(&PYLIBMCS);
         // A class that decodes for itself owns the signed bit too (it may use it otherwise).
-        let signed = own.is_some() && policy.is_signed(flags);
+        let signed = decides && policy.is_signed(flags);
         let data = if signed {
             policy.open(key, data, flags)?
         } else {
             data
         };
-        let inflated;
-        let data: &[u8] = if flags & serde::FLAG_ZLIB != 0 {
-            let max = self.max_inflate.load(Ordering::Relaxed);
+        let (inflated, unzstd);
+        let max = self.max_inflate.load(Ordering::Relaxed);
+        let data: &[u8] = if zstd {
+            let dict = policy.compression.dictionary();
+            unzstd = serde::unzstd(py, Some(key), data, max, dict)?;
+            &unzstd
+        } else if flags & serde::FLAG_ZLIB != 0 {
             inflated = serde::inflate(py, Some(key), data, max)?;
             inflated.as_bytes()
         } else {

@@ -21,7 +21,45 @@ use crate::py::args::*;
 use crate::py::errors::{self, plain_error, Op};
 use crate::py::io::{detached, released};
 use crate::py::servers::parse_servers;
+use crate::py::values::{Compression, PickleMode, ValuePolicy};
 use crate::security::{Credentials, Security, Tls, TlsOptions};
+
+/// `__init__`'s keyword-only pickle arguments: `pickle`, `signing_keys`, `accept_unsigned_pickles`,
+/// `pickle_loads`.
+pub(super) type PickleArgs<'a> = (&'a str, Vec<Vec<u8>>, bool, Option<Py<PyAny>>);
+
+/// `__init__`'s keyword-only compression arguments: `compression`, `zstd_level`, `zstd_dict`,
+/// `zstd_min_len`.
+pub(super) type CompressionArgs<'a> = (&'a str, i32, Option<Vec<u8>>, u32);
+
+/// The value policy `__init__`'s keywords ask for: the compression is checked first, then the
+/// pickle mode, then the policy as a whole.
+pub(super) fn value_policy(
+    (pickle, signing_keys, accept_unsigned, loads): PickleArgs<'_>,
+    (compression, level, dict, min_len): CompressionArgs<'_>,
+) -> PyResult<ValuePolicy> {
+    let compression = Compression::parse(compression, level, dict.as_deref(), min_len)?;
+    let mode = PickleMode::parse(pickle)?;
+    ValuePolicy::new(mode, signing_keys, accept_unsigned, loads, compression)
+}
+
+/// `__init__`'s TLS file keywords: `tls_ca_file`, `tls_cert_file`, `tls_key_file`,
+/// `tls_server_name`.
+pub(super) fn tls_options(
+    (ca_file, cert_file, key_file, server_name): (
+        Option<String>,
+        Option<String>,
+        Option<String>,
+        Option<String>,
+    ),
+) -> TlsOptions {
+    TlsOptions {
+        ca_file,
+        cert_file,
+        key_file,
+        server_name,
+    }
+}
 
 /// `_pylibmc.client(servers, binary=False, username=None, password=None, behaviors=None)`,
 /// plus fastmc's keyword-only TLS arguments; checked and applied in pylibmc's order.
@@ -144,7 +182,7 @@ pub(super) fn clone(slf: &Bound<'_, PyClient>) -> PyResult<Py<PyAny>> {
         this.pickle_protocol.load(Ordering::Relaxed),
         Ordering::Relaxed,
     );
-    *other.values.write() = Arc::new(this.values().copy(slf.py()));
+    other.set_values(this.values().copy(slf.py()));
     other
         .max_inflate
         .store(this.max_inflate.load(Ordering::Relaxed), Ordering::Relaxed);

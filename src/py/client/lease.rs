@@ -1,4 +1,4 @@
-//! The native pieces of stampede protection (issue 16): a lease read (`mg` with `N` and `R`),
+//! The native pieces of stampede protection: a lease read (`mg` with `N` and `R`),
 //! a lease release, `invalidate`/`invalidate_multi` (`md` with `I`) and `gat`. The policy that
 //! waits, computes and stores (`get_or_set`) is the Python `Client`'s: it calls a Python
 //! callable and sleeps, and stores through `set`, so its values are `set`'s. Keys are converted
@@ -143,6 +143,30 @@ pub(crate) fn release_reply(k: &[u8], r: Option<Result<MetaOutcome, CoreError>>)
         Some(Err(e)) => Err(errors::op_error(Op::Delete, Some(k), &e)),
         None => Err(errors::no_result()),
     }
+}
+
+/// `invalidate`: one key, no prefix.
+pub(super) fn invalidate(
+    slf: &Bound<'_, PyClient>,
+    key: &Bound<'_, PyAny>,
+    stale_time: u32,
+) -> PyResult<bool> {
+    invalidate_multi(
+        slf,
+        std::slice::from_ref(key),
+        MaybeArg::Missing,
+        stale_time,
+    )
+}
+
+/// `invalidate_multi` as the table passes it: any sized iterable of keys.
+pub(super) fn invalidate_iterable(
+    slf: &Bound<'_, PyClient>,
+    keys: &Bound<'_, PyAny>,
+    stale_time: u32,
+    key_prefix: MaybeArg<'_, '_>,
+) -> PyResult<bool> {
+    invalidate_multi(slf, &sized_items(keys)?, key_prefix, stale_time)
 }
 
 /// Mark keys stale (`md <key> I [T<stale_time>]`) instead of deleting them: readers through

@@ -1,12 +1,14 @@
-//! `Client.metrics()`: the core's per-server metrics as a dict keyed by server, with errors
-//! counted under pylibmc's exception class names and latencies in seconds. Attached only; no
-//! I/O. Uses `metrics` (core) and `py::errors` for the class names.
+//! `Client.metrics()` and `metric_schema()`: the core's per-server metrics as a dict keyed by
+//! server, one key per row of the core's metric table (`metrics::SCHEMA`), with errors counted
+//! under pylibmc's exception class names and latencies in seconds; and the table itself. Attached
+//! only; no I/O. Uses `metrics` (core) and `py::errors` for the class names.
 
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
+use pyo3::IntoPyObjectExt;
 
 use super::PyClient;
-use crate::metrics::{LatencySnapshot, MetricsSnapshot, FAMILIES};
+use crate::metrics::{LatencySnapshot, MetricsSnapshot, Value, FAMILIES, SCHEMA};
 use crate::py::errors;
 use crate::py::io::detached;
 
@@ -22,47 +24,47 @@ fn latency<'py>(py: Python<'py>, l: &LatencySnapshot) -> PyResult<Bound<'py, PyD
     Ok(d)
 }
 
-fn server<'py>(py: Python<'py>, m: &MetricsSnapshot) -> PyResult<Bound<'py, PyDict>> {
+/// `{family: value}` in `FAMILIES` order.
+fn by_family<'py, T>(
+    py: Python<'py>,
+    values: &[T; 6],
+    mut one: impl FnMut(&T) -> PyResult<Bound<'py, PyAny>>,
+) -> PyResult<Bound<'py, PyAny>> {
     let d = PyDict::new(py);
-    let by_family = |v: &[u64; 6]| -> PyResult<Bound<'py, PyDict>> {
-        let f = PyDict::new(py);
-        for (name, n) in FAMILIES.iter().zip(v) {
-            f.set_item(*name, *n)?;
-        }
-        Ok(f)
-    };
-    d.set_item("requests", by_family(&m.requests)?)?;
-    d.set_item("keys", by_family(&m.keys)?)?;
-    d.set_item("hits", m.hits)?;
-    d.set_item("misses", m.misses)?;
-    d.set_item("stored", m.stored)?;
-    d.set_item("not_stored", m.not_stored)?;
-    let errors = PyDict::new(py);
-    for &(rc, n) in &m.errors {
+    for (name, v) in FAMILIES.iter().zip(values) {
+        d.set_item(*name, one(v)?)?;
+    }
+    Ok(d.into_any())
+}
+
+/// `{class name: count}`: return codes of one pylibmc class add up.
+fn by_class<'py>(py: Python<'py>, counts: &[(u32, u64)]) -> PyResult<Bound<'py, PyAny>> {
+    let d = PyDict::new(py);
+    for &(rc, n) in counts {
         let name = errors::class_name_of_retcode(rc);
-        let before: u64 = match errors.get_item(name)? {
+        let before: u64 = match d.get_item(name)? {
             Some(v) => v.extract()?,
             None => 0,
         };
-        errors.set_item(name, before + n)?;
+        d.set_item(name, before + n)?;
     }
-    d.set_item("errors", errors)?;
-    d.set_item("timeouts", m.timeouts)?;
-    d.set_item("connections_opened", m.connects)?;
-    d.set_item("connections_closed", m.closes)?;
-    d.set_item("connections_open", m.connects.saturating_sub(m.closes))?;
-    d.set_item("connections_idle", m.idle)?;
-    d.set_item("server_down_skips", m.down_skips)?;
-    d.set_item("transient_failures", m.transient)?;
-    d.set_item("ejections", m.ejections)?;
-    d.set_item("rejoins", m.rejoins)?;
-    d.set_item("bytes_sent", m.bytes_out)?;
-    d.set_item("bytes_received", m.bytes_in)?;
-    let lat = PyDict::new(py);
-    for (name, l) in FAMILIES.iter().zip(&m.latency) {
-        lat.set_item(*name, latency(py, l)?)?;
+    Ok(d.into_any())
+}
+
+fn value<'py>(py: Python<'py>, v: Value<'_>) -> PyResult<Bound<'py, PyAny>> {
+    match v {
+        Value::Count(n) => n.into_bound_py_any(py),
+        Value::ByFamily(counts) => by_family(py, counts, |n| n.into_bound_py_any(py)),
+        Value::ByRetcode(counts) => by_class(py, counts),
+        Value::Latency(l) => by_family(py, l, |l| Ok(latency(py, l)?.into_any())),
     }
-    d.set_item("latency", lat)?;
+}
+
+fn server<'py>(py: Python<'py>, m: &MetricsSnapshot) -> PyResult<Bound<'py, PyDict>> {
+    let d = PyDict::new(py);
+    for (metric, v) in m.values() {
+        d.set_item(metric.key, value(py, v)?)?;
+    }
     Ok(d)
 }
 
@@ -75,4 +77,28 @@ pub(super) fn metrics(slf: &Bound<'_, PyClient>) -> PyResult<Py<PyDict>> {
         out.set_item(addr.display_name(), server(py, m)?)?;
     }
     Ok(out.unbind())
+}
+
+/// One row of `metric_schema()`: key, Prometheus name, kind, label, help.
+type Row = (
+    &'static str,
+    &'static str,
+    &'static str,
+    Option<&'static str>,
+    &'static str,
+);
+
+/// fastmc extension: the metric table, one `(key, prometheus_name, kind, label, help)` per key
+/// of a server's `metrics()` dict, in its order. `kind` is "counter", "gauge" or "histogram";
+/// `label` is what the value is a dict by ("family", or "class": pylibmc's exception class), or
+/// None for a number.
+#[pyfunction]
+pub fn metric_schema() -> Vec<Row> {
+    SCHEMA
+        .iter()
+        .map(|m| {
+            let label = m.label.map(|l| l.name());
+            (m.key, m.prometheus, m.kind.name(), label, m.help)
+        })
+        .collect()
 }

@@ -1,112 +1,30 @@
-//! The native client class, `_pylibmc.client` (Rust `PyClient`): its state (the core handle, the
-//! protocol, the pickle protocol, the serializer overrides, the mirrored behavior flags) and the
+//! The native client class, `_pylibmc.client` (Rust `PyClient`, its state in `state.rs`): the
 //! one `#[pymethods]` table with pylibmc's C-level signatures, where each body is one call into a
 //! family: `init` (construction, behaviors, clone), `single` (one key), `multi` (many keys),
-//! `admin` (whole client); `codec` encodes and decodes values. Uses `py::args` for the arguments
-//! the table converts itself, `protocol::StoreCmd`, `security::TlsOptions`.
+//! `lease` (stampede protection, `gat`), `admin` (whole client), `membership` (`set_servers`),
+//! `metrics`; `codec` encodes and decodes values. Uses `py::args` for the arguments the table
+//! converts itself and `protocol::StoreCmd`.
 
 pub(crate) mod admin;
 mod codec;
 mod init;
 pub(crate) mod lease;
 pub(crate) mod membership;
-mod metrics;
+pub(crate) mod metrics;
 pub(crate) mod multi;
 pub(crate) mod single;
+mod state;
 
-use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU8, AtomicUsize, Ordering};
-use std::sync::Arc;
+use std::sync::atomic::Ordering;
 
-use parking_lot::RwLock;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList, PyTuple};
 
 use super::args::MaybeArg;
-use super::errors::plain_error;
-use super::values::{PickleMode, ValuePolicy};
-use crate::client::Client;
 use crate::protocol::StoreCmd;
-use crate::security::TlsOptions;
-use init::BehaviorFlags;
-use multi::StoreMultiArgs;
 use single::StoreArgs;
-
-#[pyclass(name = "client", module = "_pylibmc", subclass, frozen, dict, weakref)]
-pub struct PyClient {
-    pub(super) core: RwLock<Option<Arc<Client>>>,
-    pub(super) binary: AtomicBool,
-    pub(super) pickle_protocol: AtomicI64,
-    pub(super) user_serialize: AtomicBool,
-    pub(super) user_deserialize: AtomicBool,
-    /// What the codec does with pickles (`py::values`), set by `__init__` and `clone`.
-    pub(super) values: RwLock<Arc<ValuePolicy>>,
-    /// Behavior `max_inflate` (`usize::MAX`: no limit), applied before any deserializer.
-    pub(super) max_inflate: AtomicUsize,
-    /// `BehaviorFlags` bits, mirrored from the core's behaviors by `init` whenever they change.
-    flags: AtomicU8,
-    /// Callbacks for server state changes (`on`).
-    pub(crate) listeners: crate::py::events::Listeners,
-}
-
-impl PyClient {
-    /// The core handle. Its slot lock is held only to clone the `Arc` (see `io`).
-    pub(super) fn core(&self) -> PyResult<Arc<Client>> {
-        self.core.read().clone().ok_or_else(not_initialized)
-    }
-
-    /// The behavior flags as last set (see `BehaviorFlags`), without a core lock.
-    pub(crate) fn flags(&self) -> PyResult<BehaviorFlags> {
-        BehaviorFlags::from_bits(self.flags.load(Ordering::Relaxed)).ok_or_else(not_initialized)
-    }
-
-    fn set_flags(&self, flags: BehaviorFlags) {
-        self.flags.store(flags.bits(), Ordering::Relaxed);
-    }
-
-    /// The value policy (a shared handle: its lock is held only to clone the `Arc`).
-    pub(crate) fn values(&self) -> Arc<ValuePolicy> {
-        self.values.read().clone()
-    }
-}
-
-impl PyClient {
-    /// A client before `__init__`.
-    pub(crate) fn empty() -> PyClient {
-        PyClient {
-            core: RwLock::new(None),
-            binary: AtomicBool::new(false),
-            pickle_protocol: AtomicI64::new(-1),
-            user_serialize: AtomicBool::new(false),
-            user_deserialize: AtomicBool::new(false),
-            values: RwLock::new(Arc::new(ValuePolicy::default())),
-            max_inflate: AtomicUsize::new(DEFAULT_MAX_INFLATE),
-            flags: AtomicU8::new(0),
-            listeners: Default::default(),
-        }
-    }
-}
-
-fn event_kind(event: &str) -> PyResult<crate::client::EventKind> {
-    crate::py::events::NAMES
-        .iter()
-        .find(|(n, _)| *n == event)
-        .map(|(_, k)| *k)
-        .ok_or_else(|| {
-            pyo3::exceptions::PyValueError::new_err(format!(
-                "unknown event {event:?}: use server_down, server_up, server_ejected, \
-                 server_rejoined, server_added or server_removed"
-            ))
-        })
-}
-
-/// What a compressed value may inflate to by default: 64 MiB. memcached's items are 1 MiB by
-/// default (1 GiB at most with `-I`), zlib inflates at most about 1,000 times, and real cached
-/// text and pickles inflate 2 to 20 times; a value past this is a bomb more likely than a page.
-pub(crate) const DEFAULT_MAX_INFLATE: usize = 64 << 20;
-
-pub(super) fn not_initialized() -> PyErr {
-    plain_error("client is not initialized (call __init__ first)")
-}
+pub(in crate::py) use state::not_initialized;
+pub(crate) use state::{PyClient, DEFAULT_MAX_INFLATE};
 
 #[pymethods]
 impl PyClient {
@@ -121,7 +39,9 @@ impl PyClient {
     #[pyo3(signature = (servers, binary=None, username=None, password=None, behaviors=None, *,
                         tls=false, tls_ca_file=None, tls_cert_file=None, tls_key_file=None,
                         tls_server_name=None, pickle="allow", signing_keys=Vec::new(),
-                        accept_unsigned_pickles=false, pickle_loads=None))]
+                        accept_unsigned_pickles=false, pickle_loads=None, compression="zlib",
+                        zstd_level=crate::compress::DEFAULT_LEVEL, zstd_dict=None,
+                        zstd_min_len=0))]
     #[allow(clippy::too_many_arguments)]
     fn __init__(
         slf: &Bound<'_, Self>,
@@ -139,27 +59,25 @@ impl PyClient {
         signing_keys: Vec<Vec<u8>>,
         accept_unsigned_pickles: bool,
         pickle_loads: Option<Py<PyAny>>,
+        compression: &str,
+        zstd_level: i32,
+        zstd_dict: Option<Vec<u8>>,
+        zstd_min_len: u32,
     ) -> PyResult<()> {
-        let policy = ValuePolicy::new(
-            PickleMode::parse(pickle)?,
-            signing_keys,
-            accept_unsigned_pickles,
-            pickle_loads,
-        )?;
-        *slf.get().values.write() = Arc::new(policy);
+        let pickles = (pickle, signing_keys, accept_unsigned_pickles, pickle_loads);
+        let compression = (compression, zstd_level, zstd_dict, zstd_min_len);
+        slf.get()
+            .set_values(init::value_policy(pickles, compression)?);
+        let files = (tls_ca_file, tls_cert_file, tls_key_file, tls_server_name);
+        let sasl = (username, password);
         init::init(
             slf,
             servers,
             binary,
-            (username, password),
+            sasl,
             behaviors,
             tls,
-            TlsOptions {
-                ca_file: tls_ca_file,
-                cert_file: tls_cert_file,
-                key_file: tls_key_file,
-                server_name: tls_server_name,
-            },
+            init::tls_options(files),
         )
     }
 
@@ -316,30 +234,36 @@ impl PyClient {
         single::touch(slf, key, time, noreply)
     }
 
-    /// Increment a key by a delta.
+    /// Increment a key by a delta; with `initial=`, a missing key is created at that value (which
+    /// is returned) with expiry `time`, in one round trip where the server speaks meta.
     #[pyo3(
-        signature = (key, delta=MaybeArg::Missing, /),
-        text_signature = "($self, key, delta=1, /)"
+        signature = (key, delta=MaybeArg::Missing, /, *, initial=None, time=MaybeArg::Missing),
+        text_signature = "($self, key, delta=1, /, *, initial=None, time=0)"
     )]
     fn incr(
         slf: &Bound<'_, Self>,
         key: &Bound<'_, PyAny>,
         delta: MaybeArg<'_, '_>,
+        initial: Option<&Bound<'_, PyAny>>,
+        time: MaybeArg<'_, '_>,
     ) -> PyResult<u64> {
-        single::arith(slf, true, key, delta)
+        single::arith(slf, true, key, delta, initial, time)
     }
 
-    /// Decrement a key by a delta.
+    /// Decrement a key by a delta; with `initial=`, a missing key is created at that value (which
+    /// is returned) with expiry `time`, in one round trip where the server speaks meta.
     #[pyo3(
-        signature = (key, delta=MaybeArg::Missing, /),
-        text_signature = "($self, key, delta=1, /)"
+        signature = (key, delta=MaybeArg::Missing, /, *, initial=None, time=MaybeArg::Missing),
+        text_signature = "($self, key, delta=1, /, *, initial=None, time=0)"
     )]
     fn decr(
         slf: &Bound<'_, Self>,
         key: &Bound<'_, PyAny>,
         delta: MaybeArg<'_, '_>,
+        initial: Option<&Bound<'_, PyAny>>,
+        time: MaybeArg<'_, '_>,
     ) -> PyResult<u64> {
-        single::arith(slf, false, key, delta)
+        single::arith(slf, false, key, delta, initial, time)
     }
 
     /// Get multiple keys at once; misses are absent from the result.
@@ -384,18 +308,8 @@ impl PyClient {
         compress_level: MaybeArg<'_, '_>,
         noreply: bool,
     ) -> PyResult<Py<PyList>> {
-        multi::store(
-            slf,
-            StoreCmd::Set,
-            StoreMultiArgs::parse(
-                keys,
-                time,
-                key_prefix,
-                min_compress_len,
-                compress_level,
-                noreply,
-            )?,
-        )
+        let opts = (time, key_prefix, min_compress_len, compress_level);
+        multi::store(slf, StoreCmd::Set, keys, opts, noreply)
     }
 
     /// Add multiple keys at once; returns the keys that were not stored.
@@ -414,18 +328,8 @@ impl PyClient {
         compress_level: MaybeArg<'_, '_>,
         noreply: bool,
     ) -> PyResult<Py<PyList>> {
-        multi::store(
-            slf,
-            StoreCmd::Add,
-            StoreMultiArgs::parse(
-                keys,
-                time,
-                key_prefix,
-                min_compress_len,
-                compress_level,
-                noreply,
-            )?,
-        )
+        let opts = (time, key_prefix, min_compress_len, compress_level);
+        multi::store(slf, StoreCmd::Add, keys, opts, noreply)
     }
 
     /// fastmc extension: replace multiple keys at once; returns the keys that were not stored.
@@ -444,18 +348,8 @@ impl PyClient {
         compress_level: MaybeArg<'_, '_>,
         noreply: bool,
     ) -> PyResult<Py<PyList>> {
-        multi::store(
-            slf,
-            StoreCmd::Replace,
-            StoreMultiArgs::parse(
-                keys,
-                time,
-                key_prefix,
-                min_compress_len,
-                compress_level,
-                noreply,
-            )?,
-        )
+        let opts = (time, key_prefix, min_compress_len, compress_level);
+        multi::store(slf, StoreCmd::Replace, keys, opts, noreply)
     }
 
     /// Delete multiple keys at once; True only if every key was deleted.
@@ -520,15 +414,12 @@ impl PyClient {
     /// "server_down", "server_up", "server_ejected", "server_rejoined", and on a change of the
     /// server list: "server_added", "server_removed".
     fn on(slf: &Bound<'_, Self>, event: &str, callback: Py<PyAny>) -> PyResult<()> {
-        let kind = event_kind(event)?;
-        slf.get().listeners.add(kind, callback);
-        Ok(())
+        slf.get().add_listener(event, callback)
     }
 
     /// fastmc extension: stop calling `callback` for `event`; whether it was registered.
     fn off(slf: &Bound<'_, Self>, event: &str, callback: &Bound<'_, PyAny>) -> PyResult<bool> {
-        let kind = event_kind(event)?;
-        Ok(slf.get().listeners.remove(slf.py(), kind, callback))
+        slf.get().remove_listener(slf.py(), event, callback)
     }
 
     /// fastmc extension: replace the server list (the constructor's forms); servers in both
@@ -604,7 +495,10 @@ impl PyClient {
     }
 
     /// fastmc extension: `get_multi` that sets the expiry of the keys found.
-    #[pyo3(signature = (keys, time, key_prefix=MaybeArg::Missing))]
+    #[pyo3(
+        signature = (keys, time, key_prefix=MaybeArg::Missing),
+        text_signature = "($self, keys, time, key_prefix=b'')"
+    )]
     fn gat_multi(
         slf: &Bound<'_, Self>,
         keys: &Bound<'_, PyAny>,
@@ -621,24 +515,21 @@ impl PyClient {
         key: &Bound<'_, PyAny>,
         stale_time: u32,
     ) -> PyResult<bool> {
-        lease::invalidate_multi(
-            slf,
-            std::slice::from_ref(key),
-            MaybeArg::Missing,
-            stale_time,
-        )
+        lease::invalidate(slf, key, stale_time)
     }
 
     /// fastmc extension: `invalidate` for many keys; True only if every key was found.
-    #[pyo3(signature = (keys, stale_time=0, key_prefix=MaybeArg::Missing))]
+    #[pyo3(
+        signature = (keys, stale_time=0, key_prefix=MaybeArg::Missing),
+        text_signature = "($self, keys, stale_time=0, key_prefix=b'')"
+    )]
     fn invalidate_multi(
         slf: &Bound<'_, Self>,
         keys: &Bound<'_, PyAny>,
         stale_time: u32,
         key_prefix: MaybeArg<'_, '_>,
     ) -> PyResult<bool> {
-        let items = super::args::sized_items(keys)?;
-        lease::invalidate_multi(slf, &items, key_prefix, stale_time)
+        lease::invalidate_iterable(slf, keys, stale_time, key_prefix)
     }
 
     /// The lease read of `get_or_set`: `(state, value, cas)`.

@@ -1,8 +1,11 @@
-//! The multi-key methods: get_multi and gets_multi (`fetch`), set/add/replace_multi (`store` and
-//! its `StoreMultiArgs`), delete_multi, incr_multi and touch_multi, with pylibmc's rules for empty
-//! keys, str/bytes twins and failed keys. Arguments are converted with `py::args`, values with
-//! `codec`, the core is called through `io::detached` and errors are built by `py::errors`. Uses
-//! `client::{StoreItem, StoreStatus}`, the core's `Error` and `protocol`.
+//! The multi-key methods: get_multi and gets_multi (`fetch`), delete_multi, incr_multi and
+//! touch_multi, with pylibmc's rules for empty keys, str/bytes twins and failed keys;
+//! set/add/replace_multi are `multi/store.rs` (re-exported here, so `multi::` names the whole
+//! family). Arguments are converted with `py::args`, values with `codec`, the core is called
+//! through `io::detached` and errors are built by `py::errors`. Uses `client::Fetched`, the core's
+//! `Error` and `protocol`.
+
+mod store;
 
 use std::borrow::Cow;
 use std::collections::HashMap;
@@ -12,12 +15,13 @@ use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList, PyString};
 
 use super::PyClient;
-use crate::client::{Fetched, StoreItem, StoreStatus};
+use crate::client::Fetched;
 use crate::error::Error as CoreError;
-use crate::protocol::{StoreCmd, MAX_KEY_LEN};
-use crate::py::args::{self, *};
+use crate::protocol::MAX_KEY_LEN;
+use crate::py::args::*;
 use crate::py::errors::{self, Op};
 use crate::py::io::detached;
+pub(crate) use store::{store, store_multi_keys, store_multi_reply, StoreMultiArgs};
 
 /// Delete multiple keys at once; True only if every key was deleted.
 pub(super) fn delete_multi(
@@ -146,7 +150,7 @@ pub(super) fn incr_multi(
     let refs: Vec<&[u8]> = full.iter().map(|k| &**k).collect();
     let by_length = refused_by_length(&full);
     let results = detached(py, this, |core| {
-        Ok(core.arith_multi(true, &refs, delta as u64))
+        Ok(core.arith_multi(true, &refs, delta as u64, None))
     })?;
     report_arith(results, &by_length, this.flags()?.verify_keys)
 }
@@ -420,179 +424,4 @@ fn merge_twins<'a, 'py>(
         }
     }
     (o2, f2)
-}
-
-/// A multi store's arguments, converted once in pylibmc's order (`O!|Is#Ii`: the mapping, time,
-/// key_prefix, min_compress_len, compress_level; then compress_level's range).
-pub(crate) struct StoreMultiArgs<'a, 'py> {
-    pub mapping: &'a Bound<'py, PyDict>,
-    pub exptime: u32,
-    pub prefix: Vec<u8>,
-    pub min_compress_len: u32,
-    pub level: i32,
-    pub noreply: bool,
-}
-
-impl<'a, 'py> StoreMultiArgs<'a, 'py> {
-    pub(crate) fn parse(
-        keys: &'a Bound<'py, PyAny>,
-        time: MaybeArg<'_, '_>,
-        key_prefix: MaybeArg<'_, '_>,
-        min_compress_len: MaybeArg<'_, '_>,
-        compress_level: MaybeArg<'_, '_>,
-        noreply: bool,
-    ) -> PyResult<Self> {
-        let mapping = keys
-            .cast::<PyDict>()
-            .map_err(|_| ArgPos::nth(1).must_be("dict", keys))?;
-        Ok(StoreMultiArgs {
-            mapping,
-            exptime: time.map_or(0, uint_mask)?,
-            prefix: prefix_bytes(key_prefix, ArgPos::nth(3))?,
-            min_compress_len: min_compress_len.map_or(0, uint_mask)?,
-            level: args::compress_level(compress_level)?,
-            noreply,
-        })
-    }
-}
-
-/// set_multi, add_multi and replace_multi: returns the keys that were not stored.
-pub(super) fn store(
-    slf: &Bound<'_, PyClient>,
-    cmd: StoreCmd,
-    args: StoreMultiArgs<'_, '_>,
-) -> PyResult<Py<PyList>> {
-    let py = slf.py();
-    let this = slf.get();
-    // Keep the pairs alive so that keys and bytes/str values are borrowed, not copied.
-    let pairs: Vec<(Bound<'_, PyAny>, Bound<'_, PyAny>)> = args.mapping.iter().collect();
-    let StoreMultiKeys {
-        failed_at,
-        sent,
-        full,
-        values,
-    } = store_multi_keys(slf, &args, &pairs)?;
-    let items: Vec<StoreItem<'_>> = full
-        .iter()
-        .zip(&values)
-        .map(|(k, (data, flags))| StoreItem {
-            key: k,
-            flags: *flags,
-            exptime: args.exptime,
-            data,
-            cas: 0,
-        })
-        .collect();
-    let results = detached(py, this, |core| {
-        Ok(core.store_multi(cmd, &items, args.noreply))
-    })?;
-    let keys: Vec<&Bound<'_, PyAny>> = pairs.iter().map(|(k, _)| k).collect();
-    store_multi_reply(py, this, cmd, &keys, &sent, failed_at, results)
-}
-
-/// A multi store's keys and values, converted and encoded first (a failure here stores
-/// nothing): which pairs failed already and which are sent, with their keys and values.
-pub(crate) struct StoreMultiKeys<'a> {
-    pub failed_at: Vec<bool>,
-    pub sent: Vec<usize>,
-    pub full: Vec<Cow<'a, [u8]>>,
-    pub values: Vec<(Cow<'a, [u8]>, u32)>,
-}
-
-pub(crate) fn store_multi_keys<'a>(
-    slf: &Bound<'_, PyClient>,
-    args: &StoreMultiArgs<'_, '_>,
-    pairs: &'a [(Bound<'_, PyAny>, Bound<'_, PyAny>)],
-) -> PyResult<StoreMultiKeys<'a>> {
-    let this = slf.get();
-    // Which pairs failed (reported in the mapping's order, as pylibmc does), and which were sent.
-    let mut failed_at = vec![false; pairs.len()];
-    let mut sent = Vec::with_capacity(pairs.len());
-    let mut full: Vec<Cow<'_, [u8]>> = Vec::with_capacity(pairs.len());
-    let mut values: Vec<(Cow<'_, [u8]>, u32)> = Vec::with_capacity(pairs.len());
-    encode_str_keys(pairs.iter().map(|(k, _)| k))?;
-    for (i, (k, v)) in pairs.iter().enumerate() {
-        // pylibmc checks the key, the prefix, then both, for each key.
-        let kb = key_obj(k)?;
-        check_key_len(kb)?;
-        check_key_len(&args.prefix)?;
-        let fk = join_key(&args.prefix, kb);
-        check_key_len(&fk)?;
-        let enc = this.encode_value(slf, &fk, v, args.min_compress_len, args.level)?;
-        if fk.is_empty() {
-            failed_at[i] = true;
-            continue;
-        }
-        full.push(fk);
-        values.push(enc);
-        sent.push(i);
-    }
-    Ok(StoreMultiKeys {
-        failed_at,
-        sent,
-        full,
-        values,
-    })
-}
-
-/// What set/add/replace_multi return for the core's outcomes: `keys` are the mapping's keys in
-/// order, `sent` the positions sent, `failed_at` those failed before sending.
-pub(crate) fn store_multi_reply(
-    py: Python<'_>,
-    this: &PyClient,
-    cmd: StoreCmd,
-    keys: &[&Bound<'_, PyAny>],
-    sent: &[usize],
-    mut failed_at: Vec<bool>,
-    results: Vec<crate::error::Result<StoreStatus>>,
-) -> PyResult<Py<PyList>> {
-    let verify = this.flags()?.verify_keys;
-    let mut first_err = None;
-    for (&i, r) in sent.iter().zip(results) {
-        match r {
-            Ok(StoreStatus::Stored) => {}
-            Ok(_) => failed_at[i] = true,
-            Err(CoreError::BadKey(_)) if verify => failed_at[i] = true,
-            Err(e) => {
-                failed_at[i] = true;
-                first_err.get_or_insert(e);
-            }
-        }
-    }
-    let failed = PyList::new(
-        py,
-        keys.iter()
-            .zip(&failed_at)
-            .filter(|(_, &f)| f)
-            .map(|(k, _)| *k),
-    )?;
-    prefer_str_forms(keys, &failed)?;
-    if let Some(e) = first_err {
-        let err = errors::op_error(Op::store_multi(cmd), None, &e);
-        return Err(errors::with_failed_keys(py, err, &failed));
-    }
-    Ok(failed.unbind())
-}
-
-/// When a key is given both as str and as bytes, pylibmc reports the str form.
-fn prefer_str_forms(keys: &[&Bound<'_, PyAny>], failed: &Bound<'_, PyList>) -> PyResult<()> {
-    if failed.is_empty()
-        || !keys.iter().any(|k| k.is_instance_of::<PyString>())
-        || !keys.iter().any(|k| k.is_instance_of::<PyBytes>())
-    {
-        return Ok(());
-    }
-    let mut str_form = HashMap::new();
-    for &k in keys {
-        if k.is_instance_of::<PyString>() {
-            str_form.insert(key_obj(k)?.to_vec(), k);
-        }
-    }
-    for i in 0..failed.len() {
-        let k = failed.get_item(i)?;
-        if let Some(&s) = str_form.get(key_obj(&k)?) {
-            failed.set_item(i, s)?;
-        }
-    }
-    Ok(())
 }

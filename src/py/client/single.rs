@@ -3,13 +3,15 @@
 //! `py::args`, values with `codec`, the core is called through `io::detached` and errors are built
 //! by `py::errors`. Uses `client::{StoreItem, StoreStatus}` and the core's `Error`.
 
-use pyo3::exceptions::PyValueError;
+use pyo3::exceptions::{PyTypeError, PyValueError};
+use pyo3::types::{PyBool, PyInt};
 use std::sync::atomic::Ordering;
 
 use pyo3::prelude::*;
 use pyo3::IntoPyObjectExt;
 
 use super::PyClient;
+use crate::client::op::arith::Create;
 use crate::client::{Fetched, StoreItem, StoreStatus};
 use crate::error::Error as CoreError;
 use crate::protocol::StoreCmd;
@@ -365,19 +367,45 @@ pub(crate) fn touch_reply(k: &[u8], r: Option<Result<bool, CoreError>>) -> PyRes
     }
 }
 
-/// incr and decr.
+/// incr and decr (creating a missing counter with `initial=`).
 pub(super) fn arith(
     slf: &Bound<'_, PyClient>,
     incr: bool,
     key: &Bound<'_, PyAny>,
     delta: MaybeArg<'_, '_>,
+    initial: Option<&Bound<'_, PyAny>>,
+    time: MaybeArg<'_, '_>,
 ) -> PyResult<u64> {
     let py = slf.py();
     let (k, d) = arith_args(key, delta)?;
+    let create = arith_create(initial, time)?;
     let r = detached(py, slf.get(), |core| {
-        Ok(core.arith_multi(incr, &[k], d).pop())
+        Ok(core.arith_multi(incr, &[k], d, create).pop())
     })?;
     arith_reply(r)
+}
+
+/// incr/decr's `initial=` and `time=` (fastmc's own): a missing counter is created at
+/// `initial`, an unsigned 64-bit number, expiring as `set`'s `time` says. Without `initial`, a
+/// miss stays `NotFound`, and a nonzero `time` would have nothing to apply to.
+pub(crate) fn arith_create(
+    initial: Option<&Bound<'_, PyAny>>,
+    time: MaybeArg<'_, '_>,
+) -> PyResult<Option<Create>> {
+    let exptime = time.map_or(0, uint_mask)?;
+    let Some(initial) = initial.filter(|v| !v.is_none()) else {
+        if exptime != 0 {
+            return Err(PyTypeError::new_err("time= applies only with initial="));
+        }
+        return Ok(None);
+    };
+    if !initial.is_instance_of::<PyInt>() || initial.is_instance_of::<PyBool>() {
+        return Err(PyTypeError::new_err("initial must be an integer"));
+    }
+    let initial = initial
+        .extract::<u64>()
+        .map_err(|_| PyValueError::new_err("initial must be between 0 and 2**64-1"))?;
+    Ok(Some(Create { initial, exptime }))
 }
 
 /// incr/decr's key and delta, converted and checked (an empty key fails here).

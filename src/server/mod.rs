@@ -1,51 +1,40 @@
 //! One server as the client sees it: its address, a pool of idle connections, and its health
-//! (failure count, retry window, ejection). Depends on `connection` and `error`.
+//! record (`health`: the failure policy, a pure state machine, kept here under a lock). Depends
+//! on `connection`, `error` and `behaviors` (through `health`).
 //!
 //! The locks here are held only to push or pop a connection or to read or update the health
 //! record, never across I/O, so threads sharing a client run their I/O in parallel.
 
 use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use parking_lot::Mutex;
 
 use crate::connection::{Address, Connection, SocketOptions};
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::metrics::ServerMetrics;
+
+pub mod health;
+
+use health::{Counted, FailurePolicy, Health};
 
 /// How many idle connections a server keeps; more are closed when returned.
 const MAX_IDLE: usize = 64;
 
 /// When `checkout` peeks at an idle connection before handing it out.
 #[derive(Clone, Copy, Debug)]
-pub enum Probe {
+pub enum Peek {
     /// Reads: a read that finds the connection closed is simply sent again on a new one.
     Never,
     /// `noreply` writes: nothing would ever tell that one went into a closed connection, so the
     /// connection is peeked at unless it carried a `noreply` write (or got an answer) shortly
-    /// before this instant (see `Connection::needs_probe_before_noreply`).
+    /// before this instant (see `Connection::needs_peek_before_noreply`).
     BeforeNoreply(Instant),
     /// Writes that wait for their answer: unless the server answered on the connection without
-    /// an error line shortly before this instant (see `Connection::needs_probe`). Should the
+    /// an error line shortly before this instant (see `Connection::needs_peek`). Should the
     /// connection be closed after all, the write fails with an error and is not sent again.
     UnlessAnswered(Instant),
-}
-
-/// libmemcached's failure policy, from the behaviors, and whether a stall is checked on a
-/// fresh connection before it counts against the server (docs/failures.md#lossy-links).
-#[derive(Clone, Copy, Debug)]
-pub struct FailurePolicy {
-    /// How long a failed server is skipped (`ServerDown`) before it is tried again.
-    pub retry_timeout: Duration,
-    /// Eject the server after this many failures in a row (`auto_eject` / `remove_failed`).
-    pub auto_eject: bool,
-    pub failure_limit: u32,
-    /// How long an ejected server stays out of the ring before it is retried.
-    pub dead_timeout: Duration,
-    /// Check a stalled request on a fresh connection before its timeout counts against the
-    /// server (off with the behavior `mark_down_at_once`, libmemcached's way).
-    pub check_stalls: bool,
 }
 
 /// Whether a server speaks the meta protocol.
@@ -55,13 +44,6 @@ pub enum MetaSupport {
     Unknown,
     Yes,
     No,
-}
-
-#[derive(Debug, Default)]
-struct Health {
-    failures: u32,
-    retry_at: Option<Instant>,
-    ejected_until: Option<Instant>,
 }
 
 /// One server of a client: where it is, its idle connections and its health. Shared by every
@@ -115,23 +97,12 @@ impl Server {
             .store(if yes { META_YES } else { META_NO }, Ordering::Relaxed);
     }
 
-    /// Fail fast while the server is in its retry window or ejected.
+    /// Fail fast while the server is in its retry window or ejected (`Health::check`).
     pub fn check_health(&self, now: Instant) -> Result<()> {
         if !self.troubled.load(Ordering::Relaxed) {
             return Ok(());
         }
-        let h = self.health.lock();
-        if let Some(t) = h.ejected_until {
-            if now < t {
-                return Err(Error::ServerDead);
-            }
-        }
-        if let Some(t) = h.retry_at {
-            if now < t {
-                return Err(Error::ServerDown);
-            }
-        }
-        Ok(())
+        self.health.lock().check(now)
     }
 
     /// True once when an ejection has run out (or was cleared): the server is back in the ring.
@@ -143,33 +114,23 @@ impl Server {
 
     /// Whether the server is currently out of the ring.
     pub fn is_ejected(&self, now: Instant) -> bool {
-        self.health.lock().ejected_until.is_some_and(|t| now < t)
+        self.health.lock().is_ejected(now)
     }
 
-    /// Record a failed connect or I/O: whether this failure marked a healthy server down, and
-    /// whether it ejected the server.
-    pub fn record_failure(&self, now: Instant, policy: &FailurePolicy) -> (bool, bool) {
+    /// Count a failure that `health::verdict` holds against the server
+    /// (`Health::record_failure`); an ejected server's idle connections are closed.
+    pub fn record_failure(&self, now: Instant, policy: &FailurePolicy) -> Counted {
         // The server may come back as another program: probe its protocols again.
         self.meta.store(META_UNKNOWN, Ordering::Relaxed);
         let mut h = self.health.lock();
         self.troubled.store(true, Ordering::Relaxed);
-        let was_healthy = h.failures == 0 && h.retry_at.is_none() && h.ejected_until.is_none();
-        h.failures = h.failures.saturating_add(1);
-        h.retry_at = Some(now + policy.retry_timeout);
-        if policy.auto_eject && h.failures >= policy.failure_limit.max(1) {
-            let wait = if policy.dead_timeout.is_zero() {
-                policy.retry_timeout
-            } else {
-                policy.dead_timeout
-            };
-            h.ejected_until = Some(now + wait);
-            h.failures = policy.failure_limit.saturating_sub(1);
-            drop(h);
+        let counted = h.record_failure(now, policy);
+        drop(h);
+        if counted.ejected {
             self.idle.lock().clear();
             self.out_of_ring.store(true, Ordering::Relaxed);
-            return (was_healthy, true);
         }
-        (was_healthy, false)
+        counted
     }
 
     /// A successful exchange clears the failure record; true if the server had failed.
@@ -179,11 +140,7 @@ impl Server {
         }
         let mut h = self.health.lock();
         self.troubled.store(false, Ordering::Relaxed);
-        if h.failures != 0 || h.retry_at.is_some() || h.ejected_until.is_some() {
-            *h = Health::default();
-            return true;
-        }
-        false
+        h.record_success()
     }
 
     /// Forget failures (pylibmc's `disconnect_all` resets libmemcached's failure state).
@@ -194,11 +151,11 @@ impl Server {
     }
 
     /// An idle connection if there is a usable one, else a new one. The flag says whether the
-    /// connection was reused (only those get a transparent retry when found closed). `probe`
+    /// connection was reused (only those get a transparent retry when found closed). `peek`
     /// says when idle connections are peeked at first, to skip those the server has closed (a
     /// restart) before anything is sent on them: writes cannot be replayed once sent.
-    pub fn checkout(&self, opts: &SocketOptions, probe: Probe) -> Result<(Connection, bool)> {
-        match self.checkout_idle(probe) {
+    pub fn checkout(&self, opts: &SocketOptions, peek: Peek) -> Result<(Connection, bool)> {
+        match self.checkout_idle(peek) {
             Some(c) => Ok((c, true)),
             None => self.connect(opts).map(|c| (c, false)),
         }
@@ -206,17 +163,17 @@ impl Server {
 
     /// A usable idle connection, if there is one; never connects, never blocks (the peek is
     /// non-blocking).
-    pub fn checkout_idle(&self, probe: Probe) -> Option<Connection> {
+    pub fn checkout_idle(&self, when: Peek) -> Option<Connection> {
         loop {
             let c = self.idle.lock().pop()?;
             // Inherited across fork(): drop our handle, never touch the shared socket.
             if !c.owned_by_this_process() {
                 continue;
             }
-            let peek = match probe {
-                Probe::Never => false,
-                Probe::BeforeNoreply(now) => c.needs_probe_before_noreply(now),
-                Probe::UnlessAnswered(now) => c.needs_probe(now),
+            let peek = match when {
+                Peek::Never => false,
+                Peek::BeforeNoreply(now) => c.needs_peek_before_noreply(now),
+                Peek::UnlessAnswered(now) => c.needs_peek(now),
             };
             if peek && !c.peer_still_open() {
                 continue;
@@ -228,7 +185,8 @@ impl Server {
     /// A new connection, counted in the metrics.
     pub fn connect(&self, opts: &SocketOptions) -> Result<Connection> {
         let mut c = Connection::connect(&self.address, opts)?;
-        self.metrics.connects.fetch_add(1, Ordering::Relaxed);
+        let m = &self.metrics.counted;
+        m.connects.fetch_add(1, Ordering::Relaxed);
         c.track_close(self.closes_counter());
         Ok(c)
     }
@@ -240,7 +198,7 @@ impl Server {
     /// The metrics, with the pool's idle connections counted now.
     pub fn metrics_snapshot(&self) -> crate::metrics::MetricsSnapshot {
         let mut s = self.metrics.snapshot();
-        s.idle = self.idle.lock().len();
+        s.idle = self.idle.lock().len() as u64;
         s
     }
 

@@ -27,16 +27,16 @@ use pyo3::types::PyList;
 const LONGEST: Duration = Duration::from_millis(10);
 
 /// How a call waits while the loop is idle: the loop's selector, and where it keeps its work.
-pub(super) struct Quiet {
+pub(super) struct IdleWait {
     /// The loop's selector descriptor, duplicated: it stays valid for as long as this does.
     selector: OwnedFd,
     /// The loop's queue of callbacks ready to run (`loop._ready`, a deque it never replaces).
     ready: Py<PyAny>,
 }
 
-impl Quiet {
+impl IdleWait {
     /// For `running`, when it is one of asyncio's selector loops on epoll; else `None`.
-    pub(super) fn new(running: &Bound<'_, PyAny>) -> Option<Quiet> {
+    pub(super) fn new(running: &Bound<'_, PyAny>) -> Option<IdleWait> {
         // Elsewhere no request is driven on the loop's thread (dispatch/direct_off.rs), so
         // there is nothing to wait for here; macOS's selector is a kqueue besides.
         if cfg!(not(target_os = "linux")) {
@@ -71,7 +71,7 @@ impl Quiet {
         #[allow(unsafe_code)]
         let borrowed = unsafe { BorrowedFd::borrow_raw(fd) };
         let selector = rustix::io::fcntl_dupfd_cloexec(borrowed, 0).ok()?;
-        Some(Quiet {
+        Some(IdleWait {
             selector,
             ready: ready.unbind(),
         })

@@ -13,16 +13,13 @@
 //! A server that cannot be connected to or does not answer the fresh connection either is failed
 //! exactly as before. The call's deadline does not move: the check runs inside the timeout.
 //!
-//! Owns `Check`, the ping and `Client::start_checks` (which batches are due, their fresh
-//! connection). Uses `connection` and `protocol`; the driver's poll loop calls it.
+//! Owns `Check`, when a batch is due (`due`) and the ping. Uses `connection` and `protocol`; the
+//! blocking driver's poll loop starts the checks (`Client::start_checks`).
 
 use std::time::{Duration, Instant};
 
-use super::inflight::InFlight;
-use super::snapshot::Snapshot;
-use super::Client;
 use crate::connection::{Connection, SocketOptions};
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::protocol::{binary, parse_text_reply, text, Parsed, ReplyKind};
 
 /// The shortest wait before a check: a timeout below 2 ms is checked at its end, never.
@@ -37,42 +34,6 @@ pub(super) fn check_after(limit: Duration) -> Duration {
 /// and still has time left before its deadline (`limit` after the last progress).
 pub(super) fn due(last_progress: Instant, limit: Duration, now: Instant) -> bool {
     now >= last_progress + check_after(limit) && now < last_progress + limit
-}
-
-impl Client {
-    /// Check each batch that made no progress up to its check point on a fresh connection,
-    /// within what is left of its timeout: a read with no reply byte yet is sent again there,
-    /// anything else gets a ping. True if any was checked (connecting blocked meanwhile).
-    pub(super) fn start_checks(&self, snap: &Snapshot, flights: &mut [InFlight]) -> bool {
-        let mut any = false;
-        for a in flights
-            .iter_mut()
-            .filter(|a| !a.done() && !a.check.started())
-        {
-            let limit = Self::limit(snap, a);
-            let now = Instant::now();
-            if !due(a.last_progress, limit, now) {
-                continue;
-            }
-            any = true;
-            let left = (a.last_progress + limit).saturating_duration_since(now);
-            let opts = bounded(&snap.opts, left);
-            let fresh = match snap.topo.servers.get(a.batch.server) {
-                Some(server) => server.connect(&opts),
-                None => Err(Error::NoServers),
-            };
-            a.check = match fresh {
-                Ok(c) if a.replayable() => {
-                    // The deadline stays where it was: the check runs inside the timeout.
-                    a.restart_on(c);
-                    Check::Replayed(now + left)
-                }
-                Ok(c) => start_ping(c, snap.behaviors.binary),
-                Err(_) => Check::Failed,
-            };
-        }
-        any
-    }
 }
 
 /// The check of one stalled batch.
@@ -115,10 +76,10 @@ impl Check {
         }
     }
 
-    /// Whether the batch's failure `e` is spared from counting against the server: a timeout
-    /// while the server answered on a fresh connection. Everything else counts as before.
-    pub fn spares_server(&self, e: &Error) -> bool {
-        matches!(self, Check::Alive) && matches!(e, Error::Timeout)
+    /// Whether the server answered the ping on a fresh connection (`health::verdict` then
+    /// spares it a timeout of the batch).
+    pub fn server_answered(&self) -> bool {
+        matches!(self, Check::Alive)
     }
 
     /// Read what the ping connection has (poll said so): `Alive` once a whole reply arrived,
@@ -219,12 +180,11 @@ mod tests {
     }
 
     #[test]
-    fn only_a_timeout_with_the_server_alive_is_spared() {
-        assert!(Check::Alive.spares_server(&Error::Timeout));
-        assert!(!Check::Alive.spares_server(&Error::Protocol("x".into())));
+    fn only_an_answered_ping_says_the_server_is_alive() {
+        assert!(Check::Alive.server_answered());
         let t0 = Instant::now();
         for c in [Check::None, Check::Replayed(t0), Check::Failed] {
-            assert!(!c.spares_server(&Error::Timeout));
+            assert!(!c.server_answered());
             assert!(c.ping().is_none());
         }
         assert!(!Check::None.started() && Check::Failed.started());

@@ -1,0 +1,314 @@
+//! The blocking driver: an operation planned, driven and settled (`perform`). Check out a connection per server batch, then write and read all of
+//! them at once. One batch alone is written and read with blocking calls (one `send`, one
+//! `recv` for a small request); several are driven by one `poll` loop that interleaves writes
+//! and reads, so no batch size can deadlock on full socket buffers. Each batch has its own
+//! deadline, so a hung server fails only its own keys.
+//!
+//! Waits on sockets (`rustix::event::poll`, and blocking reads); a stalled batch is checked on a
+//! fresh connection (`start_checks`, see `stall`). Uses the shared `steps`, `stall`, the
+//! in-flight batches and the sinks.
+
+use std::time::{Duration, Instant};
+
+use rustix::event::{PollFd, PollFlags};
+
+use crate::client::inflight::InFlight;
+use crate::client::op::{Args, Operation};
+use crate::client::plan::ServerBatch;
+use crate::client::sink::Sink;
+use crate::client::snapshot::Snapshot;
+use crate::client::stall::{self, bounded, due, start_ping, Check};
+use crate::client::Client;
+use crate::error::{Error, Result};
+use crate::metrics::Family;
+
+impl Client {
+    /// Send the planned batches (counted in `family`) and collect the outcomes in `sink`, keys
+    /// failed up front (`rejected`) included.
+    #[allow(clippy::too_many_arguments)]
+    pub(in crate::client) fn execute<S: Sink>(
+        &self,
+        snap: &Snapshot,
+        family: Family,
+        mut batches: Vec<ServerBatch>,
+        rejected: Vec<(u32, Error)>,
+        mut sink: S,
+        replay_safe: bool,
+    ) -> S {
+        for b in &mut batches {
+            b.family = family;
+        }
+        for (i, e) in rejected {
+            sink.reject(i, e);
+        }
+        self.run(snap, batches, &mut sink, replay_safe);
+        sink
+    }
+
+    /// The blocking call of `op` on `snap`: plan, drive every batch, settle.
+    pub(in crate::client) fn perform<O: Operation>(
+        &self,
+        snap: &Snapshot,
+        op: &O,
+        args: Args<'_, '_>,
+    ) -> O::Output {
+        let p = op.plan(snap, args);
+        let sink = op.sink(snap, &p.wire_keys[..], args);
+        let (family, replay_safe) = (op.family(), op.replay_safe());
+        let sink = self.execute(snap, family, p.batches, p.rejected, sink, replay_safe);
+        op.settle(self, snap, sink, args)
+    }
+
+    /// Check out connections for the batches and drive them to completion.
+    /// `replay_safe`: the requests only read, so a stale pooled connection that failed before any
+    /// reply byte may replay them on a new one. Writes are replayed only if nothing was sent, and
+    /// their pooled connections are peeked at for a server-side close before anything is sent.
+    pub(in crate::client) fn run(
+        &self,
+        snap: &Snapshot,
+        batches: Vec<ServerBatch>,
+        sink: &mut dyn Sink,
+        replay_safe: bool,
+    ) {
+        let mut now = Instant::now();
+        let n = batches.len();
+        let mut started = batches
+            .into_iter()
+            .filter_map(|b| self.start(snap, b, &mut *sink, replay_safe, &mut now));
+        let (first, second) = (started.next(), started.next());
+        let mut flights: Vec<InFlight> = match (first, second) {
+            (Some(a), Some(b)) => {
+                let mut all = Vec::with_capacity(n);
+                all.extend([a, b].into_iter().chain(started));
+                all
+            }
+            // One connection (or none): no list of them to keep, no poll loop.
+            (one, _) => {
+                drop(started);
+                if let Some(a) = one {
+                    let a = self.drive_one(snap, a, sink);
+                    self.finish(snap, a, sink);
+                }
+                return;
+            }
+        };
+        self.drive_many(snap, &mut flights, sink);
+        for a in flights {
+            self.finish(snap, a, sink);
+        }
+    }
+
+    /// Check out a connection for `batch`; `None` when that failed (the batch's keys are
+    /// failed). `now` is read again after a checkout that had to connect.
+    fn start(
+        &self,
+        snap: &Snapshot,
+        batch: ServerBatch,
+        sink: &mut dyn Sink,
+        replay_safe: bool,
+        now: &mut Instant,
+    ) -> Option<InFlight> {
+        let peek = Self::peek_for(&batch, replay_safe, *now);
+        match self.checkout_for(snap, batch.server, peek, now) {
+            Ok((conn, reused)) => Some(Self::launch(snap, batch, conn, reused, replay_safe, *now)),
+            Err(e) => {
+                sink.fail(&batch.keys, &e);
+                None
+            }
+        }
+    }
+
+    /// One server: write, then blocking reads with the socket's timeout (one `send`, one `recv`
+    /// for a small request). Falls back to the poll loop if the request does not fit the socket
+    /// or a signal interrupts a read.
+    pub(in crate::client) fn drive_one(
+        &self,
+        snap: &Snapshot,
+        mut a: InFlight,
+        sink: &mut dyn Sink,
+    ) -> InFlight {
+        loop {
+            match Self::exchange_blocking(&mut a, sink) {
+                Ok(true) => return a,
+                Ok(false) => {
+                    self.drive_many(snap, std::slice::from_mut(&mut a), sink);
+                    return a;
+                }
+                Err(e) => {
+                    if self.retry_fresh(snap, &mut a, &e) {
+                        continue;
+                    }
+                    a.failed = Some(e);
+                    return a;
+                }
+            }
+        }
+    }
+
+    /// `drive_one`'s blocking exchange: true when done, false when the poll loop must go on.
+    fn exchange_blocking(a: &mut InFlight, sink: &mut dyn Sink) -> Result<bool> {
+        a.write_some()?;
+        if a.writing() {
+            return Ok(false);
+        }
+        let mut received = false;
+        loop {
+            a.parse_available(sink)?;
+            if a.done() {
+                return Ok(true);
+            }
+            // The clock is read only when a reply takes more than one read.
+            if received {
+                a.last_progress = Instant::now();
+            }
+            match a.conn.recv_blocking() {
+                // A signal interrupted the wait. Waiting again would restart the socket's
+                // timeout (periodic signals would stretch it forever): the poll loop goes on
+                // against the deadline counted from the last progress.
+                Ok(0) => return Ok(false),
+                Ok(_) => received = true,
+                // The socket's wait ran out: at the deadline, or at the check point when
+                // stalls are checked (`SocketOptions::recv_wait`). The poll loop decides which.
+                Err(Error::Timeout) => return Ok(false),
+                Err(e) => return Err(e),
+            }
+        }
+    }
+
+    /// Several servers at once: one poll loop over every batch not done yet.
+    pub(in crate::client) fn drive_many(
+        &self,
+        snap: &Snapshot,
+        flights: &mut [InFlight],
+        sink: &mut dyn Sink,
+    ) {
+        // Start every write without waiting; afterwards touch a socket only when poll says so.
+        for a in flights.iter_mut().filter(|a| !a.done()) {
+            if let Err(e) = a.write_some().and_then(|_| a.parse_available(sink)) {
+                if !self.retry_fresh(snap, a, &e) {
+                    a.failed = Some(e);
+                }
+            }
+        }
+        let mut waiting: Vec<usize> = Vec::with_capacity(flights.len());
+        let mut ready: Vec<PollFlags> = Vec::with_capacity(flights.len());
+        let mut pinged: Vec<(usize, PollFlags)> = Vec::new();
+        let checks = snap.policy.check_stalls;
+        loop {
+            let mut wait = Self::expire(snap, flights, checks);
+            // Connecting for a check blocks: first see what arrived meanwhile.
+            if checks && self.start_checks(snap, flights) {
+                wait = Duration::ZERO;
+            }
+            waiting.clear();
+            waiting.extend((0..flights.len()).filter(|&i| !flights[i].done()));
+            if waiting.is_empty() {
+                return;
+            }
+            Self::poll(flights, &waiting, wait, &mut ready, &mut pinged);
+            for &(i, events) in &pinged {
+                if !events.is_empty() {
+                    flights[i].check.serve_ping(snap.behaviors.binary);
+                }
+            }
+            for (&i, &events) in waiting.iter().zip(&ready) {
+                if events.is_empty() {
+                    continue;
+                }
+                let a = &mut flights[i];
+                match Self::serve(a, events, sink) {
+                    Ok(true) => a.last_progress = Instant::now(),
+                    Ok(false) => {}
+                    Err(e) => {
+                        if !self.retry_fresh(snap, a, &e) {
+                            a.failed = Some(e);
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// Deadlines: no progress for the read (or write) timeout fails that server only. Returns
+    /// how long the next poll may wait (with `checks`, until the next check point at most).
+    fn expire(snap: &Snapshot, flights: &mut [InFlight], checks: bool) -> Duration {
+        let now = Instant::now();
+        let mut wait = Duration::from_secs(3600);
+        for a in flights.iter_mut().filter(|a| !a.done()) {
+            let limit = Self::limit(snap, a);
+            let answered = a.conn.received_since_begin();
+            let deadline = a.check.deadline(a.last_progress, limit, answered);
+            if deadline <= now {
+                a.failed = Some(Error::Timeout);
+                continue;
+            }
+            wait = wait.min(deadline - now);
+            if checks && !a.check.started() {
+                let at = a.last_progress + stall::check_after(limit);
+                wait = wait.min(at.saturating_duration_since(now));
+            }
+        }
+        wait
+    }
+
+    /// Wait until one of the `waiting` batches can read or write (or `wait` passed); `ready`
+    /// gets each one's events, `pinged` those of the checks' pings (batch index, events).
+    fn poll(
+        flights: &[InFlight],
+        waiting: &[usize],
+        wait: Duration,
+        ready: &mut Vec<PollFlags>,
+        pinged: &mut Vec<(usize, PollFlags)>,
+    ) {
+        let mut fds: Vec<PollFd<'_>> = waiting.iter().map(|&i| flights[i].poll_fd()).collect();
+        let n = fds.len();
+        pinged.clear();
+        for &i in waiting {
+            if let Some(p) = flights[i].check.ping() {
+                fds.push(PollFd::from_borrowed_fd(p.fd(), PollFlags::IN));
+                pinged.push((i, PollFlags::empty()));
+            }
+        }
+        let ts = crate::connection::to_timespec(wait.max(Duration::from_millis(1)));
+        let _ = rustix::event::poll(&mut fds, Some(&ts));
+        ready.clear();
+        ready.extend(fds[..n].iter().map(|f| f.revents()));
+        for (p, f) in pinged.iter_mut().zip(&fds[n..]) {
+            p.1 = f.revents();
+        }
+    }
+
+    /// Check each batch that made no progress up to its check point on a fresh connection,
+    /// within what is left of its timeout: a read with no reply byte yet is sent again there,
+    /// anything else gets a ping. True if any was checked (connecting blocked meanwhile).
+    fn start_checks(&self, snap: &Snapshot, flights: &mut [InFlight]) -> bool {
+        let mut any = false;
+        for a in flights
+            .iter_mut()
+            .filter(|a| !a.done() && !a.check.started())
+        {
+            let limit = Self::limit(snap, a);
+            let now = Instant::now();
+            if !due(a.last_progress, limit, now) {
+                continue;
+            }
+            any = true;
+            let left = (a.last_progress + limit).saturating_duration_since(now);
+            let opts = bounded(&snap.opts, left);
+            let fresh = match snap.topo.servers.get(a.batch.server) {
+                Some(server) => server.connect(&opts),
+                None => Err(Error::NoServers),
+            };
+            a.check = match fresh {
+                Ok(c) if a.replayable() => {
+                    // The deadline stays where it was: the check runs inside the timeout.
+                    a.restart_on(c);
+                    Check::Replayed(now + left)
+                }
+                Ok(c) => start_ping(c, snap.behaviors.binary),
+                Err(_) => Check::Failed,
+            };
+        }
+        any
+    }
+}

@@ -1,0 +1,195 @@
+//! A lone `noreply` write (a loop of `set(..., noreply=True)`): the steps of the blocking
+//! driver for a batch of one, up to its first `send`, without a plan, a sink or an in-flight
+//! record, so that the call is one `send` and little else. What the socket does not take whole
+//! is finished by the blocking driver. Store, delete and touch take it (`forget_store`,
+//! `forget_delete`, `forget_touch`: their text `noreply` request).
+//!
+//! Uses the shared `steps` and the blocking driver (`drive_one`) for what is left.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use super::MAX_UNSYNCED;
+
+/// About how many bytes a delete or touch request takes besides its key
+/// (`touch <key> <10 digits> noreply\r\n`).
+const REQUEST_BYTES: usize = 40;
+use crate::client::inflight::InFlight;
+use crate::client::plan::ServerBatch;
+use crate::client::sink::{unexpected, LineSink, Tally};
+use crate::client::snapshot::Snapshot;
+use crate::client::{Client, StoreStatus};
+use crate::error::Result;
+use crate::metrics::Family;
+use crate::protocol::{text, Reply, StoreCmd, StoreItem};
+use crate::server::Peek;
+
+/// How far a single `noreply` write got without blocking (`Client::forget_start`).
+pub enum Quick<T> {
+    /// Sent whole, or failed at once (a server in its retry window): the outcome.
+    Done(Result<T>),
+    /// Partly sent, or the send failed: `Client::forget_rest` finishes it, and may block.
+    Rest(Box<Unfinished<T>>),
+    /// Nothing done: the general path applies (it may block: connecting, a sync).
+    Blocking,
+}
+
+/// A single `noreply` write that `forget_start` began (`Client::forget_rest` ends it).
+pub struct Unfinished<T> {
+    snap: Arc<Snapshot>,
+    a: InFlight,
+    ok: T,
+}
+
+thread_local! {
+    /// `forget_start`'s request buffer, kept between calls on a thread.
+    static FORGET_BUF: std::cell::Cell<Vec<u8>> = const { std::cell::Cell::new(Vec::new()) };
+}
+
+/// A buffer that grew beyond this (a large value) is not kept.
+const FORGET_BUF_KEPT: usize = 16 * 1024;
+impl Client {
+    /// A `noreply` store of one item by `forget_start`, when it applies.
+    pub(in crate::client) fn forget_store(
+        &self,
+        snap: &Arc<Snapshot>,
+        cmd: StoreCmd,
+        it: &StoreItem<'_>,
+        may_connect: bool,
+    ) -> Quick<StoreStatus> {
+        let verify = snap.behaviors.verify_keys;
+        let (size, ok) = (it.data.len() + REQUEST_BYTES, StoreStatus::Stored);
+        let encode = |buf: &mut Vec<u8>, w: &[u8]| text::encode_store(buf, cmd, w, it, true);
+        let f = Family::Store;
+        self.forget_start(snap, f, it.key, verify, size, ok, encode, may_connect)
+    }
+
+    /// A `noreply` delete of one key by `forget_start`, when it applies.
+    pub(in crate::client) fn forget_delete(
+        &self,
+        snap: &Arc<Snapshot>,
+        key: &[u8],
+        may_connect: bool,
+    ) -> Quick<bool> {
+        let verify = snap.behaviors.verify_keys;
+        let encode = |buf: &mut Vec<u8>, w: &[u8]| text::encode_delete(buf, w, true);
+        let (f, n) = (Family::Delete, REQUEST_BYTES);
+        self.forget_start(snap, f, key, verify, n, true, encode, may_connect)
+    }
+
+    /// A `noreply` touch of one key by `forget_start`, when it applies (libmemcached's touch
+    /// does not apply `verify_keys`).
+    pub(in crate::client) fn forget_touch(
+        &self,
+        snap: &Arc<Snapshot>,
+        key: &[u8],
+        exptime: u32,
+    ) -> Quick<bool> {
+        let encode = |buf: &mut Vec<u8>, w: &[u8]| text::encode_touch(buf, w, exptime, true);
+        let (f, n) = (Family::Touch, REQUEST_BYTES);
+        self.forget_start(snap, f, key, false, n, true, encode, true)
+    }
+
+    /// The outcome of a `forget_start`, finishing what it left (this may block); `None`: the
+    /// general path applies.
+    pub(crate) fn forget_end<T: Clone + Tally>(&self, q: Quick<T>) -> Option<Result<T>> {
+        match q {
+            Quick::Done(r) => Some(r),
+            Quick::Rest(u) => self.forget_rest(*u),
+            Quick::Blocking => None,
+        }
+    }
+
+    /// One `noreply` text write of one key (a loop of `set(..., noreply=True)`), up to its
+    /// first `send`: the steps of `run` for a batch of one (route, health, checkout with the
+    /// `noreply` peek rule, send, accounting) without a plan, a sink or an in-flight record, so
+    /// that the call is one `send` and little else. `ok` is the outcome a `noreply` write
+    /// reports (and tallies); `per_key` is what the request takes besides the key.
+    /// `Quick::Blocking` when the case is not this simple (binary, TLS, an invalid key, a
+    /// connection that owes a sync, or, with `may_connect` false, no idle connection): nothing
+    /// was sent, and the caller takes the general path. A send that the socket does not take
+    /// whole, or that fails, is `Quick::Rest`, which `forget_end` goes on with as the general
+    /// path's batch would. With `may_connect` false it never blocks, so that the binding may
+    /// call it without releasing the interpreter, and release it only for what is left.
+    #[allow(clippy::too_many_arguments)]
+    pub(in crate::client) fn forget_start<T: Clone + Tally>(
+        &self,
+        snap: &Arc<Snapshot>,
+        family: Family,
+        key: &[u8],
+        verify_keys: bool,
+        per_key: usize,
+        ok: T,
+        encode: impl FnOnce(&mut Vec<u8>, &[u8]),
+        may_connect: bool,
+    ) -> Quick<T> {
+        if snap.behaviors.binary || snap.opts.security.tls.is_some() {
+            return Quick::Blocking;
+        }
+        let Ok(wire) = snap.wire_key(key, verify_keys) else {
+            return Quick::Blocking;
+        };
+        let s = snap.route(key, &wire);
+        let Some(server) = snap.topo.servers.get(s) else {
+            return Quick::Blocking;
+        };
+        let mut now = Instant::now();
+        let peek = Peek::BeforeNoreply(now);
+        let checked_out = if may_connect {
+            self.checkout_for(snap, s, peek, &mut now).map(Some)
+        } else {
+            Self::healthy(server, now).map(|()| server.checkout_idle(peek).map(|c| (c, true)))
+        };
+        let (mut conn, reused) = match checked_out {
+            Ok(Some(c)) => c,
+            Ok(None) => return Quick::Blocking,
+            Err(e) => return Quick::Done(Err(e)),
+        };
+        if conn.unsynced() >= MAX_UNSYNCED {
+            server.checkin(conn);
+            return Quick::Blocking;
+        }
+        // The buffer of this thread's previous such write: no allocation per call.
+        let mut wbuf = FORGET_BUF.take();
+        wbuf.clear();
+        wbuf.reserve(wire.len() + per_key);
+        encode(&mut wbuf, &wire);
+        conn.begin_request();
+        let sent = conn.send_noreply(&wbuf).unwrap_or(0);
+        if sent == wbuf.len() {
+            server.metrics.batch(family, 1, None, sent, 0);
+            ok.tally(&server.metrics);
+            conn.sent_noreply(1, now);
+            self.answered_again(server);
+            server.checkin(conn);
+            if wbuf.capacity() <= FORGET_BUF_KEPT {
+                FORGET_BUF.set(wbuf);
+            }
+            return Quick::Done(Ok(ok));
+        }
+        // The rest of the write (or its failure, which the general path retries on a new
+        // connection when nothing was sent) as a batch of one.
+        let mut batch = ServerBatch::new(s);
+        batch.wbuf = wbuf;
+        batch.keys.push(0);
+        batch.family = family;
+        batch.close_noreply();
+        let mut a = InFlight::new(batch, conn, false, reused, false, now);
+        a.wpos = sent;
+        Quick::Rest(Box::new(Unfinished {
+            snap: Arc::clone(snap),
+            a,
+            ok,
+        }))
+    }
+
+    /// What `forget_start` left: the rest of a write the socket did not take whole (this may
+    /// wait for the socket, or reconnect).
+    fn forget_rest<T: Clone + Tally>(&self, u: Unfinished<T>) -> Option<Result<T>> {
+        let Unfinished { snap, a, ok } = u;
+        let mut sink = LineSink::new(1, |_: Reply<'_>| Err(unexpected()), Some(ok));
+        let a = self.drive_one(&snap, a, &mut sink);
+        self.finish(&snap, a, &mut sink);
+        sink.out.finish().pop()
+    }
+}

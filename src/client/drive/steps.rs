@@ -1,0 +1,231 @@
+//! The steps every driver shares (the blocking loops, the `noreply` short path and the event
+//! loop's selector): which pooled connections are peeked at, checkout with the server's health,
+//! a batch launched on its connection, a stale connection replaced, one connection served as
+//! its readiness allows, and `finish`: a clean connection back to the pool, a failed one
+//! dropped with its keys failed and the server's health noted. Never waits on a socket.
+//!
+//! Uses `server::Server` (checkout, checkin, health), `connection`, the in-flight batches and
+//! the sinks.
+
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+use rustix::event::PollFlags;
+
+use super::MAX_UNSYNCED;
+use crate::client::inflight::InFlight;
+use crate::client::plan::ServerBatch;
+use crate::client::probe::probe_meta;
+use crate::client::sink::Sink;
+use crate::client::snapshot::Snapshot;
+use crate::client::stall::Check;
+use crate::client::{Client, EventKind};
+use crate::connection::Connection;
+use crate::error::{Error, Result};
+use crate::server::health::FailureContext;
+use crate::server::{Peek, Server};
+
+impl Client {
+    /// When a pooled connection for `batch` is peeked at before anything is sent (see
+    /// `Server::checkout`).
+    pub(in crate::client) fn peek_for(
+        batch: &ServerBatch,
+        replay_safe: bool,
+        now: Instant,
+    ) -> Peek {
+        if replay_safe {
+            Peek::Never
+        } else if batch.forget {
+            Peek::BeforeNoreply(now)
+        } else {
+            Peek::UnlessAnswered(now)
+        }
+    }
+
+    /// `batch` in flight on `conn`, which was checked out for it: a sync goes first if the
+    /// connection owes one.
+    pub(in crate::client) fn launch(
+        snap: &Snapshot,
+        mut batch: ServerBatch,
+        mut conn: Connection,
+        reused: bool,
+        replay_safe: bool,
+        now: Instant,
+    ) -> InFlight {
+        conn.begin_request();
+        if conn.unsynced() > 0 && (!batch.forget || conn.unsynced() >= MAX_UNSYNCED) {
+            batch.prepend_sync();
+        }
+        let binary = snap.behaviors.binary;
+        let mut a = InFlight::new(batch, conn, binary, reused, replay_safe, now);
+        a.replies.max_value = snap.behaviors.max_value_size;
+        a
+    }
+
+    /// A connection to server `s` for a batch, unless the server is in its retry window or
+    /// ejected (`ServerDown`/`ServerDead` at once) or the connect fails (counted against the
+    /// server). `now` is read again after a checkout that had to connect.
+    pub(in crate::client) fn checkout_for(
+        &self,
+        snap: &Snapshot,
+        s: usize,
+        peek: Peek,
+        now: &mut Instant,
+    ) -> Result<(Connection, bool)> {
+        let Some(server) = snap.topo.servers.get(s) else {
+            return Err(Error::NoServers);
+        };
+        Self::healthy(server, *now)?;
+        match server.checkout(&snap.opts, peek) {
+            Ok((conn, reused)) => {
+                if !reused {
+                    // Connecting may have taken a while: the next checkout needs the time.
+                    *now = Instant::now();
+                }
+                Ok((conn, reused))
+            }
+            Err(e) => {
+                server.metrics.error(&e);
+                self.server_failed(snap, s, &e, FailureContext::default());
+                Err(e)
+            }
+        }
+    }
+
+    /// `ServerDown`/`ServerDead` at once (counted) while the server is in its retry window or
+    /// ejected.
+    pub(in crate::client) fn healthy(server: &Server, now: Instant) -> Result<()> {
+        server
+            .check_health(now)
+            .inspect_err(|e| Self::count_skip(server, e))
+    }
+
+    /// Count a call that skipped `server` (in its retry window or ejected) with `e`.
+    pub(in crate::client) fn count_skip(server: &Server, e: &Error) {
+        let m = &server.metrics;
+        m.counted.down_skips.fetch_add(1, Ordering::Relaxed);
+        m.error(e);
+    }
+
+    /// A clean exchange with `server`: clear its failure record, and note that it is up again
+    /// if it had failed.
+    pub(in crate::client) fn answered_again(&self, server: &Server) {
+        if server.record_success() {
+            self.note_event(EventKind::Up, &server.address, None);
+        }
+    }
+
+    /// Replace a stale pooled connection that failed before any reply byte with a new one and
+    /// start the batch over. Returns false if that is not safe or the reconnect failed: a write
+    /// that reached the server may have been applied, so it is replayed only if nothing was sent.
+    pub(in crate::client) fn retry_fresh(
+        &self,
+        snap: &Snapshot,
+        a: &mut InFlight,
+        e: &Error,
+    ) -> bool {
+        if !(a.reused
+            && !a.conn.received_since_begin()
+            && a.replies.req == 0
+            && (a.replay_safe || a.wpos == 0)
+            && e.is_stale_connection())
+        {
+            return false;
+        }
+        let Some(server) = snap.topo.servers.get(a.batch.server) else {
+            return false;
+        };
+        match server.connect(&snap.opts) {
+            Ok(c) => {
+                a.restart_on(c);
+                true
+            }
+            Err(_) => false,
+        }
+    }
+
+    /// The no-progress timeout that applies to a batch now: the write timeout while it writes.
+    pub(in crate::client) fn limit(snap: &Snapshot, a: &InFlight) -> Duration {
+        if a.writing() {
+            snap.opts.write_timeout
+        } else {
+            snap.opts.read_timeout
+        }
+    }
+
+    /// Write and read what `events` allow; true if anything moved.
+    pub(in crate::client) fn serve(
+        a: &mut InFlight,
+        events: PollFlags,
+        sink: &mut dyn Sink,
+    ) -> Result<bool> {
+        let broken = events.intersects(PollFlags::ERR | PollFlags::HUP);
+        let mut progressed = false;
+        if a.writing() && (events.contains(PollFlags::OUT) || broken) {
+            progressed |= a.write_some()?;
+        }
+        if (events.contains(PollFlags::IN) || broken) && a.conn.recv_nonblocking()? > 0 {
+            progressed = true;
+            a.parse_available(sink)?;
+        }
+        Ok(progressed)
+    }
+
+    /// Return a clean connection to the pool; otherwise drop it, fail what is left and note
+    /// the server's failure.
+    pub(in crate::client) fn finish(&self, snap: &Snapshot, mut a: InFlight, sink: &mut dyn Sink) {
+        let Some(server) = snap.topo.servers.get(a.batch.server) else {
+            let e = a.failed.take().unwrap_or(Error::NoServers);
+            a.fail_rest(sink, &e);
+            return;
+        };
+        let m = &server.metrics;
+        let read = a.conn.read_total().saturating_sub(a.read_before);
+        let b = &a.batch;
+        let timed = (!b.forget).then(|| a.started.elapsed());
+        m.batch(b.family, b.keys.len(), timed, b.wbuf.len(), read);
+        if let Some(e) = &a.failed {
+            m.error(e);
+        }
+        match a.failed.take() {
+            None if a.conn.is_idle_clean() => {
+                if a.batch.forget {
+                    sink.assume_ok(&a.batch.keys);
+                    a.conn
+                        .sent_noreply(a.batch.keys.len() as u32, a.last_progress);
+                } else {
+                    // The server answered at the last progress noted, or later.
+                    a.conn
+                        .answered((!a.replies.error_reply).then_some(a.last_progress));
+                }
+                if matches!(a.check, Check::Replayed(_)) {
+                    // A read that stalled was answered on a fresh connection.
+                    m.counted.transient.fetch_add(1, Ordering::Relaxed);
+                }
+                self.answered_again(server);
+                let conn = if a.batch.probe_after {
+                    probe_meta(server, a.conn)
+                } else {
+                    Some(a.conn)
+                };
+                if let Some(conn) = conn {
+                    server.checkin(conn);
+                }
+            }
+            None => {}
+            Some(e) => {
+                if a.batch.forget {
+                    sink.fail(&a.batch.keys, &e);
+                }
+                a.fail_rest(sink, &e);
+                let ctx = FailureContext {
+                    answered_elsewhere: a.check.server_answered(),
+                    after_error_reply: a.replies.error_reply,
+                    keyless_admin: a.batch.only_flush(),
+                };
+                self.server_failed(snap, a.batch.server, &e, ctx);
+            }
+        }
+        sink.tally(&a.batch.keys, m);
+    }
+}

@@ -1,0 +1,108 @@
+//! `touch`, pipelined: `true` if touched, `false` if not found. The binary protocol has no quiet
+//! touch (every touch answers); a lone `noreply` touch takes the shorter path of
+//! `drive::noreply`. Keys are checked by the protocol's rules only: libmemcached's touch does
+//! not apply `verify_keys` (pylibmc sends such a key).
+//!
+//! Uses the plan and `LineSink`; `protocol` encoders.
+
+use super::{Args, Operation, REQUEST_BYTES};
+use crate::client::plan::{plan_checked, KeyCheck, Plan};
+use crate::client::sink::{unexpected, LineMap, LineSink, WireKeys};
+use crate::client::snapshot::Snapshot;
+use crate::client::Client;
+use crate::error::Result;
+use crate::metrics::Family;
+use crate::protocol::{binary, text, Reply, ReplyKind};
+
+/// A touch to `exptime`; `noreply` as the caller asked (the behavior adds to it).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Touch {
+    pub exptime: u32,
+    pub noreply: bool,
+}
+
+/// A touch's reply line: found or not.
+#[derive(Clone, Copy)]
+pub(in crate::client) struct Touched;
+
+impl LineMap<bool> for Touched {
+    fn map(&mut self, r: Reply<'_>) -> Result<bool> {
+        match r {
+            Reply::Touched => Ok(true),
+            Reply::NotFound => Ok(false),
+            _ => Err(unexpected()),
+        }
+    }
+}
+
+impl Touch {
+    /// `noreply` as it applies: never in binary.
+    fn noreply(&self, snap: &Snapshot) -> bool {
+        (self.noreply || snap.behaviors.noreply) && !snap.behaviors.binary
+    }
+}
+
+impl Operation for Touch {
+    type Sink<W: WireKeys> = LineSink<bool, Touched>;
+    type Output = Vec<Result<bool>>;
+
+    fn family(&self) -> Family {
+        Family::Touch
+    }
+    /// A `noreply` write goes to the workers, which send it without a round trip.
+    fn on_loop(&self, snap: &Snapshot) -> bool {
+        !self.noreply && !snap.behaviors.noreply
+    }
+
+    fn plan<'k>(&self, snap: &Snapshot, args: Args<'_, 'k>) -> Plan<'k> {
+        let (exptime, noreply) = (self.exptime, self.noreply(snap));
+        let bin = snap.behaviors.binary;
+        let n = snap.topo.servers.len();
+        let check = KeyCheck::Protocol;
+        let keys = args.keys;
+        let mut p = plan_checked(snap, n, keys, check, false, REQUEST_BYTES, |b, i, w| {
+            if bin {
+                let opaque = b.next_opaque();
+                binary::encode_touch(&mut b.wbuf, w, exptime, opaque);
+            } else {
+                text::encode_touch(&mut b.wbuf, w, exptime, noreply);
+            }
+            if noreply {
+                b.keys.push(i);
+            } else {
+                b.push_req(ReplyKind::Touch, i);
+            }
+        });
+        if noreply {
+            for batch in &mut p.batches {
+                batch.close_noreply();
+            }
+        }
+        p
+    }
+
+    fn sink<W: WireKeys>(&self, _: &Snapshot, _: W, args: Args<'_, '_>) -> Self::Sink<W> {
+        LineSink::new(args.keys.len(), Touched, Some(true))
+    }
+
+    fn settle<W: WireKeys>(
+        &self,
+        _: &Client,
+        _: &Snapshot,
+        sink: Self::Sink<W>,
+        _: Args<'_, '_>,
+    ) -> Self::Output {
+        sink.out.finish()
+    }
+
+    fn call(&self, client: &Client, args: Args<'_, '_>) -> Self::Output {
+        let snap = client.snapshot();
+        if let ([k], true) = (args.keys, self.noreply(&snap)) {
+            let q = client.forget_touch(&snap, k, self.exptime);
+            if let Some(r) = client.forget_end(q) {
+                return vec![r];
+            }
+        }
+        client.perform(&snap, self, args)
+    }
+}
