@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 
 import fastmc
+import pylibmc
 import pytest
 import tomllib
 from fastmc.testing import FakeCluster, FakeServer, django_caches
@@ -76,7 +77,30 @@ def test_counters_cas_and_item_size():
         assert mc.set("small", b"x" * 3000) is True
 
 
-def test_failure_switches(fake):
+def test_fastmc_talks_to_the_fake_in_process_and_others_over_its_socket():
+    with FakeServer() as fake:
+        mc = fake.client()
+        assert mc.set("k", "v", time=10)
+        assert fastmc.Client([fake.address]).get("k") == "v"  # any client given its address
+        assert (fake.accepted, fake._accepted) == (2, 0)  # two connections, no socket
+        other = pylibmc.Client([fake.address])  # not fastmc: the socket, the same items
+        assert other.get("k") == "v"
+        other.set("p", 7)
+        assert mc.get("p") == 7 and fake._accepted == 1
+        fake.drop_connections()  # a restart: the pooled connection is replaced, no error
+        assert mc.get("k") == "v" and fake.accepted == 4
+        fake.advance(10)
+        assert mc.get("k") is None and pylibmc.Client([fake.address]).get("k") is None
+    with pytest.raises(fastmc.Error):
+        mc.get("k")  # a closed fake is gone, in-process too
+    with FakeServer(in_process=False) as fake:
+        fake.client().set("k", 1)
+        assert (fake.accepted, fake._accepted) == (1, 1)
+
+
+@pytest.mark.parametrize("in_process", [True, False])
+def test_failure_switches(in_process):
+    fake = FakeServer(in_process=in_process)
     mc = fake.client(behaviors={"receive_timeout": 300_000, "retry_timeout": 1})
     mc.set("k", 1)
     fake.out_of_memory = True
@@ -94,6 +118,7 @@ def test_failure_switches(fake):
         fake.client().get("k")
     fake.up()
     assert fake.client().get("k") == 3  # data survives down/up
+    fake.close()
 
 
 def test_a_cluster_places_keys_as_the_client_does():

@@ -1,9 +1,10 @@
 """An in-process memcached for tests: the real client, a fake server.
 
-``FakeServer`` is a memcached 1.6 in this process, on a free loopback port, served by one
-daemon thread: ``fastmc.Client`` and ``fastmc.aio.Client`` (and pylibmc, or any client of the
-text and meta protocols) talk to it exactly as to memcached, so everything the client does
-(placement, pooling, timeouts, failure handling) is the real thing. Its semantics are
+``FakeServer`` is a memcached 1.6 in this process: ``fastmc.Client`` and ``fastmc.aio.Client``
+talk to it in-process (no socket, no thread: a call costs microseconds), and pylibmc, or any
+client of the text and meta protocols, on a free loopback port served by one daemon thread;
+either way as to memcached, so everything the client does (placement, pooling, timeouts,
+failure handling) is the real thing. Its semantics are
 memcached's: expiry on a clock the test moves (``advance``), CAS tokens, ``incr``/``decr``
 wrap-around and errors, the item size limit (``TooBig``), ``flush_all`` with a delay,
 ``touch``/``gat``, the meta commands' leases, stale values and quiet writes, and the binary

@@ -1,11 +1,15 @@
-"""The fake server's socket side: a loopback listener served by one background thread.
+"""The fake server's shell: its brain in Rust (``src/fake/``), served in-process to fastmc and on
+a loopback listener to everyone else.
 
-Why a socket and a thread: the point of the fake is that the *real* client runs, its protocol
-encoders and parsers, key placement, pooling, timeouts and failure handling included. fastmc's
-core only talks to sockets, so the fake is a memcached on 127.0.0.1 (a free port) whose one
-daemon thread serves every connection with ``selectors``. Nothing of the client is replaced.
+The point of the fake is that the *real* client runs, its protocol encoders and parsers, key
+placement, pooling, timeouts and failure handling included. A ``fastmc.Client`` (or
+``fastmc.aio.Client``) connecting to the fake's address gets an in-process connection: the
+brain answers each write synchronously in the caller's thread and the replies wait in memory,
+no socket and no thread in between, and nothing of the client is replaced. Any other client
+(pylibmc, a raw socket) talks to the same brain on 127.0.0.1 (a free port), whose one daemon
+thread serves every connection with ``selectors``; ``in_process=False`` sends fastmc there too.
 
-The failure switches act on that socket: ``down()`` closes every connection and refuses new
+The failure switches act on both: ``down()`` closes every connection and refuses new
 ones (the port stays reserved for ``up()``), ``slow(seconds)`` holds every reply that long
 (``float("inf")``: never answer), ``out_of_memory`` answers every write with memcached's
 ``SERVER_ERROR out of memory storing object``."""
@@ -20,14 +24,15 @@ import threading
 import time
 from typing import Any
 
-from ._protocol import Session
-from ._store import DEFAULT_ITEM_SIZE_MAX, FakeClock, Store
+from fastmc._fastmc import fake_core
+
+from ._store import DEFAULT_ITEM_SIZE_MAX, FakeClock
 
 __all__ = ["FakeServer"]
 
 
 class _Conn:
-    def __init__(self, sock: socket.socket, session: Session) -> None:
+    def __init__(self, sock: socket.socket, session: Any) -> None:
         self.sock = sock
         self.session = session
         self.out = bytearray()
@@ -41,7 +46,8 @@ class FakeServer:
     ``item_size_max`` is memcached's ``-I`` (bytes); ``clock`` a ``FakeClock`` to share with
     other servers (by default each server has its own, frozen until ``advance``); ``version``
     the memcached release it answers as: 1.6.45's answers by default, 1.6.18's to malformed
-    commands for an older one (the two releases it was compared with)."""
+    commands for an older one (the two releases it was compared with); ``in_process=False``
+    makes fastmc's clients use the loopback socket as any other client does."""
 
     def __init__(
         self,
@@ -51,13 +57,13 @@ class FakeServer:
         host: str = "127.0.0.1",
         port: int = 0,
         version: str = "1.6.45",
+        in_process: bool = True,
     ) -> None:
         self.clock = clock if clock is not None else FakeClock()
-        self.store = Store(self.clock, item_size_max)
-        self.store.version = version.encode()
+        self._core = fake_core(self.clock._core, item_size_max, version)
         self.host = host
         self.delay = 0.0
-        self.accepted = 0
+        self._accepted = 0  # connections accepted on the socket
         self._is_down = False
         self._closed = False
         self._lock = threading.Lock()
@@ -71,8 +77,16 @@ class FakeServer:
         self._listener = self._listen(port)
         self.port: int = self._listener.getsockname()[1]
         self.address = "%s:%d" % (host, self.port)
+        self.in_process = in_process
+        if in_process:
+            self._core.register(host, self.port)
         self._thread = threading.Thread(target=self._loop, name="fastmc-fake", daemon=True)
         self._thread.start()
+
+    @property
+    def accepted(self) -> int:
+        """Connections opened so far, in-process and on the socket."""
+        return self._accepted + int(self._core.accepted)
 
     # -- the test's controls ---------------------------------------------------------------------
     def advance(self, seconds: float) -> None:
@@ -82,17 +96,17 @@ class FakeServer:
     @property
     def out_of_memory(self) -> bool:
         """While True, every write fails as on a memcached out of memory."""
-        return self.store.out_of_memory
+        return bool(self._core.out_of_memory)
 
     @out_of_memory.setter
     def out_of_memory(self, on: bool) -> None:
-        with self.store.lock:
-            self.store.out_of_memory = on
+        self._core.out_of_memory = on
 
     def slow(self, seconds: float) -> None:
         """Hold every reply `seconds` before sending it (0: answer at once again; infinity:
         never answer, as a hung server)."""
         self.delay = seconds
+        self._core.slow(seconds)
         self._wake()
 
     def down(self) -> None:
@@ -101,6 +115,7 @@ class FakeServer:
             if self._is_down:
                 return
             self._is_down = True
+        self._core.set_down(True)
         self._call(self._go_down)
 
     def up(self) -> None:
@@ -109,27 +124,22 @@ class FakeServer:
             if not self._is_down:
                 return
             self._is_down = False
+        self._core.set_down(False)
         self._call(self._go_up)
 
     def drop_connections(self) -> None:
         """Close every client connection, as a restarted server would (data is kept)."""
+        self._core.drop_connections()
         self._call(self._close_conns)
 
     def flush(self) -> None:
         """Forget every item at once."""
-        with self.store.lock:
-            self.store.items.clear()
+        self._core.flush()
 
     def items(self) -> dict[bytes, tuple[bytes, int, int | None]]:
         """Every live item: key -> (value, flags, seconds left or None for no expiry)."""
-        out = {}
-        with self.store.lock:
-            now = self.clock.now()
-            for k in list(self.store.items):
-                it = self.store.get(k)
-                if it is not None:
-                    out[k] = (it.value, it.flags, it.exptime - now if it.exptime else None)
-        return out
+        items: dict[bytes, tuple[bytes, int, int | None]] = self._core.items()
+        return items
 
     def client(self, **kwargs: Any) -> Any:
         """A ``fastmc.Client`` for this server (`kwargs` go to the client)."""
@@ -148,6 +158,9 @@ class FakeServer:
         if self._closed:
             return
         self._closed = True
+        self._core.set_down(True)  # in-process connections close too
+        if self.in_process:
+            self._core.unregister(self.host, self.port)
         self._wake()
         self._thread.join(5)
         self._close_conns()
@@ -244,8 +257,8 @@ class FakeServer:
             return
         sock.setblocking(False)
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        c = _Conn(sock, Session(self.store))
-        self.accepted += 1
+        c = _Conn(sock, self._core.session())
+        self._accepted += 1
         self._conns[sock.fileno()] = c
         self._sel.register(sock, selectors.EVENT_READ, c)
         # a client's first request usually follows its connect at once: serving it now keeps
