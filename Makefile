@@ -10,7 +10,7 @@ export PATH := $(abspath $(BIN)):$(PATH)
 
 .PHONY: help test bench bench-full develop develop-release lint check-rust pytest memcached venv \
 	fuzz soak random-diff wheels clean bench-net bench-net-soak net-tools test-sid test-py314 \
-	test-py315
+	test-py315 memcached-proxy
 
 help: ## list the targets
 	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | expand -t 18
@@ -27,6 +27,14 @@ memcached: ## Debian's memcached, nutcracker (twemproxy), sasl2-bin and openssl,
 	@command -v memcached >/dev/null 2>&1 || (apt-get update -qq && apt-get install -y -qq memcached >/dev/null)
 	@{ command -v nutcracker || [ -x /usr/sbin/nutcracker ]; } >/dev/null 2>&1 || (apt-get update -qq && apt-get install -y -qq nutcracker >/dev/null)
 	@{ [ -x /usr/sbin/saslpasswd2 ] && command -v openssl >/dev/null 2>&1 && ls /usr/lib/*/sasl2/libplain.so* >/dev/null 2>&1; } || (apt-get update -qq && apt-get install -y -qq sasl2-bin libsasl2-modules openssl >/dev/null)
+
+# memcached's built-in proxy (routes in Lua) for tests/proxy/test_memcached_proxy.py: bookworm's
+# memcached is built without it, so sid's memcached and the few libraries it links are fetched
+# by apt-get (a private state in target/sid-memcached, checked against Debian's archive keyring)
+# and unpacked with dpkg-deb, then run with their own loader: no root, no chroot, about 15 s.
+# `make test` makes it first; a bare pytest run skips those tests without it.
+memcached-proxy: ## memcached 1.6 with its built-in proxy, from Debian sid's packages, in target/sid-memcached
+	$(PYTHON) tests/support/sid_memcached.py
 
 # Tests and lints run on the debug profile (it builds in seconds; nothing in the test suite
 # measures speed). Benchmarks build the release profile (fat LTO).
@@ -58,7 +66,7 @@ lint: venv develop ## ruff check and format, stubtest, mypy --strict
 	$(BIN)/python -m mypy.stubtest fastmc --allowlist stubtest-allowlist.txt --mypy-config-file pyproject.toml
 	$(BIN)/mypy --strict python/fastmc examples/typed_usage.py
 
-pytest: memcached venv develop ## the Python test suite against real memcached servers
+pytest: memcached memcached-proxy venv develop ## the Python test suite against real memcached servers
 	$(BIN)/python -m pytest -q tests
 
 test: memcached venv check-rust develop lint pytest ## every check and test (what CI runs)

@@ -204,3 +204,14 @@ def test_other_multi_operations(clients):
     assert mf.touch_multi([*keys, "im:none"], time=60) == ["im:none"]
     got = mf.gets_multi(keys)
     assert sorted(got) == sorted(keys) and all(v == 15 for v, _ in got.values())
+
+
+def test_a_refused_flush_all_leaves_the_proxy_up(proxy):
+    """twemproxy hangs up on flush_all: the call raises, as pylibmc's does, and the proxy is
+    not marked down (pylibmc then answers ServerDown until retry_timeout)."""
+    mc = fastmc.Client([proxy.address], behaviors={"retry_timeout": 60})
+    mc.set("before-flush", 1)
+    with pytest.raises(fastmc.Error):
+        mc.flush_all()
+    assert mc.get("before-flush") == 1
+    assert mc.metrics()[proxy.address]["server_down_skips"] == 0

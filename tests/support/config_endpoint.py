@@ -8,10 +8,10 @@ to every request (malformed replies); ``requests`` counts the requests served.""
 
 import threading
 
-from fakes import ScriptedServer
+from fakes import LineServer
 
 
-class ConfigEndpoint(ScriptedServer):
+class ConfigEndpoint(LineServer):
     def __init__(self, servers, version=1, mode="config"):
         self.mode = mode
         self.raw = None
@@ -49,14 +49,3 @@ class ConfigEndpoint(ScriptedServer):
             key = line.split()[1]
             return b"VALUE %s 0 %d\r\n%s\r\nEND\r\n" % (key, len(body), body)
         return b"ERROR\r\n"
-
-    def serve(self, conn, cid):
-        buf = b""
-        while True:
-            chunk = self.recv(conn)
-            if not chunk:
-                return
-            buf += chunk
-            while b"\r\n" in buf:
-                line, buf = buf.split(b"\r\n", 1)
-                conn.sendall(self.answer(line))

@@ -146,6 +146,26 @@ class ScriptedServer:
 STORAGE = {b"set", b"add", b"replace", b"append", b"prepend", b"cas"}
 
 
+class LineServer(ScriptedServer):
+    """Answers each request line with ``answer(line)`` (b"" for none: a data block's line, say)."""
+
+    def answer(self, line):
+        return b"ERROR\r\n"
+
+    def serve(self, conn, cid):
+        buf = b""
+        while True:
+            chunk = self.recv(conn)
+            if not chunk:
+                return
+            buf += chunk
+            while b"\r\n" in buf:
+                line, buf = buf.split(b"\r\n", 1)
+                reply = self.answer(line)
+                if reply:
+                    conn.sendall(reply)
+
+
 class _Stop(Exception):
     """Stop serving this connection (``close`` says whether to close it or to hang)."""
 

@@ -96,7 +96,8 @@ class Memcached:
     """A memcached on a free port of `host` (extra args go to memcached), stopped when this process
     exits (killed should it die, if started from the main thread). ``memory_mb`` and ``threads`` are
     memcached's -m and -t. ``port`` starts it on that port instead (once, no other port tried);
-    ``unix_path`` listens on that UNIX socket instead of TCP (``address`` is then the path)."""
+    ``unix_path`` listens on that UNIX socket instead of TCP (``address`` is then the path);
+    ``binary`` runs that program instead of `memcached_binary()`."""
 
     ALL: ClassVar[list[Memcached]] = []
 
@@ -109,8 +110,10 @@ class Memcached:
         connections: int | None = None,
         port: int | None = None,
         unix_path: str | None = None,
+        binary: str | None = None,
     ) -> None:
         self.host = host
+        self.binary = binary
         self.unix_path = unix_path
         self.extra = extra
         self.args_tail = ["-U", "0", "-m", str(memory_mb)]
@@ -142,7 +145,7 @@ class Memcached:
             listen = ["-s", self.unix_path]
         else:
             listen = ["-l", self.host, "-p", str(self.port)]
-        return [memcached_binary(), *user, *listen, *self.args_tail, *self.extra]
+        return [self.binary or memcached_binary(), *user, *listen, *self.args_tail, *self.extra]
 
     def start(self) -> bool:
         in_main_thread = threading.current_thread() is threading.main_thread()
