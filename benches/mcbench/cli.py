@@ -21,8 +21,8 @@ from .columns import load_fastmc
 from .context import Ctx
 from .measure import perf_counter, pinned
 from .report import write_files
-from .scenarios import SCENARIOS, UNPINNED, memory
-from .servers import server_info, start_memcached
+from .scenarios import SCENARIOS, UNPINNED, large_memory, memory
+from .servers import ITEM_SIZE_MAX, server_info, start_memcached
 from .settings import BANNER, FASTMC_MODULE_ENV, VALUE_SIZE, Settings
 
 # Exit status
@@ -48,6 +48,7 @@ def parser() -> argparse.ArgumentParser:
     ap.add_argument("--memory-rounds", type=int, default=0, help=argparse.SUPPRESS)
     ap.add_argument("--memory-keys", type=int, default=0, help=argparse.SUPPRESS)
     ap.add_argument("--memory-tag", default="m", help=argparse.SUPPRESS)
+    ap.add_argument("--large-child", help=argparse.SUPPRESS)  # internal: scenario large
     ap.add_argument(
         "--pin",
         choices=("auto", "off"),
@@ -192,6 +193,8 @@ def main(argv: list | None = None) -> int:
         return memory.child(
             args.memory_child, args.servers, args.memory_rounds, args.memory_keys, args.memory_tag
         )
+    if args.large_child:
+        return large_memory.child(args.large_child)
     signal.signal(signal.SIGTERM, _sigterm)
     started = perf_counter()
     wanted = wanted_scenarios(ap, args)
@@ -252,4 +255,9 @@ def environment(ctx: Ctx, spawned: bool, infos: list) -> dict:
         "python-memcached": pkg_version("python-memcached"),
         "matplotlib": pkg_version("matplotlib"),
         "value size": f"{VALUE_SIZE} bytes",
+        "servers' item size limit": (
+            f"-I {ITEM_SIZE_MAX}"
+            if spawned
+            else "as given (`large` needs 2 MiB for its 1 MiB rows)"
+        ),
     }

@@ -39,6 +39,9 @@ class Settings:
     aio_multi_peer_rounds: dict  # keys -> of those, the first rounds that time the peers too
     aio_probes: int  # gets timed one by one for the latency row
     stampede_seconds: int  # expiries (and invalidations) per stampede run, one a second
+    large_rounds: int
+    large_ops: dict  # value size -> single gets (and sets) per loop
+    large_multi_calls: int  # set_multi and get_multi calls per round
 
     @classmethod
     def make(cls, quick: bool) -> Settings:
@@ -69,4 +72,7 @@ _QUICK_FULL: dict = {
     "aio_multi_peer_rounds": ({100: 15, 1_000: 5, 10_000: 2}, {100: 51, 1_000: 21, 10_000: 5}),
     "aio_probes": (500, 3_000),
     "stampede_seconds": (5, 10),
+    "large_rounds": (5, 15),
+    "large_ops": ({100_000: 10, 1 << 20: 3}, {100_000: 20, 1 << 20: 5}),
+    "large_multi_calls": (3, 5),
 }

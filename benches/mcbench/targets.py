@@ -222,6 +222,26 @@ TARGETS = {
         "Safe values (signed, allow-listed or pickle-free) cost at most 10% over the default on "
         "single and 100-key calls.",
     ),
+    "large_peers": Threshold(
+        "large",
+        "{row}: at least as fast as every peer",
+        "fastmc's time per call ÷ the fastest peer's, same values, all uncompressed",
+        "<=",
+        1.0,
+        "Large values (100 KB and 1 MB, single get and set; 100-key batches with 5% of 100 KB "
+        "values) are read and written at least as fast as by every peer.",
+    ),
+    "large_memory": Threshold(
+        "large",
+        "{row}: peak memory ≤ 2× the value's size",
+        "growth of the process's peak resident memory during one read ÷ the value's size "
+        "(the value returned included), in a fresh process",
+        "<=",
+        2.05,
+        "Reading a large value costs at most twice its size at the peak: the bytes the call "
+        "returns and one buffer the socket was read into (2.05: pages and the reply's small "
+        "allocations, 0.4% of 1 MiB each).",
+    ),
 }
 
 # The stampede scenario's stale window: a value may be served this many seconds past the end of

@@ -1,11 +1,13 @@
 """What a client does with pickled values: pylibmc's way (unpickle anything), refuse pickles,
-read only signed ones, or unpickle through an allow list of classes. See docs/security.md.
+read only signed ones, or unpickle through an allow list of classes (docs/security.md); and how
+it compresses values: zlib as pylibmc, or zstd when asked (docs/features.md#compression-zstd).
 
 Both clients take the same keyword arguments (``fastmc.Client`` and ``fastmc.aio.Client``)::
 
     fastmc.Client(servers, pickle="refuse")
     fastmc.Client(servers, pickle="signed", signing_keys=[current, *older])
     fastmc.Client(servers, pickle_classes=[datetime.date, "decimal.Decimal"])
+    fastmc.Client(servers, compression="zstd", zstd_level=3, zstd_dict=dictionary)
 
 and each argument left out takes its default from the environment, so that code that builds its
 own client (Flask-Caching, Django's ``PyLibMCCache``, dogpile) gets the policy without a change:
@@ -14,7 +16,10 @@ own client (Flask-Caching, Django's ``PyLibMCCache``, dogpile) gets the policy w
 - ``FASTMC_SIGNING_KEYS``: the signing keys, separated by commas, the current one first;
 - ``FASTMC_ACCEPT_UNSIGNED_PICKLES``: ``1`` to read unsigned pickles too in ``signed`` mode
   (while a fleet migrates);
-- ``FASTMC_PICKLE_CLASSES``: the allow list, dotted names separated by commas.
+- ``FASTMC_PICKLE_CLASSES``: the allow list, dotted names separated by commas;
+- ``FASTMC_COMPRESSION``: ``zlib`` (the default: pylibmc's) or ``zstd``;
+- ``FASTMC_ZSTD_LEVEL``, ``FASTMC_ZSTD_MIN_LEN``: ``zstd_level`` and ``zstd_min_len``;
+- ``FASTMC_ZSTD_DICT_FILE``: the file that holds ``zstd_dict``.
 """
 
 from __future__ import annotations
@@ -27,7 +32,13 @@ from typing import Any, Callable, Union
 
 from . import _fastmc
 
-__all__ = ["RefusedValueError", "allow_list_loads", "policy_arguments"]
+__all__ = [
+    "RefusedValueError",
+    "allow_list_loads",
+    "compression_arguments",
+    "policy_arguments",
+    "train_zstd_dict",
+]
 
 RefusedValueError = _fastmc.RefusedValueError
 
@@ -105,3 +116,44 @@ def policy_arguments(
         "accept_unsigned_pickles": accept_unsigned_pickles,
         "pickle_loads": None if pickle_classes is None else allow_list_loads(pickle_classes),
     }
+
+
+def train_zstd_dict(samples: Iterable[bytes], size: int = 16 << 10) -> bytes:
+    """A zstd dictionary of at most ``size`` bytes, trained on ``samples``: values like those it
+    will compress (a few hundred or more; zstd's trainer refuses too few). Give it to every client
+    as ``zstd_dict``; each value compressed with it names it, so that a client without it raises
+    instead of misreading the value."""
+    return _fastmc._zstd_train([bytes(s) for s in samples], size)
+
+
+def _env_int(name: str) -> int | None:
+    text = os.environ.get(name, "").strip()
+    return int(text) if text else None
+
+
+def compression_arguments(
+    compression: str | None,
+    zstd_level: int | None,
+    zstd_dict: bytes | None,
+    zstd_min_len: int | None,
+) -> dict[str, Any]:
+    """The native constructor's compression arguments; ``None`` takes the environment's."""
+    if compression is None:
+        compression = os.environ.get("FASTMC_COMPRESSION", "").strip() or "zlib"
+    if zstd_level is None:
+        zstd_level = _env_int("FASTMC_ZSTD_LEVEL")
+    if zstd_min_len is None:
+        zstd_min_len = _env_int("FASTMC_ZSTD_MIN_LEN")
+    if zstd_dict is None:
+        path = os.environ.get("FASTMC_ZSTD_DICT_FILE", "").strip()
+        if path:
+            with open(path, "rb") as f:
+                zstd_dict = f.read()
+    elif not isinstance(zstd_dict, (bytes, bytearray, memoryview)):
+        raise TypeError("zstd_dict takes the dictionary's bytes, not %r" % (zstd_dict,))
+    args: dict[str, Any] = {"compression": compression, "zstd_min_len": zstd_min_len or 0}
+    if zstd_level is not None:
+        args["zstd_level"] = zstd_level
+    if zstd_dict is not None:
+        args["zstd_dict"] = bytes(zstd_dict)
+    return args

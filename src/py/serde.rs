@@ -1,6 +1,10 @@
 //! Python values <-> (bytes, flags), bit-compatible with pylibmc 1.6.3: bytes 0, str 16 (UTF-8),
 //! bool 2 (`b"1"`/`b"0"`), other ints 4 (decimal text), everything else pickled (1); zlib (8)
-//! through CPython's own `zlib`, so compressed bytes are identical to pylibmc's.
+//! through CPython's own `zlib`, so compressed bytes are identical to pylibmc's. zstd (opt-in,
+//! `crate::compress`) is fastmc's own bit, 512, always written with the zlib bit beside it (520),
+//! so that pylibmc and every reader that knows only zlib fails to inflate it and raises, instead
+//! of returning the compressed bytes of a `bytes` value as if they were the value
+//! (docs/features.md#compression-zstd).
 
 use std::borrow::Cow;
 
@@ -11,14 +15,20 @@ use pyo3::types::{PyBool, PyBytes, PyInt, PyString, PyTuple};
 use pyo3::IntoPyObjectExt;
 
 use super::errors::{plain_error, value_allocation_failure};
+use super::io::released;
 use super::values::{refused, ValuePolicy};
+use crate::compress::{self, Dictionary, Failure, Zstd};
 
 pub const FLAG_PICKLE: u32 = 1;
 pub const FLAG_INTEGER: u32 = 2;
 pub const FLAG_LONG: u32 = 4;
 pub const FLAG_ZLIB: u32 = 8;
 pub const FLAG_TEXT: u32 = 16;
-/// The flag bits that say how a value was serialized (all but ZLIB).
+/// A zstd frame (fastmc's; written as `FLAG_ZSTD | FLAG_ZLIB`, read whenever the bit is set).
+/// Not pylibmc's bits (0 to 4), nor the signed bit (256, `crate::signing`), nor the bits other
+/// clients give zstd in formats of their own (meta-memcache-py: 32; php-memcached: 4 to 7).
+pub const FLAG_ZSTD: u32 = 1 << 9;
+/// The flag bits that say how a value was serialized (all but ZLIB and ZSTD).
 pub const TYPE_MASK: u32 = FLAG_PICKLE | FLAG_INTEGER | FLAG_LONG | FLAG_TEXT;
 
 static ZLIB_COMPRESS: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
@@ -98,7 +108,7 @@ pub fn check_user_serialized(out: &Bound<'_, PyAny>) -> PyResult<(Vec<u8>, u32)>
 
 /// Values from this size on are copied into Python objects fallibly: a failed allocation of a
 /// large value (whose size the server chose, up to `max_value_size`) raises `AllocationError`
-/// instead of panicking. Smaller ones take PyO3's direct constructors, which cannot report one.
+/// instead of panicking. Smaller ones take PyO3's plain constructors, which cannot report one.
 const FALLIBLE_FROM: usize = 64 << 10;
 
 /// A value's bytes as a Python `bytes` (see `FALLIBLE_FROM`).
@@ -113,20 +123,19 @@ pub fn py_bytes<'py>(py: Python<'py>, data: &[u8]) -> PyResult<Bound<'py, PyByte
     .map_err(|_| value_allocation_failure(data.len()))
 }
 
-/// A value's text as a Python `str` (see `FALLIBLE_FROM`).
+/// A value's text as a Python `str` (see `FALLIBLE_FROM`), decoded straight from the fetched
+/// bytes: no `bytes` object in between, which would hold a third copy at the peak.
 fn py_str<'py>(py: Python<'py>, s: &str) -> PyResult<Bound<'py, PyAny>> {
     if s.len() < FALLIBLE_FROM {
         return Ok(PyString::new(py, s).into_any());
     }
-    py_bytes(py, s.as_bytes())?
-        .call_method1("decode", ("utf-8",))
-        .map_err(|e| {
-            if e.is_instance_of::<pyo3::exceptions::PyMemoryError>(py) {
-                value_allocation_failure(s.len())
-            } else {
-                e
-            }
-        })
+    match PyString::from_bytes(py, s.as_bytes()) {
+        Ok(text) => Ok(text.into_any()),
+        Err(e) if e.is_instance_of::<pyo3::exceptions::PyMemoryError>(py) => {
+            Err(value_allocation_failure(s.len()))
+        }
+        Err(e) => Err(e),
+    }
 }
 
 /// Compress when pylibmc would: a non-zero `min_compress_len` the data reaches, a non-zero
@@ -138,7 +147,7 @@ pub fn maybe_compress<'a>(
     min_len: u32,
     level: i32,
 ) -> PyResult<(Cow<'a, [u8]>, u32)> {
-    if min_len == 0 || level == 0 || (data.len() as u64) < min_len as u64 {
+    if !wants_compression(data.len(), min_len, level) {
         return Ok((data, flags));
     }
     let compress = ZLIB_COMPRESS.import(py, "zlib", "compress")?;
@@ -151,6 +160,79 @@ pub fn maybe_compress<'a>(
         Ok((Cow::Owned(z.to_vec()), flags | FLAG_ZLIB))
     } else {
         Ok((data, flags))
+    }
+}
+
+/// Whether a value of `len` bytes is compressed: a non-zero `min_len` it reaches and a non-zero
+/// level (pylibmc's rule for zlib, which zstd follows too).
+pub fn wants_compression(len: usize, min_len: u32, level: i32) -> bool {
+    min_len != 0 && level != 0 && len as u64 >= min_len as u64
+}
+
+/// Compress with zstd, when the result is strictly shorter; the flags get `FLAG_ZSTD` and
+/// `FLAG_ZLIB` (see the module's header). Large values are compressed detached.
+pub fn zstd_compress<'a>(
+    py: Python<'_>,
+    data: Cow<'a, [u8]>,
+    flags: u32,
+    zstd: &Zstd,
+) -> PyResult<(Cow<'a, [u8]>, u32)> {
+    let out = if data.len() >= FALLIBLE_FROM {
+        released(py, || zstd.compress(&data))
+    } else {
+        zstd.compress(&data)
+    };
+    let out = out.map_err(|f| match f {
+        Failure::Alloc(n) => value_allocation_failure(n),
+        other => plain_error(format!("zstd could not compress the value: {other:?}")),
+    })?;
+    match out {
+        Some(z) => Ok((Cow::Owned(z), flags | FLAG_ZSTD | FLAG_ZLIB)),
+        None => Ok((data, flags)),
+    }
+}
+
+/// Decompress a zstd value to at most `max` bytes, with the client's dictionary when its frame
+/// names one. Large values are decompressed detached.
+pub fn unzstd(
+    py: Python<'_>,
+    key: Option<&[u8]>,
+    data: &[u8],
+    max: usize,
+    dict: Option<&Dictionary>,
+) -> PyResult<Vec<u8>> {
+    let out = if data.len() >= FALLIBLE_FROM {
+        released(py, || compress::decompress(data, max, dict))
+    } else {
+        compress::decompress(data, max, dict)
+    };
+    out.map_err(|f| zstd_failure(key, f, max))
+}
+
+/// A zstd failure as pylibmc's classes say it: too large is refused (`RefusedValueError`, as
+/// zlib's), anything that cannot be decoded is pylibmc's decompression `Error`.
+fn zstd_failure(key: Option<&[u8]>, f: Failure, max: usize) -> PyErr {
+    match f {
+        Failure::TooLarge { .. } => inflate_refused(key, max),
+        Failure::Window => refused(
+            key,
+            &format!(
+                "its zstd frame asks for a window larger than max_inflate ({max} bytes); raise \
+                 the behavior max_inflate to read it"
+            ),
+        ),
+        Failure::Alloc(n) => value_allocation_failure(n),
+        Failure::Corrupt(why) => plain_error(format!("Failed to decompress value: zstd: {why}")),
+        Failure::Dictionary { needed, have } => plain_error(match have {
+            None => format!(
+                "Failed to decompress value: zstd: it needs dictionary {needed}, and this \
+                 client has no zstd_dict"
+            ),
+            Some(id) => format!(
+                "Failed to decompress value: zstd: it needs dictionary {needed}, and this \
+                 client's zstd_dict is dictionary {id}"
+            ),
+        }),
     }
 }
 
@@ -232,8 +314,9 @@ fn parse_small_int(data: &[u8]) -> Option<i64> {
     Some(if neg { -n } else { n })
 }
 
-/// pylibmc's native deserialization of already-inflated data; the ZLIB bit is ignored. A pickle
-/// goes through the client's value policy (`signed`: its signature was checked).
+/// pylibmc's native deserialization of already-inflated data; the ZLIB and ZSTD bits are
+/// ignored. A pickle goes through the client's value policy (`signed`: its signature was
+/// checked).
 pub fn deserialize(
     py: Python<'_>,
     data: &[u8],

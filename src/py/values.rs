@@ -1,13 +1,15 @@
 //! The value policy: what a client's own codec does with pickles (docs/security.md). pylibmc
 //! unpickles whatever the cache holds, so anyone who can write to the cache (or pose as a
 //! server) runs code in every reader; a client may instead refuse pickles, accept only signed
-//! ones (`signing`), or unpickle through an allow list. The default is pylibmc's.
+//! ones (`signing`), or unpickle through an allow list. The default is pylibmc's. The policy
+//! also says how values are compressed: zlib (pylibmc's) or zstd (`compress`), opt-in.
 //!
 //! The policy is the native codec's: a subclass that overrides `serialize`/`deserialize` owns its
 //! format, except that `super().serialize()`/`super().deserialize()` apply the pickle mode and
-//! the allow list too. Uses `signing`, `py::serde`'s flags and `py::errors`.
+//! the allow list too. Uses `signing`, `compress`, `py::serde`'s flags and `py::errors`.
 
 use std::borrow::Cow;
+use std::sync::Arc;
 
 use pyo3::exceptions::PyTypeError;
 use pyo3::prelude::*;
@@ -16,6 +18,7 @@ use pyo3::types::PyBytes;
 
 use super::errors::RefusedValueError;
 use super::serde::{py_bytes, FLAG_PICKLE, TYPE_MASK};
+use crate::compress::{Dictionary, Zstd};
 use crate::pickle_scan;
 use crate::signing::{Refusal, Signer, FLAG_SIGNED};
 
@@ -65,6 +68,61 @@ pub struct ValuePolicy {
     pub accept_unsigned: bool,
     /// The allow-list unpickler's `loads` (made by `fastmc.values`); `None`: `pickle.loads`.
     pub loads: Option<Py<PyAny>>,
+    /// How values are compressed and read back (see `Compression`).
+    pub compression: Compression,
+}
+
+/// How a client compresses: zlib, pylibmc's, unless zstd was asked for. Every client reads zstd
+/// values; `zstd` holds the level and the dictionary (a client writing zlib may hold one to read
+/// zstd values made with it, while a fleet moves).
+#[derive(Debug, Clone, Default)]
+pub struct Compression {
+    /// Write zstd instead of zlib.
+    pub write_zstd: bool,
+    /// With `write_zstd`: values of at least this many bytes are compressed even when the call
+    /// asks for nothing (`min_compress_len` 0); 0: only when it asks, as pylibmc.
+    pub min_len: u32,
+    pub zstd: Option<Arc<Zstd>>,
+}
+
+impl Compression {
+    pub fn parse(
+        name: &str,
+        level: i32,
+        dict: Option<&[u8]>,
+        min_len: u32,
+    ) -> PyResult<Compression> {
+        let write_zstd = match name {
+            "zlib" => false,
+            "zstd" => true,
+            _ => {
+                return Err(pyo3::exceptions::PyValueError::new_err(format!(
+                    "compression must be 'zlib' or 'zstd', not {name:?}"
+                )))
+            }
+        };
+        let zstd = if write_zstd || dict.is_some() {
+            let z = Zstd::new(level, dict).map_err(pyo3::exceptions::PyValueError::new_err)?;
+            Some(Arc::new(z))
+        } else {
+            None
+        };
+        Ok(Compression {
+            write_zstd,
+            min_len: if write_zstd { min_len } else { 0 },
+            zstd,
+        })
+    }
+
+    /// The zstd settings values are written with, when the client writes zstd.
+    pub fn writer(&self) -> Option<&Zstd> {
+        self.zstd.as_deref().filter(|_| self.write_zstd)
+    }
+
+    /// The dictionary zstd values are read with.
+    pub fn dictionary(&self) -> Option<&Dictionary> {
+        self.zstd.as_deref().and_then(Zstd::dictionary)
+    }
 }
 
 impl Default for ValuePolicy {
@@ -79,6 +137,11 @@ pub const PYLIBMCS: ValuePolicy = ValuePolicy {
     signer: None,
     accept_unsigned: false,
     loads: None,
+    compression: Compression {
+        write_zstd: false,
+        min_len: 0,
+        zstd: None,
+    },
 };
 
 /// A refused value's error, naming the key when there is one.
@@ -99,6 +162,7 @@ impl ValuePolicy {
         signing_keys: Vec<Vec<u8>>,
         accept_unsigned: bool,
         loads: Option<Py<PyAny>>,
+        compression: Compression,
     ) -> PyResult<ValuePolicy> {
         let signer = if signing_keys.is_empty() {
             None
@@ -120,6 +184,7 @@ impl ValuePolicy {
             signer,
             accept_unsigned,
             loads,
+            compression,
         })
     }
 
@@ -130,6 +195,7 @@ impl ValuePolicy {
             signer: self.signer.clone(),
             accept_unsigned: self.accept_unsigned,
             loads: self.loads.as_ref().map(|l| l.clone_ref(py)),
+            compression: self.compression.clone(),
         }
     }
 

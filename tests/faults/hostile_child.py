@@ -2,7 +2,9 @@
 the client's alone: one JSON argument (``op``, ``server``, ``size``), one JSON line out with the
 exception class the call raised (``raised``), the one it should raise (``expected``), its
 message, how much the peak RSS grew during the call (``grew``, bytes) and whether the client
-then worked (``after``). Also run by hand to measure a large value's peak:
+then worked (``after``). For a large read (``get_large``, ``get_multi_large``) the message is
+the type of the value read and ``grew`` counts from the RSS just before the read. Also run by
+hand to measure a large value's peak:
 ``python hostile_child.py '{"op": "get_large", "server": "127.0.0.1:11211", "size": ...}'``."""
 
 import asyncio
@@ -13,13 +15,24 @@ import fastmc
 import fastmc.aio
 
 
-def peak():
-    """The process's peak RSS so far, in bytes."""
+def status(field="VmHWM"):
+    """A line of /proc/self/status in bytes: by default the process's peak RSS so far."""
     with open("/proc/self/status") as f:
         for line in f:
-            if line.startswith("VmHWM:"):
+            if line.startswith(field + ":"):
                 return int(line.split()[1]) * 1024
-    raise RuntimeError("no VmHWM")
+    raise RuntimeError("no " + field)
+
+
+def peak():
+    return status()
+
+
+def reset_peak():
+    """The peak RSS starts over from the current RSS; the current RSS."""
+    with open("/proc/self/clear_refs", "w") as f:
+        f.write("5")
+    return status("VmRSS")
 
 
 KEYS = ["k%d" % i for i in range(100)]
@@ -33,13 +46,31 @@ EXPECTED = {
     "get_stats": "SomeErrors",
     "get_big": "AllocationError",
     "get_large": None,
+    "get_multi_large": None,
+}
+
+# A large value read whole: what the server sent (bytes, or str with flags 16), by get or in a
+# get_multi with a key that misses.
+LARGE_READS = {
+    "get_large": lambda mc: mc.get("big"),
+    "get_multi_large": lambda mc: mc.get_multi(["big", "other"])["big"],
 }
 
 
+def large(op, mc, size):
+    """One large read; the growth of the peak RSS over the RSS just before it."""
+    before = reset_peak()
+    value = LARGE_READS[op](mc)
+    grew = peak() - before
+    assert len(value) == size, len(value)
+    return None, type(value).__name__, grew, "ok"
+
+
 def blocking(op, mc, size):
-    if op != "get_large":  # (that server answers every read with the value)
-        mc.set("warm", "up")  # a pooled connection, and the meta probe for set_multi
-        mc.set_multi({"w1": 1, "w2": 2})
+    if op in LARGE_READS:  # (that server answers every read with the value)
+        return large(op, mc, size)
+    mc.set("warm", "up")  # a pooled connection, and the meta probe for set_multi
+    mc.set_multi({"w1": 1, "w2": 2})
     before = peak()
     raised, message = None, ""
     try:
@@ -51,14 +82,9 @@ def blocking(op, mc, size):
             mc.get_stats()
         elif op == "get_big":
             mc.get("big")
-        elif op == "get_large":
-            value = mc.get("big")
-            assert len(value) == size, len(value)
     except fastmc.Error as e:
         raised, message = type(e).__name__, str(e)
     grew = peak() - before
-    if op == "get_large":
-        return raised, message, grew, "ok"
     mc.set("after", "fine")
     after = "ok" if mc.get("after") == "fine" else "broken"
     return raised, message, grew, after

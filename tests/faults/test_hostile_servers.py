@@ -148,15 +148,22 @@ def test_max_value_size_is_a_behavior(mcd):
 VALUE_MIB = 64
 
 
-def test_a_large_value_costs_at_most_about_twice_its_size():
-    """A 64 MiB value read whole: the read buffer grows to the announced size once (not by
-    doubling), and is given back before the bytes object is built."""
+@pytest.mark.parametrize("op", ["get_large", "get_multi_large"])
+@pytest.mark.parametrize("flags, kind", [(0, "bytes"), (16, "str")])
+def test_a_large_value_costs_at_most_about_twice_its_size(op, flags, kind):
+    """A 64 MiB value read whole (bytes or str, by get or in a get_multi) raises the peak RSS
+    by about twice its size, the value returned included: the read buffer grows to the
+    announced size once (not by doubling) and becomes the value's (no copy into the reply's
+    arena), and the Python object is made from it straight (a str without a bytes object in
+    between). Measured 2.00 for each; a str measured 3.00 while it was decoded through a bytes
+    object."""
     n = VALUE_MIB * MIB
-    reply = b"VALUE big 0 %d\r\n" % n + b"v" * n + b"\r\nEND\r\n"
+    reply = b"VALUE big %d %d\r\n" % (flags, n) + b"v" * n + b"\r\nEND\r\n"
     with ScriptedServer(reply) as f:
-        report = run_child("get_large", f.address, size=n)
+        report = run_child(op, f.address, size=n)
     assert report["raised"] is None, report
-    assert report["grew"] < 2.5 * n, report
+    assert report["message"] == kind, report
+    assert report["grew"] < 2.2 * n, report
 
 
 def flood_of_nodes(n):

@@ -7,6 +7,8 @@ from typing import Callable
 from . import (
     aio,
     bulk,
+    compression,
+    large,
     memory,
     multi,
     noreply,
@@ -30,6 +32,8 @@ SCENARIOS: dict[str, Callable] = {
     "aio": aio.run,
     "stampede": stampede.run,
     "values": values.run,
+    "compression": compression.run,
+    "large": large.run,
 }
 
 # Run without pinning to one CPU: threads need every CPU (so do the asyncio client's I/O
