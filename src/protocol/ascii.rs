@@ -23,26 +23,35 @@ pub(super) fn push_exptime(buf: &mut Vec<u8>, exptime: u32) {
     push_u64(buf, u64::from(signed.unsigned_abs()));
 }
 
-/// Append `n` in decimal.
+/// Two decimal digits for each number below 100, for `push_u64`.
+const DIGIT_PAIRS: &[u8; 200] = b"0001020304050607080910111213141516171819\
+2021222324252627282930313233343536373839\
+4041424344454647484950515253545556575859\
+6061626364656667686970717273747576777879\
+8081828384858687888990919293949596979899";
+
+/// Append `n` in decimal, two digits per division: a batch writes one or two numbers per key
+/// (the value's length, the opaque token).
 pub(super) fn push_u64(buf: &mut Vec<u8>, mut n: u64) {
-    // Short numbers (flags, lengths of small values, opaque tokens) without a copy call.
     if n < 10 {
         buf.push(b'0' + n as u8);
         return;
     }
-    if n < 100 {
-        buf.extend_from_slice(&[b'0' + (n / 10) as u8, b'0' + (n % 10) as u8]);
-        return;
-    }
     let mut tmp = [0u8; 20];
     let mut i = tmp.len();
-    loop {
+    while n >= 100 {
+        let d = (n % 100) as usize * 2;
+        n /= 100;
+        i -= 2;
+        tmp[i..i + 2].copy_from_slice(&DIGIT_PAIRS[d..d + 2]);
+    }
+    if n >= 10 {
+        let d = n as usize * 2;
+        i -= 2;
+        tmp[i..i + 2].copy_from_slice(&DIGIT_PAIRS[d..d + 2]);
+    } else {
         i -= 1;
-        tmp[i] = b'0' + (n % 10) as u8;
-        n /= 10;
-        if n == 0 {
-            break;
-        }
+        tmp[i] = b'0' + n as u8;
     }
     buf.extend_from_slice(&tmp[i..]);
 }
@@ -119,6 +128,21 @@ pub(super) fn error_line(line: &[u8]) -> Option<Error> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn numbers_are_written_in_decimal() {
+        let mut probes: Vec<u64> = (0..=1_100).collect();
+        for p in 0..20 {
+            let t = 10u64.pow(p);
+            probes.extend([t - 1, t, t + 1, t.saturating_mul(9).saturating_add(1)]);
+        }
+        probes.extend([u64::MAX, u64::MAX - 1, 4_294_967_295]);
+        for n in probes {
+            let mut buf = b"x".to_vec();
+            push_u64(&mut buf, n);
+            assert_eq!(&buf[1..], n.to_string().as_bytes());
+        }
+    }
 
     #[test]
     fn an_error_line_keeps_a_bounded_text() {
