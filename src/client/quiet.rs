@@ -34,7 +34,12 @@ impl QuietBatch {
                 if let Some((from, e)) = self.pending.take() {
                     sink.ambiguous(&keys[from..pos], &e);
                 }
-                match sink.reply(ReplyKind::MetaStore, &keys[pos..=pos], &mut 0, *status) {
+                match sink.reply(
+                    ReplyKind::MetaStore,
+                    &keys[pos..=pos],
+                    &mut 0,
+                    status.reply(),
+                ) {
                     Ok(_) => {}
                     Err(e) if e.is_resumable() => sink.fail(&keys[pos..=pos], &e),
                     Err(e) => return Err(e),

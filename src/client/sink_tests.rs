@@ -6,6 +6,7 @@ use super::*;
 use crate::client::claim::CLAIM_FROM;
 use crate::client::quiet::QuietBatch;
 use crate::client::{Fetched, StoreStatus};
+use crate::protocol::MetaStatus;
 
 fn get_sink<'a>(wire: &'a [Cow<'a, [u8]>]) -> GetSink<&'a [Cow<'a, [u8]>]> {
     GetSink::new(wire, 0)
@@ -255,18 +256,15 @@ fn quiet_batch_error_line_between_two_answered_keys_is_ambiguous() {
     let mut sink = store_sink();
     let mut quiet = QuietBatch::default();
     let keys = [0, 1, 2, 3];
-    let meta = |status, opaque| Reply::Meta {
-        status: Box::new(status),
-        opaque,
-    };
+    let meta = |status, opaque| Reply::Meta { status, opaque };
     assert!(!quiet
-        .reply(&mut sink, &keys, meta(Reply::NotStored, 0))
+        .reply(&mut sink, &keys, meta(MetaStatus::NotStored, 0))
         .unwrap());
     assert!(!quiet
         .reply(&mut sink, &keys, Reply::Failed(Error::OutOfMemory))
         .unwrap());
     assert!(!quiet
-        .reply(&mut sink, &keys, meta(Reply::Exists, 3))
+        .reply(&mut sink, &keys, meta(MetaStatus::Exists, 3))
         .unwrap());
     assert!(quiet.reply(&mut sink, &keys, Reply::MetaNoop).unwrap());
     // The error belongs to key 1 or key 2: both fail, both are to be read back.
@@ -284,7 +282,7 @@ fn quiet_batch_error_before_mn_covers_the_rest_and_mn_completes_others() {
     let mut quiet = QuietBatch::default();
     let keys = [0, 1, 2, 3];
     let meta = Reply::Meta {
-        status: Box::new(Reply::NotStored),
+        status: MetaStatus::NotStored,
         opaque: 1,
     };
     quiet.reply(&mut sink, &keys, meta).unwrap();
@@ -305,7 +303,7 @@ fn quiet_batch_rejects_a_token_that_was_not_sent_or_goes_back() {
     let mut quiet = QuietBatch::default();
     let keys = [0, 1];
     let meta = |opaque| Reply::Meta {
-        status: Box::new(Reply::NotStored),
+        status: MetaStatus::NotStored,
         opaque,
     };
     let beyond = quiet.reply(&mut sink, &keys, meta(2));

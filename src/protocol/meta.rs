@@ -11,7 +11,7 @@
 use super::ascii::{
     error_line, find_line, garbage, parse_dec_u64, push_exptime, push_u64, MAX_VALUE,
 };
-use super::{Parsed, Reply, ReplyKind, StoreCmd, StoreItem};
+use super::{MetaStatus, Parsed, Reply, ReplyKind, StoreCmd, StoreItem};
 use crate::error::{Error, Result};
 
 /// The storage modes that have a meta equivalent with identical semantics.
@@ -183,6 +183,10 @@ pub fn announced(buf: &[u8]) -> Option<(usize, usize)> {
 
 /// The opaque token of a meta reply line's flags (`O<n>`), if any.
 fn opaque(flags: &[u8]) -> Result<Option<u32>> {
+    // The usual line: fastmc asks for no flag back but the token, so it is all there is.
+    if let Some(n) = flags.strip_prefix(b"O").and_then(parse_dec_u64) {
+        return u32::try_from(n).map(Some).map_err(|_| garbage(flags));
+    }
     match flags
         .split(|&b| b == b' ')
         .find_map(|tok| tok.strip_prefix(b"O"))
@@ -217,17 +221,17 @@ pub fn parse_reply(kind: ReplyKind, buf: &[u8]) -> Result<Parsed<Reply<'_>>> {
         _ => return Err(garbage(line)),
     };
     let status = match (kind, code) {
-        (_, b"NF") => Reply::NotFound,
-        (ReplyKind::MetaStore, b"HD") => Reply::Stored,
-        (ReplyKind::MetaStore, b"NS") => Reply::NotStored,
-        (ReplyKind::MetaStore, b"EX") => Reply::Exists,
-        (ReplyKind::MetaDelete, b"HD") => Reply::Deleted,
+        (_, b"NF") => MetaStatus::NotFound,
+        (ReplyKind::MetaStore, b"HD") => MetaStatus::Stored,
+        (ReplyKind::MetaStore, b"NS") => MetaStatus::NotStored,
+        (ReplyKind::MetaStore, b"EX") => MetaStatus::Exists,
+        (ReplyKind::MetaDelete, b"HD") => MetaStatus::Deleted,
         _ => return Err(garbage(line)),
     };
     match opaque(flags)? {
         Some(token) => Ok(Parsed::Done(
             Reply::Meta {
-                status: Box::new(status),
+                status,
                 opaque: token,
             },
             used,

@@ -239,3 +239,90 @@ fn a_value_line_announces_its_unit_and_nothing_else_does() {
     assert_eq!(announced(r, b"VALUE k x 300\r\n"), None); // garbage: the parser says so
     assert_eq!(announced(ReplyKind::Stats, b"VALUE k 5 300\r\n"), None);
 }
+
+/// The one-pass hit parser answers exactly what the general parser answers wherever it answers
+/// at all: for plain hits, CAS hits, odd fields and keys, cut at every length, and with every
+/// byte of a hit replaced by each of a set of bytes that matter to the grammar.
+#[test]
+fn the_plain_hit_parser_agrees_with_the_general_one() {
+    let long_key = format!("VALUE {} 1 2\r\nab\r\n", "k".repeat(MAX_KEY_LEN));
+    let too_long = format!("VALUE {} 1 2\r\nab\r\n", "k".repeat(MAX_KEY_LEN + 1));
+    let mut inputs: Vec<Vec<u8>> = [
+        &b"VALUE key 0 5\r\nhello\r\nEND\r\n"[..],
+        b"VALUE k 4294967295 0\r\n\r\n",
+        b"VALUE k 4294967296 0\r\n\r\n",
+        b"VALUE k 007 3\r\nabc\r\n",
+        b"VALUE k 1 3 99\r\nabc\r\n",
+        b"VALUE k 1 1073741824\r\n",
+        b"VALUE k 1 1073741825\r\n",
+        b"VALUE k 1 12345678901\r\n",
+        b"VALUE  1 3\r\nabc\r\n",
+        b"VALUE k\r1 3\r\nabc\r\n",
+        b"VALUE k 1 3\r\nabcXY",
+        b"VALUE k 1 3\nabc\r\n",
+        b"VALUE k 1 3 \r\nabc\r\n",
+        b"VALUE k 1\r\n",
+        b"END\r\n",
+        long_key.as_bytes(),
+        too_long.as_bytes(),
+    ]
+    .iter()
+    .map(|s| s.to_vec())
+    .collect();
+    let base = b"VALUE kk 12 4\r\nwxyz\r\n".to_vec();
+    for at in 0..base.len() {
+        for b in [b' ', b'\r', b'\n', b'0', b'9', b'a', b'-', 0, 0xff] {
+            let mut m = base.clone();
+            m[at] = b;
+            inputs.push(m);
+        }
+    }
+    let mut answered = 0;
+    for input in &inputs {
+        for cut in 0..=input.len() {
+            let buf = &input[..cut];
+            let general = parse_reply_general(ReplyKind::Retrieval, buf);
+            if let Some(fast) = parse_plain_value(buf) {
+                answered += 1;
+                let fast = match fast {
+                    Parsed::Done(r, n) => format!("Done({}, {n})", owned(&r)),
+                    Parsed::NeedMore => "NeedMore".into(),
+                };
+                let general = match general {
+                    Ok(Parsed::Done(r, n)) => format!("Done({}, {n})", owned(&r)),
+                    Ok(Parsed::NeedMore) => "NeedMore".into(),
+                    Err(e) => format!("Err({e})"),
+                };
+                assert_eq!(fast, general, "{:?}", String::from_utf8_lossy(buf));
+            }
+            let whole = parse_reply(ReplyKind::Retrieval, buf).map(|p| format!("{p:?}"));
+            let general = parse_reply_general(ReplyKind::Retrieval, buf).map(|p| format!("{p:?}"));
+            assert_eq!(whole, general, "{:?}", String::from_utf8_lossy(buf));
+        }
+    }
+    assert!(
+        answered > 100,
+        "the plain parser answered only {answered} times"
+    );
+}
+
+#[test]
+fn the_first_control_or_space_is_found_at_every_offset() {
+    for len in 0..=20 {
+        for at in 0..len {
+            for b in 0..=255u8 {
+                let mut s = vec![b'k'; len];
+                s[at] = b;
+                let want = s.iter().position(|&x| x <= b' ');
+                assert_eq!(first_control_or_space(&s), want, "{s:?}");
+            }
+        }
+        let mut s = vec![0x80u8; len];
+        assert_eq!(first_control_or_space(&s), None);
+        if len > 1 {
+            s[len - 1] = b'\r';
+            s[len / 2] = b' ';
+            assert_eq!(first_control_or_space(&s), Some(len / 2));
+        }
+    }
+}
