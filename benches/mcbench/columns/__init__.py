@@ -1,7 +1,7 @@
 """The columns of every table: the floor (raw sockets), fastmc and the peers, and the bound."""
 
 from .base import Column, fastmc_col, floors, peer_cols
-from .floor import Bound, Floor
+from .floor import Bound, Floor, Results
 from .peers import PEER_MAKERS, PEERS, load_fastmc, make_fastmc
 
 __all__ = [
@@ -10,6 +10,7 @@ __all__ = [
     "Bound",
     "Column",
     "Floor",
+    "Results",
     "fastmc_col",
     "floors",
     "load_fastmc",
