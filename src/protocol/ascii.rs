@@ -33,8 +33,28 @@ const DIGIT_PAIRS: &[u8; 200] = b"0001020304050607080910111213141516171819\
 /// Append `n` in decimal, two digits per division: a batch writes one or two numbers per key
 /// (the value's length, the opaque token).
 pub(super) fn push_u64(buf: &mut Vec<u8>, mut n: u64) {
+    // Up to four digits (flags, short lengths, a batch's opaque tokens) as fixed-size copies,
+    // which compile to plain stores.
+    let pair = |d: u64| {
+        let d = d as usize * 2;
+        [DIGIT_PAIRS[d], DIGIT_PAIRS[d + 1]]
+    };
     if n < 10 {
         buf.push(b'0' + n as u8);
+        return;
+    }
+    if n < 100 {
+        buf.extend_from_slice(&pair(n));
+        return;
+    }
+    if n < 1000 {
+        let [a, b] = pair(n % 100);
+        buf.extend_from_slice(&[b'0' + (n / 100) as u8, a, b]);
+        return;
+    }
+    if n < 10_000 {
+        let ([a, b], [c, d]) = (pair(n / 100), pair(n % 100));
+        buf.extend_from_slice(&[a, b, c, d]);
         return;
     }
     let mut tmp = [0u8; 20];

@@ -42,14 +42,20 @@ impl PyClient {
                 ((Cow::Owned(data), flags), Some(policy))
             }
         };
-        let (data, flags) = self.compress(
-            py,
-            plain.0,
-            plain.1,
-            policy.as_deref(),
-            min_compress_len,
-            compress_level,
-        )?;
+        // Nothing to compress (the call asks for no zlib, the client writes no zstd): the
+        // usual case, without the calls.
+        let (data, flags) = if min_compress_len == 0 && !self.write_zstd.load(Ordering::Relaxed) {
+            plain
+        } else {
+            self.compress(
+                py,
+                plain.0,
+                plain.1,
+                policy.as_deref(),
+                min_compress_len,
+                compress_level,
+            )?
+        };
         Ok(match policy {
             Some(p) => p.seal(key, data, flags),
             None => (data, flags),

@@ -125,11 +125,16 @@ pub(crate) fn store_multi_keys<'a>(
     let mut full: Vec<Cow<'_, [u8]>> = Vec::with_capacity(pairs.len());
     let mut values: Vec<(Cow<'_, [u8]>, u32)> = Vec::with_capacity(pairs.len());
     encode_str_keys(pairs.iter().map(|(k, _)| k))?;
+    // pylibmc checks the key, the prefix, then both, for each key: the prefix's own check gives
+    // the same answer every time, so it is made once, after the first key's.
+    let mut prefix_checked = false;
     for (i, (k, v)) in pairs.iter().enumerate() {
-        // pylibmc checks the key, the prefix, then both, for each key.
         let kb = key_obj(k)?;
         check_key_len(kb)?;
-        check_key_len(&args.prefix)?;
+        if !prefix_checked {
+            check_key_len(&args.prefix)?;
+            prefix_checked = true;
+        }
         let fk = join_key(&args.prefix, kb);
         check_key_len(&fk)?;
         let enc = this.encode_value(slf, &fk, v, args.min_compress_len, args.level)?;
