@@ -45,6 +45,19 @@ fn below_0x21(w: u64) -> u64 {
     w.wrapping_sub(ONES * 0x21) & !w & HIGH
 }
 
+/// `s` (eight bytes or more) as little-endian words with their offsets, for the scans above:
+/// each whole word, then, when fewer than eight bytes are left over, the last eight, which share
+/// bytes with the word before (bytes a scan has already passed, and found good). A shorter `s`
+/// is the caller's to read byte by byte.
+fn words(s: &[u8]) -> impl Iterator<Item = (usize, u64)> + '_ {
+    let last = (s.len() % 8 != 0 && s.len() >= 8).then(|| s.len() - 8);
+    (0..s.len() / 8).map(|i| i * 8).chain(last).map(move |at| {
+        let mut w = [0u8; 8];
+        w.copy_from_slice(&s[at..at + 8]);
+        (at, u64::from_le_bytes(w))
+    })
+}
+
 /// A byte a text-protocol key may not hold (`validate_text_key`).
 fn is_bad_text_byte(b: u8, ascii_only: bool) -> bool {
     b <= b' ' || b == 0x7f || (ascii_only && b >= 0x80)
@@ -62,24 +75,10 @@ fn has_bad_text_byte(key: &[u8], ascii_only: bool) -> bool {
         let del = x.wrapping_sub(ONES) & !x & HIGH;
         (below_space | del | (w & high)) != 0
     };
-    let mut words = key.chunks_exact(8);
-    let mut w = [0u8; 8];
-    for c in &mut words {
-        w.copy_from_slice(c);
-        if word_bad(u64::from_le_bytes(w)) {
-            return true;
-        }
+    if key.len() < 8 {
+        return key.iter().any(|&b| is_bad_text_byte(b, ascii_only));
     }
-    let tail = words.remainder();
-    if tail.is_empty() {
-        false
-    } else if key.len() >= 8 {
-        // The last eight bytes as one word: the ones it shares with the word before are good.
-        w.copy_from_slice(&key[key.len() - 8..]);
-        word_bad(u64::from_le_bytes(w))
-    } else {
-        tail.iter().any(|&b| is_bad_text_byte(b, ascii_only))
-    }
+    words(key).any(|(_, w)| word_bad(w))
 }
 
 /// Check a key (prefix included) for the binary protocol, where keys are length-prefixed and any

@@ -9,7 +9,7 @@
 use super::ascii::{
     error_line, find_line, garbage, parse_dec_u64, push_exptime, push_u64, MAX_VALUE,
 };
-use super::{below_0x21, Parsed, Reply, ReplyKind, StoreCmd, StoreItem, MAX_KEY_LEN};
+use super::{below_0x21, words, Parsed, Reply, ReplyKind, StoreCmd, StoreItem, MAX_KEY_LEN};
 use crate::error::{Error, Result};
 
 pub use super::ascii::MAX_LINE;
@@ -216,29 +216,15 @@ fn parse_plain_value(buf: &[u8]) -> Option<Parsed<Reply<'_>>> {
 }
 
 /// The index of the first byte of `s` at or below 0x20 (a space, a control character), eight
-/// bytes at a time (`below_0x21`). A tail shorter than a word is read as the last eight bytes (the
-/// ones shared with the word before are known to be above), or byte by byte in a short `s`.
+/// bytes at a time (`words`, `below_0x21`), or byte by byte in a short `s`.
 fn first_control_or_space(s: &[u8]) -> Option<usize> {
-    let mut words = s.chunks_exact(8);
-    let mut w = [0u8; 8];
-    for (i, c) in (&mut words).enumerate() {
-        w.copy_from_slice(c);
-        let below = below_0x21(u64::from_le_bytes(w));
-        if below != 0 {
-            return Some(i * 8 + (below.trailing_zeros() / 8) as usize);
-        }
-    }
-    let tail = words.remainder();
-    if tail.is_empty() {
-        return None;
-    }
     if s.len() < 8 {
-        return tail.iter().position(|&b| b <= b' ');
+        return s.iter().position(|&b| b <= b' ');
     }
-    // The last eight bytes as one word: the ones it shares with the word before are above 0x20.
-    w.copy_from_slice(&s[s.len() - 8..]);
-    let below = below_0x21(u64::from_le_bytes(w));
-    (below != 0).then(|| s.len() - 8 + (below.trailing_zeros() / 8) as usize)
+    words(s).find_map(|(at, w)| {
+        let below = below_0x21(w);
+        (below != 0).then(|| at + (below.trailing_zeros() / 8) as usize)
+    })
 }
 
 /// A decimal field of 1 to 10 digits at `buf[at..]` ended by `stop`: its value and the index

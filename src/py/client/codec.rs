@@ -42,20 +42,14 @@ impl PyClient {
                 ((Cow::Owned(data), flags), Some(policy))
             }
         };
-        // Nothing to compress (the call asks for no zlib, the client writes no zstd): the
-        // usual case, without the calls.
-        let (data, flags) = if min_compress_len == 0 && !self.write_zstd.load(Ordering::Relaxed) {
-            plain
-        } else {
-            self.compress(
-                py,
-                plain.0,
-                plain.1,
-                policy.as_deref(),
-                min_compress_len,
-                compress_level,
-            )?
-        };
+        let (data, flags) = self.compress(
+            py,
+            plain.0,
+            plain.1,
+            policy.as_deref(),
+            min_compress_len,
+            compress_level,
+        )?;
         Ok(match policy {
             Some(p) => p.seal(key, data, flags),
             None => (data, flags),
@@ -64,6 +58,7 @@ impl PyClient {
 
     /// Compress as the call and the client say: zlib as pylibmc, or zstd (the policy, `known`
     /// or looked up, only then), whose client threshold applies when the call gives none.
+    #[inline(always)]
     fn compress<'a>(
         &self,
         py: Python<'_>,
@@ -74,6 +69,10 @@ impl PyClient {
         compress_level: i32,
     ) -> PyResult<(Cow<'a, [u8]>, u32)> {
         if !self.write_zstd.load(Ordering::Relaxed) {
+            // No zlib asked for either: the usual case, returned before any call.
+            if min_compress_len == 0 {
+                return Ok((data, flags));
+            }
             return serde::maybe_compress(py, data, flags, min_compress_len, compress_level);
         }
         let min_len = match min_compress_len {

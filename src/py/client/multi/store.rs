@@ -127,13 +127,11 @@ pub(crate) fn store_multi_keys<'a>(
     encode_str_keys(pairs.iter().map(|(k, _)| k))?;
     // pylibmc checks the key, the prefix, then both, for each key: the prefix's own check gives
     // the same answer every time, so it is made once, after the first key's.
-    let mut prefix_checked = false;
     for (i, (k, v)) in pairs.iter().enumerate() {
         let kb = key_obj(k)?;
         check_key_len(kb)?;
-        if !prefix_checked {
+        if i == 0 {
             check_key_len(&args.prefix)?;
-            prefix_checked = true;
         }
         let fk = join_key(&args.prefix, kb);
         check_key_len(&fk)?;
