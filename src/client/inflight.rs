@@ -28,6 +28,8 @@ pub(super) struct InFlight {
     pub replay_safe: bool,
     /// How much of `batch.wbuf` is written.
     pub wpos: usize,
+    /// Bytes written before `batch.wbuf` was started over (`append`).
+    written: usize,
     pub replies: Replies,
     pub last_progress: Instant,
     pub failed: Option<Error>,
@@ -57,6 +59,7 @@ impl InFlight {
             reused,
             replay_safe,
             wpos: 0,
+            written: 0,
             replies: Replies::default(),
             last_progress: now,
             failed: None,
@@ -66,12 +69,39 @@ impl InFlight {
         }
     }
 
+    /// Queue a later piece of the same operation for this server behind what is in flight
+    /// (`ServerBatch::append`); its no-progress clock starts over at `now`.
+    /// A write whose buffer is all written starts it over, so that the buffer holds one piece
+    /// at a time, not the whole operation (a read keeps all of it, to replay it).
+    pub fn append(&mut self, more: ServerBatch, now: Instant) {
+        if !self.replay_safe && self.wpos == self.batch.wbuf.len() {
+            self.written += self.wpos;
+            self.wpos = 0;
+            self.record = 0;
+            self.batch.wbuf.clear();
+            self.batch.record_ends.clear();
+        }
+        self.batch.append(more);
+        self.last_progress = now;
+    }
+
+    /// Bytes of the requests written so far.
+    pub fn sent(&self) -> usize {
+        self.written + self.wpos
+    }
+
+    /// Bytes of all its requests, written or not.
+    pub fn request_bytes(&self) -> usize {
+        self.written + self.batch.wbuf.len()
+    }
+
     /// Start over on a new connection: nothing of the batch was answered.
     pub fn restart_on(&mut self, conn: Connection) {
         self.read_before = conn.read_total();
         self.conn = conn;
         self.reused = false;
         self.wpos = 0;
+        self.written = 0;
         self.record = 0;
         let max_value = self.replies.max_value;
         self.replies = Replies::default();

@@ -155,6 +155,38 @@ impl ServerBatch {
         });
     }
 
+    /// Shift the key indices by `by`: a piece of an operation planned alone (see
+    /// `Client::perform_streamed`) takes its place among the operation's keys.
+    pub fn shift_keys(&mut self, by: u32) {
+        for k in &mut self.keys {
+            *k += by;
+        }
+    }
+
+    /// Queue `more`, a later piece of the same operation for the same server, behind this
+    /// batch: its requests follow in the pipeline, its key ranges and record ends moved past
+    /// this batch's. Text protocol only (binary opaques count from each piece's start).
+    pub fn append(&mut self, more: ServerBatch) {
+        debug_assert_eq!((self.server, self.forget), (more.server, more.forget));
+        let (base, wlen) = (self.keys.len() as u32, self.wbuf.len());
+        self.keys.extend_from_slice(&more.keys);
+        self.reqs.extend(more.reqs.iter().map(|r| Request {
+            start: r.start + base,
+            ..*r
+        }));
+        if wlen == 0 {
+            // Nothing of this batch waits to be written: take the piece's buffer as it is.
+            self.wbuf = more.wbuf;
+            self.record_ends = more.record_ends;
+        } else {
+            self.record_ends
+                .extend(more.record_ends.iter().map(|e| e + wlen));
+            self.wbuf.extend_from_slice(&more.wbuf);
+        }
+        self.quiet_start = self.keys.len() as u32;
+        self.probe_after |= more.probe_after;
+    }
+
     /// Start with a `version` marker whose answer confirms that every earlier `noreply` command
     /// on the connection was processed; whatever comes before it belongs to those commands.
     pub fn prepend_sync(&mut self) {
@@ -430,5 +462,61 @@ pub(super) fn close_batches(batches: &mut [ServerBatch], closing: Closing<'_>) {
                 WriteMode::ClassicThenProbe => batch.probe_after = true,
             },
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{Request, ServerBatch};
+    use crate::protocol::ReplyKind;
+
+    /// A quiet batch of `keys` (operation-wide indices) whose requests are `wire`, closed.
+    fn piece(keys: &[u32], wire: &[u8], tls: bool) -> ServerBatch {
+        let mut b = ServerBatch::new(2);
+        for &k in keys {
+            b.push_quiet(k);
+        }
+        b.wbuf.extend_from_slice(wire);
+        if tls {
+            b.record_ends.push(wire.len());
+        }
+        b.close_quiet(ReplyKind::MetaStore);
+        b
+    }
+
+    fn ranges(reqs: &[Request]) -> Vec<(u32, u32, bool)> {
+        reqs.iter().map(|r| (r.start, r.len, r.marker)).collect()
+    }
+
+    #[test]
+    fn an_appended_piece_follows_with_its_ranges_and_record_ends_moved() {
+        let mut a = piece(&[0, 1, 2], b"abc", true);
+        let mut more = piece(&[0, 1], b"de", true);
+        more.shift_keys(3);
+        a.append(more);
+        assert_eq!(a.keys, [0, 1, 2, 3, 4]);
+        assert_eq!(ranges(&a.reqs), [(0, 3, true), (3, 2, true)]);
+        assert_eq!(a.wbuf, b"abcmn\r\ndemn\r\n");
+        assert_eq!(a.record_ends, [3, 9]);
+        // A segment opened after the append starts after every key so far.
+        assert_eq!(a.push_quiet(9), 0);
+    }
+
+    #[test]
+    fn a_piece_appended_to_an_empty_buffer_is_taken_as_it_is() {
+        let mut a = piece(&[0], b"abc", true);
+        a.wbuf.clear();
+        a.record_ends.clear();
+        let mut more = piece(&[0, 1], b"xy", true);
+        more.shift_keys(1);
+        let at = more.wbuf.as_ptr();
+        a.append(more);
+        assert_eq!(a.wbuf.as_ptr(), at);
+        assert_eq!(
+            (a.wbuf.as_slice(), a.record_ends.as_slice()),
+            (&b"xymn\r\n"[..], &[2][..])
+        );
+        assert_eq!(ranges(&a.reqs), [(0, 1, true), (1, 2, true)]);
+        assert_eq!(a.keys, [0, 1, 2]);
     }
 }

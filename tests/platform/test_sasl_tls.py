@@ -211,6 +211,11 @@ def test_tls_operations_and_big_batches(tls_server, pki, binary):
     assert mc.set_multi(big) == []
     assert mc.get_multi([*big, "missing"]) == big
     assert mc.delete_multi(list(big)) is True
+    # Sent in pieces (2,048 keys or more): each piece's record ends follow the earlier ones.
+    many = {"m%d" % i: "z" * (i % 900) for i in range(5000)}
+    assert mc.set_multi(many) == [] and mc.add_multi(many) == list(many)
+    assert mc.get_multi(list(many)) == many
+    assert mc.delete_multi(list(many)) is True
     assert mc.get_stats()[0][1]["pid"]
 
 

@@ -127,7 +127,7 @@ impl Client {
         if !(a.reused
             && !a.conn.received_since_begin()
             && a.replies.req == 0
-            && (a.replay_safe || a.wpos == 0)
+            && (a.replay_safe || a.sent() == 0)
             && e.is_stale_connection())
         {
             return false;
@@ -183,7 +183,7 @@ impl Client {
         let read = a.conn.read_total().saturating_sub(a.read_before);
         let b = &a.batch;
         let timed = (!b.forget).then(|| a.started.elapsed());
-        m.batch(b.family, b.keys.len(), timed, b.wbuf.len(), read);
+        m.batch(b.family, b.keys.len(), timed, a.request_bytes(), read);
         if let Some(e) = &a.failed {
             m.error(e);
         }

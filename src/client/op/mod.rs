@@ -51,6 +51,19 @@ impl<'a, 'k> Args<'a, 'k> {
     pub fn items(items: &'a [StoreItem<'k>]) -> Self {
         Args { keys: &[], items }
     }
+
+    /// How many keys it names (a store's: its items').
+    pub fn count(&self) -> usize {
+        self.keys.len().max(self.items.len())
+    }
+
+    /// The keys (or items) `at..end` alone.
+    pub fn piece(&self, at: usize, end: usize) -> Self {
+        Args {
+            keys: self.keys.get(at..end).unwrap_or(&[]),
+            items: self.items.get(at..end).unwrap_or(&[]),
+        }
+    }
 }
 
 /// One operation family: its parameters (the type itself: `get::Get { cas, touch }`, ...) and
@@ -80,6 +93,12 @@ pub(super) trait Operation: Clone {
     /// Two requests of one key must not share a call (a store's read-back compares what the
     /// server holds with what was sent, once per key).
     fn keys_apart(&self) -> bool {
+        false
+    }
+    /// The blocking call may plan and send it in pieces, each on its way while the next is
+    /// encoded (`Client::perform_streamed`). Only for an operation whose sink ignores the
+    /// wire keys and whose batches may be appended to (text protocol, no replica writes).
+    fn streams(&self, _snap: &Snapshot) -> bool {
         false
     }
     /// An event loop's thread may drive it (`Client::begin`): it waits for its replies, and

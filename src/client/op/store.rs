@@ -53,6 +53,9 @@ impl Operation for Store {
     fn keys_apart(&self) -> bool {
         true
     }
+    fn streams(&self, snap: &Snapshot) -> bool {
+        !snap.behaviors.binary && replicas::count(snap) == 0
+    }
     /// A `noreply` write goes to the workers, which send it without a round trip.
     fn on_loop(&self, snap: &Snapshot) -> bool {
         !self.noreply && !snap.behaviors.noreply

@@ -1,0 +1,97 @@
+"""Large writes go out in pieces (a set_multi or delete_multi of 2,048 keys or more): each piece
+is queued on its servers' connections while the next is encoded. The pieces must add up to the
+one call they replace: every quiet failure on its own key, one request per server in the
+metrics, and a dead server (tried once), a lost connection or a server error in a late piece
+failing the call as the same fault does in a call of one piece."""
+
+import fastmc
+from fakes import FakeMemcached
+from memcached import free_port
+
+N = 6000  # four pieces: 1,024, 2,048, then the rest
+
+
+def test_quiet_failures_in_late_pieces_name_their_own_keys(servers):
+    mc = fastmc.Client(servers)
+    keys = ["sw-add-%05d" % i for i in range(N)]
+    taken = keys[1::3] + keys[-5:]  # in every piece, the last one's end too
+    assert mc.set_multi({k: b"old" for k in taken}) == []
+    assert sorted(mc.add_multi({k: b"new" for k in keys})) == sorted(set(taken))
+    got = mc.get_multi(keys)
+    assert all(got[k] == (b"old" if k in set(taken) else b"new") for k in keys)
+    assert mc.delete_multi(keys) is True
+    assert mc.delete_multi(keys) is False  # every key missing: answered, not assumed
+    assert mc.get_multi(keys) == {}
+
+
+def test_one_request_per_server_as_before(servers):
+    mc = fastmc.Client(servers)
+    data = {"sw-m-%05d" % i: b"v" * 20 for i in range(N)}
+    before = mc.metrics()
+    assert mc.set_multi(data) == []
+    after = mc.metrics()
+    assert sum(after[s]["requests"]["store"] - before[s]["requests"]["store"] for s in servers) == 3
+    assert sum(after[s]["keys"]["store"] - before[s]["keys"]["store"] for s in servers) == N
+    # Every byte of every piece is counted once: a request per key, and a no-op per piece.
+    sent = sum(after[s]["bytes_sent"] - before[s]["bytes_sent"] for s in servers)
+    per_key = sum(len("ms %s 20 q O0\r\n" % k) + 22 for k in data)
+    assert per_key <= sent <= per_key + N * 4 + 3 * 4 * 4
+
+
+def outcome(call, *args):
+    """What a call returned, or the class of what it raised."""
+    try:
+        return call(*args)
+    except fastmc.Error as e:
+        return type(e)
+
+
+def test_a_dead_server_is_tried_once_and_fails_the_call_as_one_batch_would(servers):
+    dead = "127.0.0.1:%d" % free_port()
+    addrs = [servers[0], dead, servers[1]]
+    small = {"sw-d-%05d" % i: i for i in range(1500)}  # one piece
+    data = {"sw-d-%05d" % i: i for i in range(N)}
+    expected = outcome(fastmc.Client(addrs).set_multi, small)
+    assert expected is fastmc.ConnectionError
+    mc = fastmc.Client(addrs, behaviors={"retry_timeout": 30})
+    assert outcome(mc.set_multi, data) is expected
+    m = mc.metrics()[dead]
+    assert m["connections_opened"] == 0
+    assert sum(m["errors"].values()) == 1  # one connect, failed once for the whole call
+    live = [k for k in data if mc.hash(k) != 1]
+    assert 0 < len(live) < N
+    assert mc.get_multi(live) == {k: data[k] for k in live}
+
+
+def test_a_connection_lost_mid_stream_fails_the_call_as_one_batch_would():
+    results = []
+    for n, cut in ((1500, 700), (N, 1500)):  # one piece; the second of four
+        fake = FakeMemcached()
+        try:
+            mc = fastmc.Client([fake.address])
+            data = {"sw-c-%05d" % i: b"v" for i in range(n)}
+            fake.rule("sw-c-%05d" % cut, "close_after_apply")
+            results.append(outcome(mc.set_multi, data))
+            # The requests after the cut never reached a server that answered them.
+            assert len(fake.data) == cut + 1
+            fake.rule("sw-c-%05d" % cut, None)
+            assert fastmc.Client([fake.address]).set_multi(data) == []
+            assert len(fake.data) == n
+        finally:
+            fake.close()
+    assert results[0] is results[1] is fastmc.ReadError
+
+
+def test_a_server_error_in_a_late_piece_fails_the_call_as_one_batch_would():
+    results = []
+    for n, bad in ((1500, 1000), (N, 5000)):
+        fake = FakeMemcached()
+        try:
+            mc = fastmc.Client([fake.address])
+            data = {"sw-e-%05d" % i: b"v" for i in range(n)}
+            fake.rule("sw-e-%05d" % bad, "line:SERVER_ERROR out of memory storing object")
+            results.append(outcome(mc.set_multi, data))
+            assert len(fake.data) == n - 1  # every other key of every piece stored
+        finally:
+            fake.close()
+    assert results[0] is results[1] is fastmc.ServerError
