@@ -8,7 +8,7 @@ import fastmc
 from fakes import FakeMemcached
 from memcached import free_port
 
-N = 6000  # four pieces: 1,024, 2,048, then the rest
+N = 6000  # three pieces: 1,024 keys, 2,048, then the rest
 
 
 def test_quiet_failures_in_late_pieces_name_their_own_keys(servers):
@@ -63,35 +63,34 @@ def test_a_dead_server_is_tried_once_and_fails_the_call_as_one_batch_would(serve
     assert mc.get_multi(live) == {k: data[k] for k in live}
 
 
-def test_a_connection_lost_mid_stream_fails_the_call_as_one_batch_would():
+def fault_in_one_piece_and_in_a_late_one(rule, stored):
+    """A set_multi with `rule` on one key, in a call of one piece (1,500 keys, the fault at key
+    700) and in the last of three (6,000 keys, at key 5,000): what each call raised, and
+    how many keys the fake holds after it against `stored(n, at)`. A new client per call."""
     results = []
-    for n, cut in ((1500, 700), (N, 1500)):  # one piece; the second of four
+    for n, at in ((1500, 700), (N, 5000)):
         fake = FakeMemcached()
         try:
-            mc = fastmc.Client([fake.address])
-            data = {"sw-c-%05d" % i: b"v" for i in range(n)}
-            fake.rule("sw-c-%05d" % cut, "close_after_apply")
-            results.append(outcome(mc.set_multi, data))
-            # The requests after the cut never reached a server that answered them.
-            assert len(fake.data) == cut + 1
-            fake.rule("sw-c-%05d" % cut, None)
+            data = {"sw-f-%05d" % i: b"v" for i in range(n)}
+            fake.rule("sw-f-%05d" % at, rule)
+            results.append(outcome(fastmc.Client([fake.address]).set_multi, data))
+            assert len(fake.data) == stored(n, at)
+            fake.rule("sw-f-%05d" % at, None)
             assert fastmc.Client([fake.address]).set_multi(data) == []
             assert len(fake.data) == n
         finally:
             fake.close()
+    return results
+
+
+def test_a_connection_lost_mid_stream_fails_the_call_as_one_batch_would():
+    # The requests after the cut never reached a server that answered them.
+    results = fault_in_one_piece_and_in_a_late_one("close_after_apply", lambda n, at: at + 1)
     assert results[0] is results[1] is fastmc.ReadError
 
 
 def test_a_server_error_in_a_late_piece_fails_the_call_as_one_batch_would():
-    results = []
-    for n, bad in ((1500, 1000), (N, 5000)):
-        fake = FakeMemcached()
-        try:
-            mc = fastmc.Client([fake.address])
-            data = {"sw-e-%05d" % i: b"v" for i in range(n)}
-            fake.rule("sw-e-%05d" % bad, "line:SERVER_ERROR out of memory storing object")
-            results.append(outcome(mc.set_multi, data))
-            assert len(fake.data) == n - 1  # every other key of every piece stored
-        finally:
-            fake.close()
+    # Every other key of every piece is stored.
+    line = "line:SERVER_ERROR out of memory storing object"
+    results = fault_in_one_piece_and_in_a_late_one(line, lambda n, at: n - 1)
     assert results[0] is results[1] is fastmc.ServerError

@@ -107,19 +107,13 @@ impl Client {
                     sink.fail(&b.keys, e);
                 } else {
                     let server = b.server;
-                    match self.start_or_error(snap, b, &mut sink, replay_safe, &mut now) {
+                    match self.start(snap, b, &mut sink, replay_safe, &mut now) {
                         Ok(a) => flights.push(a),
                         Err(e) => unreachable.push((server, e)),
                     }
                 }
             }
-            for a in flights.iter_mut().filter(|a| !a.done()) {
-                if let Err(e) = a.write_some().and_then(|_| a.parse_available(&mut sink)) {
-                    if !self.retry_fresh(snap, a, &e) {
-                        a.failed = Some(e);
-                    }
-                }
-            }
+            self.push_writes(snap, &mut flights, &mut sink);
             now = Instant::now();
             at = end;
         }
@@ -145,7 +139,7 @@ impl Client {
         let n = batches.len();
         let mut started = batches
             .into_iter()
-            .filter_map(|b| self.start(snap, b, &mut *sink, replay_safe, &mut now));
+            .filter_map(|b| self.start(snap, b, &mut *sink, replay_safe, &mut now).ok());
         let (first, second) = (started.next(), started.next());
         let mut flights: Vec<InFlight> = match (first, second) {
             (Some(a), Some(b)) => {
@@ -169,22 +163,9 @@ impl Client {
         }
     }
 
-    /// Check out a connection for `batch`; `None` when that failed (the batch's keys are
-    /// failed). `now` is read again after a checkout that had to connect.
+    /// Check out a connection for `batch`; the error when that failed (the batch's keys are
+    /// failed with it). `now` is read again after a checkout that had to connect.
     fn start(
-        &self,
-        snap: &Snapshot,
-        batch: ServerBatch,
-        sink: &mut dyn Sink,
-        replay_safe: bool,
-        now: &mut Instant,
-    ) -> Option<InFlight> {
-        self.start_or_error(snap, batch, sink, replay_safe, now)
-            .ok()
-    }
-
-    /// `start`, with the error that failed the batch's keys.
-    fn start_or_error(
         &self,
         snap: &Snapshot,
         batch: ServerBatch,
@@ -267,13 +248,7 @@ impl Client {
         sink: &mut dyn Sink,
     ) {
         // Start every write without waiting; afterwards touch a socket only when poll says so.
-        for a in flights.iter_mut().filter(|a| !a.done()) {
-            if let Err(e) = a.write_some().and_then(|_| a.parse_available(sink)) {
-                if !self.retry_fresh(snap, a, &e) {
-                    a.failed = Some(e);
-                }
-            }
-        }
+        self.push_writes(snap, flights, sink);
         let mut waiting: Vec<usize> = Vec::with_capacity(flights.len());
         let mut ready: Vec<PollFlags> = Vec::with_capacity(flights.len());
         let mut pinged: Vec<(usize, PollFlags)> = Vec::new();
@@ -308,6 +283,18 @@ impl Client {
                             a.failed = Some(e);
                         }
                     }
+                }
+            }
+        }
+    }
+
+    /// Write what each unfinished batch's socket takes now and parse what has arrived, without
+    /// waiting.
+    fn push_writes(&self, snap: &Snapshot, flights: &mut [InFlight], sink: &mut dyn Sink) {
+        for a in flights.iter_mut().filter(|a| !a.done()) {
+            if let Err(e) = a.write_some().and_then(|_| a.parse_available(sink)) {
+                if !self.retry_fresh(snap, a, &e) {
+                    a.failed = Some(e);
                 }
             }
         }
