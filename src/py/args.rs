@@ -327,18 +327,23 @@ pub fn multi_keys<'a, 'py>(
     prefix: &[u8],
     check_prefixed: bool,
 ) -> PyResult<MultiKeys<'a, 'py>> {
-    encode_str_keys(keys_iter)?;
     let mut objs = Vec::with_capacity(keys_iter.len());
     let mut full = Vec::with_capacity(keys_iter.len());
     let mut empty = Vec::new();
-    for obj in keys_iter {
-        let k = key_obj(obj)?;
-        let fk = join_key(prefix, k);
-        if check_prefixed {
-            check_key_len(&fk)?;
-        } else {
-            check_key_len(k)?;
-        }
+    for (i, obj) in keys_iter.iter().enumerate() {
+        // pylibmc encodes every str key before it checks any (`encode_str_keys`): the keys
+        // before this one are encoded already, so on an error only this one and the rest are
+        // looked at, and a str among them that cannot be encoded raises first. (Nothing here
+        // runs the caller's code, so the one pass is the same as pylibmc's two.)
+        let checked = key_obj(obj).and_then(|k| {
+            let fk = join_key(prefix, k);
+            check_key_len(if check_prefixed { &fk } else { k })?;
+            Ok(fk)
+        });
+        let fk = match checked {
+            Ok(fk) => fk,
+            Err(e) => return Err(encode_str_keys(&keys_iter[i..]).err().unwrap_or(e)),
+        };
         if fk.is_empty() {
             empty.push(obj);
             continue;

@@ -81,6 +81,10 @@ def calls():
             add(f"{m} [k, {k!r}]", lambda c, m=m, k=k: getattr(c, m)(["k", k]))
             add(f"{m} prefix={k!r}", lambda c, m=m, k=k: getattr(c, m)(["k"], k))
         add(f"delete_multi [x, {k!r}, k]", lambda c, k=k: c.delete_multi(["x", k, "k"]))
+        # Two bad keys: which one raises (every str key is encoded before any key is checked).
+        for k2 in (SUR, "b" + SUR, 1, "y" * 251):
+            for m in ("get_multi", "delete_multi"):
+                add(f"{m} [{k!r}, {k2!r}]", lambda c, m=m, k=k, k2=k2: getattr(c, m)([k, k2]))
         for m in ("set_multi", "add_multi"):
             add(f"{m} key={k!r}", lambda c, m=m, k=k: getattr(c, m)({"k": 1, k: 2}))
             add(f"{m} prefix={k!r}", lambda c, m=m, k=k: getattr(c, m)({"k": 1}, 0, k))

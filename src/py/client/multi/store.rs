@@ -134,7 +134,9 @@ pub(crate) fn store_multi_keys<'a>(
             check_key_len(&args.prefix)?;
         }
         let fk = join_key(&args.prefix, kb);
-        check_key_len(&fk)?;
+        if !args.prefix.is_empty() {
+            check_key_len(&fk)?; // (without a prefix it is the key just checked)
+        }
         let enc = this.encode_value(slf, &fk, v, args.min_compress_len, args.level)?;
         if fk.is_empty() {
             failed_at[i] = true;
