@@ -4,6 +4,7 @@
 //! Owns `InFlight`. Uses `connection::Connection` (non-blocking send, read buffer), the plan's
 //! `ServerBatch`, `Replies` and the sinks. Never waits: the driver does.
 
+use std::io::IoSlice;
 use std::time::Instant;
 
 use rustix::event::{PollFd, PollFlags};
@@ -16,8 +17,8 @@ use crate::connection::Connection;
 use crate::error::{Error, Result};
 
 /// A batch in flight on its connection.
-pub(super) struct InFlight {
-    pub batch: ServerBatch,
+pub(super) struct InFlight<'k> {
+    pub batch: ServerBatch<'k>,
     pub conn: Connection,
     binary: bool,
     /// Index of the next entry of `batch.record_ends` to honour.
@@ -30,6 +31,11 @@ pub(super) struct InFlight {
     pub wpos: usize,
     /// Bytes written before `batch.wbuf` was started over (`append`).
     written: usize,
+    /// The next of `batch.ext` not all written, how much of it is, and the bytes of those
+    /// before it.
+    ext_next: usize,
+    ext_pos: usize,
+    ext_sent: usize,
     pub replies: Replies,
     pub last_progress: Instant,
     pub failed: Option<Error>,
@@ -40,10 +46,10 @@ pub(super) struct InFlight {
     pub read_before: u64,
 }
 
-impl InFlight {
+impl<'k> InFlight<'k> {
     /// `now`: when the batch starts (its first deadline counts from there).
     pub fn new(
-        batch: ServerBatch,
+        batch: ServerBatch<'k>,
         conn: Connection,
         binary: bool,
         reused: bool,
@@ -60,6 +66,9 @@ impl InFlight {
             replay_safe,
             wpos: 0,
             written: 0,
+            ext_next: 0,
+            ext_pos: 0,
+            ext_sent: 0,
             replies: Replies::default(),
             last_progress: now,
             failed: None,
@@ -73,13 +82,13 @@ impl InFlight {
     /// (`ServerBatch::append`); its no-progress clock starts over at `now`.
     /// A write whose buffer is all written starts it over, so that the buffer holds one piece
     /// at a time, not the whole operation (a read keeps all of it, to replay it).
-    pub fn append(&mut self, more: ServerBatch, now: Instant) {
-        if !self.replay_safe && self.wpos == self.batch.wbuf.len() {
-            self.written += self.wpos;
-            self.wpos = 0;
-            self.record = 0;
+    pub fn append(&mut self, more: ServerBatch<'k>, now: Instant) {
+        if !self.replay_safe && !self.batch_writing() {
+            self.written = self.sent();
+            self.rewind();
             self.batch.wbuf.clear();
             self.batch.record_ends.clear();
+            self.batch.ext.clear();
         }
         self.batch.append(more);
         self.last_progress = now;
@@ -87,12 +96,21 @@ impl InFlight {
 
     /// Bytes of the requests written so far.
     pub fn sent(&self) -> usize {
-        self.written + self.wpos
+        self.written + self.wpos + self.ext_sent + self.ext_pos
     }
 
     /// Bytes of all its requests, written or not.
     pub fn request_bytes(&self) -> usize {
-        self.written + self.batch.wbuf.len()
+        self.written + self.batch.request_len()
+    }
+
+    /// Back to the start of `batch`'s requests.
+    fn rewind(&mut self) {
+        self.wpos = 0;
+        self.record = 0;
+        self.ext_next = 0;
+        self.ext_pos = 0;
+        self.ext_sent = 0;
     }
 
     /// Start over on a new connection: nothing of the batch was answered.
@@ -100,9 +118,8 @@ impl InFlight {
         self.read_before = conn.read_total();
         self.conn = conn;
         self.reused = false;
-        self.wpos = 0;
         self.written = 0;
-        self.record = 0;
+        self.rewind();
         let max_value = self.replies.max_value;
         self.replies = Replies::default();
         self.replies.max_value = max_value;
@@ -123,7 +140,12 @@ impl InFlight {
     }
 
     pub fn writing(&self) -> bool {
-        self.wpos < self.batch.wbuf.len() || self.conn.pending_write()
+        self.batch_writing() || self.conn.pending_write()
+    }
+
+    /// Some of `batch`'s bytes are not written yet.
+    fn batch_writing(&self) -> bool {
+        self.wpos < self.batch.wbuf.len() || self.ext_next < self.batch.ext.len()
     }
 
     /// Parse every complete unit that has arrived into `sink`. A value the sink claimed (one
@@ -177,6 +199,9 @@ impl InFlight {
 
     /// Write what the socket takes now; true if anything was written.
     pub fn write_some(&mut self) -> Result<bool> {
+        if !self.batch.ext.is_empty() {
+            return self.write_vectored();
+        }
         let mut progressed = false;
         while self.writing() {
             let pending = self.conn.pending_write();
@@ -199,6 +224,62 @@ impl InFlight {
             progressed = true;
         }
         Ok(progressed)
+    }
+
+    /// `write_some` for a batch with borrowed values (`ServerBatch::ext`, never under TLS, so
+    /// no record ends): what is left, up to `PARTS` slices of `wbuf` and values in their
+    /// order, in one vectored send at a time.
+    fn write_vectored(&mut self) -> Result<bool> {
+        const PARTS: usize = 16;
+        let mut progressed = false;
+        while self.writing() {
+            let pending = self.conn.pending_write();
+            let (b, mut parts, mut k) = (&self.batch, [IoSlice::new(&[]); PARTS], 0);
+            let (mut at, mut next, mut pos) = (self.wpos, self.ext_next, self.ext_pos);
+            while k < PARTS && (at < b.wbuf.len() || next < b.ext.len()) {
+                match b.ext.get(next) {
+                    Some(&(x, d)) if x == at => {
+                        parts[k] = IoSlice::new(&d[pos..]);
+                        (next, pos) = (next + 1, 0);
+                    }
+                    e => {
+                        let end = e.map_or(b.wbuf.len(), |&(x, _)| x);
+                        parts[k] = IoSlice::new(&b.wbuf[at..end]);
+                        at = end;
+                    }
+                }
+                k += 1;
+            }
+            let n = self.conn.send_vectored(&parts[..k])?;
+            if n == 0 {
+                progressed |= pending && !self.conn.pending_write();
+                break;
+            }
+            self.advance(n);
+            progressed = true;
+        }
+        Ok(progressed)
+    }
+
+    /// `n` more bytes of the requests written (`write_vectored`).
+    fn advance(&mut self, mut n: usize) {
+        while n > 0 {
+            match self.batch.ext.get(self.ext_next) {
+                Some(&(x, d)) if x == self.wpos => {
+                    let m = n.min(d.len() - self.ext_pos);
+                    (self.ext_pos, n) = (self.ext_pos + m, n - m);
+                    if self.ext_pos == d.len() {
+                        (self.ext_next, self.ext_pos) = (self.ext_next + 1, 0);
+                        self.ext_sent += d.len();
+                    }
+                }
+                e => {
+                    let end = e.map_or(self.batch.wbuf.len(), |&(x, _)| x);
+                    let m = n.min(end - self.wpos);
+                    (self.wpos, n) = (self.wpos + m, n - m);
+                }
+            }
+        }
     }
 
     /// The remaining keys of this batch, which will get no reply now.

@@ -49,9 +49,13 @@ impl Request {
 }
 
 /// Everything one server is asked in one operation.
-pub(super) struct ServerBatch {
+pub(super) struct ServerBatch<'k> {
     pub server: usize,
     pub wbuf: Vec<u8>,
+    /// Large values sent from the caller's own bytes rather than copied into `wbuf`: each goes
+    /// before the byte of `wbuf` at its offset (ascending). Only where the batch lives no
+    /// longer than the call's arguments (`into_owned` copies them in for a batch that must).
+    pub ext: Vec<(usize, &'k [u8])>,
     /// Operation-wide key indices, in the order this server's requests name them.
     pub keys: Vec<u32>,
     pub reqs: Vec<Request>,
@@ -74,11 +78,12 @@ pub(super) struct ServerBatch {
     pub family: Family,
 }
 
-impl ServerBatch {
-    pub fn new(server: usize) -> ServerBatch {
+impl<'k> ServerBatch<'k> {
+    pub fn new(server: usize) -> ServerBatch<'k> {
         ServerBatch {
             server,
             wbuf: Vec::new(),
+            ext: Vec::new(),
             keys: Vec::new(),
             reqs: Vec::new(),
             quiet_start: 0,
@@ -88,6 +93,40 @@ impl ServerBatch {
             record_ends: Vec::new(),
             family: Family::Admin,
         }
+    }
+
+    /// The batch with its borrowed values copied into `wbuf`, to outlive the call's arguments.
+    pub fn into_owned(mut self) -> ServerBatch<'static> {
+        if !self.ext.is_empty() {
+            let extra: usize = self.ext.iter().map(|(_, d)| d.len()).sum();
+            let mut w = Vec::with_capacity(self.wbuf.len() + extra);
+            let mut from = 0;
+            for &(at, d) in &self.ext {
+                w.extend_from_slice(&self.wbuf[from..at]);
+                w.extend_from_slice(d);
+                from = at;
+            }
+            w.extend_from_slice(&self.wbuf[from..]);
+            self.wbuf = w;
+        }
+        ServerBatch {
+            server: self.server,
+            wbuf: self.wbuf,
+            ext: Vec::new(),
+            keys: self.keys,
+            reqs: self.reqs,
+            quiet_start: self.quiet_start,
+            forget: self.forget,
+            probe_after: self.probe_after,
+            noreply: self.noreply,
+            record_ends: self.record_ends,
+            family: self.family,
+        }
+    }
+
+    /// Bytes of its requests, the borrowed values included.
+    pub fn request_len(&self) -> usize {
+        self.wbuf.len() + self.ext.iter().map(|(_, d)| d.len()).sum::<usize>()
     }
 
     /// The opaque of the next key pushed: its position in this batch (binary protocol).
@@ -166,7 +205,7 @@ impl ServerBatch {
     /// Queue `more`, a later piece of the same operation for the same server, behind this
     /// batch: its requests follow in the pipeline, its key ranges and record ends moved past
     /// this batch's. Text protocol only (binary opaques count from each piece's start).
-    pub fn append(&mut self, more: ServerBatch) {
+    pub fn append(&mut self, more: ServerBatch<'k>) {
         debug_assert_eq!((self.server, self.forget), (more.server, more.forget));
         let (base, wlen) = (self.keys.len() as u32, self.wbuf.len());
         self.keys.extend_from_slice(&more.keys);
@@ -174,13 +213,16 @@ impl ServerBatch {
             start: r.start + base,
             ..*r
         }));
-        if wlen == 0 {
+        if wlen == 0 && self.ext.is_empty() {
             // Nothing of this batch waits to be written: take the piece's buffer as it is.
             self.wbuf = more.wbuf;
             self.record_ends = more.record_ends;
+            self.ext = more.ext;
         } else {
             self.record_ends
                 .extend(more.record_ends.iter().map(|e| e + wlen));
+            self.ext
+                .extend(more.ext.iter().map(|&(at, d)| (at + wlen, d)));
             self.wbuf.extend_from_slice(&more.wbuf);
         }
         self.quiet_start = self.keys.len() as u32;
@@ -195,6 +237,9 @@ impl ServerBatch {
         self.wbuf.splice(0..0, marker.iter().copied());
         for end in &mut self.record_ends {
             *end += marker.len();
+        }
+        for (at, _) in &mut self.ext {
+            *at += marker.len();
         }
         self.reqs.insert(
             0,
@@ -289,7 +334,7 @@ pub(super) struct Plan<'k> {
     /// Per key, its wire form (empty for a rejected key); only when asked for (`keep_wire`).
     pub wire_keys: Vec<Cow<'k, [u8]>>,
     /// One batch per involved server.
-    pub batches: Vec<ServerBatch>,
+    pub batches: Vec<ServerBatch<'k>>,
     /// Keys failed before anything is sent (an invalid key never reaches a server).
     pub rejected: Vec<(u32, Error)>,
 }
@@ -316,7 +361,7 @@ pub(super) fn plan<'k, F>(
     encode: F,
 ) -> Plan<'k>
 where
-    F: FnMut(&mut ServerBatch, u32, &[u8]),
+    F: FnMut(&mut ServerBatch<'k>, u32, &[u8]),
 {
     plan_checked(
         snap,
@@ -340,7 +385,7 @@ pub(super) fn plan_checked<'k, F>(
     mut encode: F,
 ) -> Plan<'k>
 where
-    F: FnMut(&mut ServerBatch, u32, &[u8]),
+    F: FnMut(&mut ServerBatch<'k>, u32, &[u8]),
 {
     let n = servers;
     let mut plan = Plan {
@@ -444,7 +489,7 @@ pub(super) enum Closing<'a> {
 }
 
 /// Close each batch of a write as `closing` says.
-pub(super) fn close_batches(batches: &mut [ServerBatch], closing: Closing<'_>) {
+pub(super) fn close_batches(batches: &mut [ServerBatch<'_>], closing: Closing<'_>) {
     for batch in batches {
         match closing {
             Closing::Binary { kind, noreply } => {
@@ -471,7 +516,7 @@ mod tests {
     use crate::protocol::ReplyKind;
 
     /// A quiet batch of `keys` (operation-wide indices) whose requests are `wire`, closed.
-    fn piece(keys: &[u32], wire: &[u8], tls: bool) -> ServerBatch {
+    fn piece(keys: &[u32], wire: &[u8], tls: bool) -> ServerBatch<'static> {
         let mut b = ServerBatch::new(2);
         for &k in keys {
             b.push_quiet(k);
@@ -500,6 +545,25 @@ mod tests {
         assert_eq!(a.record_ends, [3, 9]);
         // A segment opened after the append starts after every key so far.
         assert_eq!(a.push_quiet(9), 0);
+    }
+
+    #[test]
+    fn borrowed_values_keep_their_place_when_appended_copied_in_or_preceded() {
+        let (v1, v2) = (b"VALUE1".to_vec(), b"V2".to_vec());
+        let mut a = ServerBatch::new(0);
+        a.wbuf.extend_from_slice(b"h1 ");
+        a.ext.push((a.wbuf.len(), &v1[..]));
+        a.wbuf.extend_from_slice(b"\r\n");
+        let mut more = ServerBatch::new(0);
+        more.wbuf.extend_from_slice(b"h2 ");
+        more.ext.push((more.wbuf.len(), &v2[..]));
+        more.wbuf.extend_from_slice(b"\r\nend");
+        a.append(more);
+        assert_eq!(a.request_len(), a.wbuf.len() + 8);
+        a.prepend_sync();
+        let owned = a.into_owned();
+        assert!(owned.ext.is_empty());
+        assert_eq!(owned.wbuf, b"version\r\nh1 VALUE1\r\nh2 V2\r\nend");
     }
 
     #[test]

@@ -31,7 +31,7 @@ fn run(batch: &ServerBatch, input: &[u8], sink: &mut dyn Sink) -> (Replies, Resu
     (replies, r)
 }
 
-fn get_batch(keys: usize, wire: &[Cow<'_, [u8]>]) -> ServerBatch {
+fn get_batch(keys: usize, wire: &[Cow<'_, [u8]>]) -> ServerBatch<'static> {
     let mut b = ServerBatch::new(0);
     b.keys = (0..keys as u32).collect();
     b.encode_gets(wire, false, false, None);

@@ -337,6 +337,27 @@ impl Connection {
         self.send_raw(data)
     }
 
+    /// `send_nonblocking` of `parts` in order, as one `sendmsg` on a plain socket (a large
+    /// value goes out from the caller's bytes between its header and its end, not copied); TLS
+    /// and the in-process fake take the first part that is not empty.
+    pub fn send_vectored(&mut self, parts: &[io::IoSlice<'_>]) -> Result<usize> {
+        if self.tls.is_some() || matches!(self.stream, Stream::Fake(_)) {
+            let first = parts
+                .iter()
+                .find(|p| !p.is_empty())
+                .map_or(&[][..], |p| &p[..]);
+            return self.send_nonblocking(first);
+        }
+        self.push_held_writes();
+        let mut control = rustix::net::SendAncillaryBuffer::default();
+        match rustix::net::sendmsg(self.fd(), parts, &mut control, SEND) {
+            Ok(n) => Ok(n),
+            Err(rustix::io::Errno::AGAIN) => Ok(0),
+            Err(rustix::io::Errno::INTR) => Ok(0),
+            Err(e) => Err(Error::write(&io::Error::from(e))),
+        }
+    }
+
     fn send_raw(&mut self, data: &[u8]) -> Result<usize> {
         if let Stream::Fake(w) = &mut self.stream {
             return w.send(data).map_err(|e| Error::write(&e));

@@ -33,6 +33,19 @@ pub fn encode_store_quiet(
     opaque: u32,
 ) {
     buf.reserve(key.len() + item.data.len() + 48);
+    encode_store_quiet_head(buf, cmd, key, item, opaque);
+    buf.extend_from_slice(item.data);
+    buf.extend_from_slice(b"\r\n");
+}
+
+/// `encode_store_quiet`'s command line alone: the data block and its `\r\n` are the caller's.
+pub fn encode_store_quiet_head(
+    buf: &mut Vec<u8>,
+    cmd: StoreCmd,
+    key: &[u8],
+    item: &StoreItem<'_>,
+    opaque: u32,
+) {
     buf.extend_from_slice(b"ms ");
     buf.extend_from_slice(key);
     buf.push(b' ');
@@ -56,8 +69,6 @@ pub fn encode_store_quiet(
         buf.extend_from_slice(b" q O");
         push_u64(buf, opaque as u64);
     }
-    buf.extend_from_slice(b"\r\n");
-    buf.extend_from_slice(item.data);
     buf.extend_from_slice(b"\r\n");
 }
 

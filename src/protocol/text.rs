@@ -50,6 +50,19 @@ pub fn encode_store(
     noreply: bool,
 ) {
     buf.reserve(key.len() + item.data.len() + 48);
+    encode_store_head(buf, cmd, key, item, noreply);
+    buf.extend_from_slice(item.data);
+    buf.extend_from_slice(b"\r\n");
+}
+
+/// `encode_store`'s command line alone: the data block and its `\r\n` are the caller's.
+pub fn encode_store_head(
+    buf: &mut Vec<u8>,
+    cmd: StoreCmd,
+    key: &[u8],
+    item: &StoreItem<'_>,
+    noreply: bool,
+) {
     buf.extend_from_slice(cmd.name().as_bytes());
     buf.push(b' ');
     buf.extend_from_slice(key);
@@ -66,8 +79,6 @@ pub fn encode_store(
     if noreply {
         buf.extend_from_slice(b" noreply");
     }
-    buf.extend_from_slice(b"\r\n");
-    buf.extend_from_slice(item.data);
     buf.extend_from_slice(b"\r\n");
 }
 

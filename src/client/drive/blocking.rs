@@ -165,14 +165,14 @@ impl Client {
 
     /// Check out a connection for `batch`; the error when that failed (the batch's keys are
     /// failed with it). `now` is read again after a checkout that had to connect.
-    fn start(
+    fn start<'k>(
         &self,
         snap: &Snapshot,
-        batch: ServerBatch,
+        batch: ServerBatch<'k>,
         sink: &mut dyn Sink,
         replay_safe: bool,
         now: &mut Instant,
-    ) -> Result<InFlight> {
+    ) -> Result<InFlight<'k>> {
         let peek = Self::peek_for(&batch, replay_safe, *now);
         match self.checkout_for(snap, batch.server, peek, now) {
             Ok((conn, reused)) => Ok(Self::launch(snap, batch, conn, reused, replay_safe, *now)),
@@ -186,12 +186,12 @@ impl Client {
     /// One server: write, then blocking reads with the socket's timeout (one `send`, one `recv`
     /// for a small request). Falls back to the poll loop if the request does not fit the socket
     /// or a signal interrupts a read.
-    pub(in crate::client) fn drive_one(
+    pub(in crate::client) fn drive_one<'k>(
         &self,
         snap: &Snapshot,
-        mut a: InFlight,
+        mut a: InFlight<'k>,
         sink: &mut dyn Sink,
-    ) -> InFlight {
+    ) -> InFlight<'k> {
         loop {
             match Self::exchange_blocking(&mut a, sink) {
                 Ok(true) => return a,

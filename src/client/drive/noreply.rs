@@ -37,7 +37,7 @@ pub enum Quick<T> {
 /// A single `noreply` write that `forget_start` began (`Client::forget_rest` ends it).
 pub struct Unfinished<T> {
     snap: Arc<Snapshot>,
-    a: InFlight,
+    a: InFlight<'static>,
     ok: T,
 }
 

@@ -39,7 +39,7 @@ pub enum Step {
 /// An operation begun on the loop's thread: its batches in flight on their connections.
 pub struct Begun {
     snap: Arc<Snapshot>,
-    flights: Vec<InFlight>,
+    flights: Vec<InFlight<'static>>,
     /// The operation and the sink its replies go to.
     pending: Pending,
     /// Errors met on the loop's thread, left for `complete` to handle as the driver would (a
@@ -203,7 +203,9 @@ impl Client {
         let family = op.family();
         let mut flights: Vec<InFlight> = taken
             .into_iter()
-            .map(|(mut batch, conn)| {
+            .map(|(batch, conn)| {
+                // The operation outlives the caller's arguments here: values are copied in.
+                let mut batch = batch.into_owned();
                 batch.family = family;
                 Self::launch(&snap, batch, conn, true, replay_safe, now)
             })

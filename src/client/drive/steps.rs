@@ -44,14 +44,14 @@ impl Client {
 
     /// `batch` in flight on `conn`, which was checked out for it: a sync goes first if the
     /// connection owes one.
-    pub(in crate::client) fn launch(
+    pub(in crate::client) fn launch<'k>(
         snap: &Snapshot,
-        mut batch: ServerBatch,
+        mut batch: ServerBatch<'k>,
         mut conn: Connection,
         reused: bool,
         replay_safe: bool,
         now: Instant,
-    ) -> InFlight {
+    ) -> InFlight<'k> {
         conn.begin_request();
         if conn.unsynced() > 0 && (!batch.forget || conn.unsynced() >= MAX_UNSYNCED) {
             batch.prepend_sync();
