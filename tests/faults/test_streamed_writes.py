@@ -97,3 +97,14 @@ def test_a_server_error_in_a_late_piece_fails_the_call_as_one_batch_would():
     line = "line:SERVER_ERROR out of memory storing object"
     results = fault_in_one_piece_and_in_a_late_one(line, lambda n, at: n - 1)
     assert results[0] is results[1] is fastmc.ServerError
+
+
+def test_noreply_writes_in_pieces(servers):
+    """Not waited for, as pylibmc: every piece's requests still reach their servers, and the
+    next request on each connection reads past whatever they answered."""
+    mc = fastmc.Client(servers)
+    data = {"sw-n-%05d" % i: i for i in range(N)}
+    assert mc.set_multi(data, noreply=True) == []
+    assert mc.get_multi(list(data)) == data
+    assert mc.delete_multi(list(data), noreply=True) is True
+    assert mc.get_multi(list(data)) == {}
