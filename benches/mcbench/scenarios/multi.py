@@ -18,7 +18,7 @@ REF_NOTE = (
     "Last column, a reference and not a target: the **bound**, what the server and the "
     "kernel alone cost. Its requests are built before the clock starts, writes are quiet "
     "(`ms`/`md ... q` and one `mn`), reads are one `get k1 … kN` line per server (one "
-    "request for memcached; fastmc sends such lines, 100 keys each), and nothing is "
+    "request for memcached; fastmc sends such lines, 1,000 keys each), and nothing is "
     "parsed. A client must also build its requests and the Python results, so the bound "
     "is close to a lower limit; a client only goes under it where memcached is slow on "
     "the bound's one huge `get` line (10,000 keys) or where the bound's Python poll "
