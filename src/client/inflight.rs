@@ -9,7 +9,7 @@ use std::time::Instant;
 
 use rustix::event::{PollFd, PollFlags};
 
-use super::plan::ServerBatch;
+use super::batch::ServerBatch;
 use super::replies::Replies;
 use super::sink::Sink;
 use super::stall::Check;
@@ -31,11 +31,9 @@ pub(super) struct InFlight<'k> {
     pub wpos: usize,
     /// Bytes written before `batch.wbuf` was started over (`append`).
     written: usize,
-    /// The next of `batch.ext` not all written, how much of it is, and the bytes of those
-    /// before it.
+    /// The first of `batch.ext` not all written, and how much of it is.
     ext_next: usize,
     ext_pos: usize,
-    ext_sent: usize,
     pub replies: Replies,
     pub last_progress: Instant,
     pub failed: Option<Error>,
@@ -68,7 +66,6 @@ impl<'k> InFlight<'k> {
             written: 0,
             ext_next: 0,
             ext_pos: 0,
-            ext_sent: 0,
             replies: Replies::default(),
             last_progress: now,
             failed: None,
@@ -96,7 +93,11 @@ impl<'k> InFlight<'k> {
 
     /// Bytes of the requests written so far.
     pub fn sent(&self) -> usize {
-        self.written + self.wpos + self.ext_sent + self.ext_pos
+        let values: usize = self.batch.ext[..self.ext_next]
+            .iter()
+            .map(|(_, d)| d.len())
+            .sum();
+        self.written + self.wpos + values + self.ext_pos
     }
 
     /// Bytes of all its requests, written or not.
@@ -110,7 +111,6 @@ impl<'k> InFlight<'k> {
         self.record = 0;
         self.ext_next = 0;
         self.ext_pos = 0;
-        self.ext_sent = 0;
     }
 
     /// Start over on a new connection: nothing of the batch was answered.
@@ -235,20 +235,16 @@ impl<'k> InFlight<'k> {
         while self.writing() {
             let pending = self.conn.pending_write();
             let (b, mut parts, mut k) = (&self.batch, [IoSlice::new(&[]); PARTS], 0);
-            let (mut at, mut next, mut pos) = (self.wpos, self.ext_next, self.ext_pos);
-            while k < PARTS && (at < b.wbuf.len() || next < b.ext.len()) {
-                match b.ext.get(next) {
-                    Some(&(x, d)) if x == at => {
-                        parts[k] = IoSlice::new(&d[pos..]);
-                        (next, pos) = (next + 1, 0);
-                    }
-                    e => {
-                        let end = e.map_or(b.wbuf.len(), |&(x, _)| x);
-                        parts[k] = IoSlice::new(&b.wbuf[at..end]);
-                        at = end;
-                    }
-                }
+            let (mut at, mut next) = (self.wpos, self.ext_next);
+            let mut pos = self.ext_pos;
+            while let (true, Some((seg, value))) = (k < PARTS, b.segment(at, next, pos)) {
+                parts[k] = IoSlice::new(seg);
                 k += 1;
+                if value {
+                    (next, pos) = (next + 1, 0);
+                } else {
+                    at += seg.len();
+                }
             }
             let n = self.conn.send_vectored(&parts[..k])?;
             if n == 0 {
@@ -263,21 +259,18 @@ impl<'k> InFlight<'k> {
 
     /// `n` more bytes of the requests written (`write_vectored`).
     fn advance(&mut self, mut n: usize) {
-        while n > 0 {
-            match self.batch.ext.get(self.ext_next) {
-                Some(&(x, d)) if x == self.wpos => {
-                    let m = n.min(d.len() - self.ext_pos);
-                    (self.ext_pos, n) = (self.ext_pos + m, n - m);
-                    if self.ext_pos == d.len() {
-                        (self.ext_next, self.ext_pos) = (self.ext_next + 1, 0);
-                        self.ext_sent += d.len();
-                    }
-                }
-                e => {
-                    let end = e.map_or(self.batch.wbuf.len(), |&(x, _)| x);
-                    let m = n.min(end - self.wpos);
-                    (self.wpos, n) = (self.wpos + m, n - m);
-                }
+        while let Some((seg, value)) = self.batch.segment(self.wpos, self.ext_next, self.ext_pos) {
+            let (len, m) = (seg.len(), n.min(seg.len()));
+            if !value {
+                self.wpos += m;
+            } else if m == len {
+                (self.ext_next, self.ext_pos) = (self.ext_next + 1, 0);
+            } else {
+                self.ext_pos += m;
+            }
+            n -= m;
+            if n == 0 {
+                break;
             }
         }
     }

@@ -23,6 +23,7 @@
 //! and the public result types. Depends on `server`,
 //! `connection`, `protocol`, `ring`, `behaviors`, `error`. Never on Python.
 
+mod batch;
 mod calls;
 mod claim;
 mod config;

@@ -13,7 +13,7 @@
 
 use std::borrow::Cow;
 
-use super::plan::ServerBatch;
+use super::batch::ServerBatch;
 use super::sink::{fetch_arena, GetSink};
 use super::snapshot::Snapshot;
 use super::{Client, Fetched, Item};

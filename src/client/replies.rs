@@ -7,7 +7,7 @@
 //!
 //! Owns `Replies`. Uses `protocol` parsers, the plan's `ServerBatch`/`Request` and the sinks.
 
-use super::plan::{Request, ServerBatch};
+use super::batch::{Request, ServerBatch};
 use super::quiet::QuietBatch;
 use super::sink::{unexpected, Sink};
 use crate::behaviors::DEFAULT_MAX_VALUE_SIZE;

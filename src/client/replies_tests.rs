@@ -3,7 +3,7 @@
 use std::borrow::Cow;
 
 use super::*;
-use crate::client::plan::ServerBatch;
+use crate::client::batch::ServerBatch;
 use crate::client::sink::{LineSink, Sink};
 use crate::client::{Fetched, StoreStatus};
 

@@ -12,9 +12,9 @@ use std::time::{Duration, Instant};
 
 use rustix::event::{PollFd, PollFlags};
 
+use crate::client::batch::ServerBatch;
 use crate::client::inflight::InFlight;
 use crate::client::op::{Args, Operation};
-use crate::client::plan::ServerBatch;
 use crate::client::sink::Sink;
 use crate::client::snapshot::Snapshot;
 use crate::client::stall::{self, bounded, due, start_ping, Check};

@@ -14,8 +14,8 @@ use super::MAX_UNSYNCED;
 /// About how many bytes a delete or touch request takes besides its key
 /// (`touch <key> <10 digits> noreply\r\n`).
 const REQUEST_BYTES: usize = 40;
+use crate::client::batch::ServerBatch;
 use crate::client::inflight::InFlight;
-use crate::client::plan::ServerBatch;
 use crate::client::sink::{unexpected, LineSink, Tally};
 use crate::client::snapshot::Snapshot;
 use crate::client::{Client, StoreStatus};

@@ -13,8 +13,8 @@ use std::time::{Duration, Instant};
 use rustix::event::PollFlags;
 
 use super::MAX_UNSYNCED;
+use crate::client::batch::ServerBatch;
 use crate::client::inflight::InFlight;
-use crate::client::plan::ServerBatch;
 use crate::client::probe::probe_meta;
 use crate::client::sink::Sink;
 use crate::client::snapshot::Snapshot;

@@ -5,7 +5,8 @@
 //! encoders. No socket.
 
 use super::{Args, Operation};
-use crate::client::plan::{Plan, ServerBatch};
+use crate::client::batch::ServerBatch;
+use crate::client::plan::Plan;
 use crate::client::sink::{unexpected, LineMap, LineSink, Sink, WireKeys};
 use crate::client::snapshot::Snapshot;
 use crate::client::{Client, Stats as ServerStats};

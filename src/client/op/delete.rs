@@ -5,7 +5,7 @@
 //!
 //! Uses the plan and `LineSink`; `protocol` encoders.
 
-use super::{read_back, write_closing, Args, Operation, REQUEST_BYTES};
+use super::{read_back, write_closing, writes_stream, Args, Operation, REQUEST_BYTES};
 use crate::client::plan::{close_batches, plan, Plan, WriteMode, WriteModes};
 use crate::client::replicas;
 use crate::client::sink::{unexpected, LineMap, LineSink, WireKeys};
@@ -43,7 +43,7 @@ impl Operation for Delete {
         Family::Delete
     }
     fn streams(&self, snap: &Snapshot) -> bool {
-        !snap.behaviors.binary && replicas::count(snap) == 0
+        writes_stream(snap)
     }
     /// A `noreply` write goes to the workers, which send it without a round trip.
     fn on_loop(&self, snap: &Snapshot) -> bool {

@@ -23,6 +23,7 @@ pub mod touch;
 
 use super::keys::Keys;
 use super::plan::{Closing, Plan, WriteModes};
+use super::replicas;
 use super::sink::{Sink, WireKeys};
 use super::snapshot::Snapshot;
 use super::{Client, Fetched, MetaOutcome, Stats, StoreStatus};
@@ -198,6 +199,12 @@ fn read_back<'k>(client: &Client, mut idx: Vec<u32>, key: impl Fn(u32) -> &'k [u
 
 /// What a read-back found for a key: its flags and bytes, or `None` when it is not there.
 type ReadBack = Vec<(u32, Option<(u32, Vec<u8>)>)>;
+
+/// Whether a store or delete may be planned in pieces (`Operation::streams`): text protocol
+/// (binary opaques count from each piece's start) and no replica writes.
+fn writes_stream(snap: &Snapshot) -> bool {
+    !snap.behaviors.binary && replicas::count(snap) == 0
+}
 
 /// How the batches of a store or delete are closed: `kind` is the classic reply kind.
 fn write_closing(binary: bool, modes: &WriteModes, noreply: bool, kind: ReplyKind) -> Closing<'_> {

@@ -7,8 +7,9 @@
 //!
 //! Uses the plan and `LineSink`; `protocol` encoders.
 
-use super::{read_back, write_closing, Args, Operation};
-use crate::client::plan::{close_batches, plan, Plan, ServerBatch, WriteMode, WriteModes};
+use super::{read_back, write_closing, writes_stream, Args, Operation};
+use crate::client::batch::ServerBatch;
+use crate::client::plan::{close_batches, plan, Plan, WriteMode, WriteModes};
 use crate::client::replicas;
 use crate::client::sink::{unexpected, LineMap, LineSink, WireKeys};
 use crate::client::snapshot::Snapshot;
@@ -59,7 +60,7 @@ impl Operation for Store {
         true
     }
     fn streams(&self, snap: &Snapshot) -> bool {
-        !snap.behaviors.binary && replicas::count(snap) == 0
+        writes_stream(snap)
     }
     /// A `noreply` write goes to the workers, which send it without a round trip.
     fn on_loop(&self, snap: &Snapshot) -> bool {
