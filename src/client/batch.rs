@@ -9,6 +9,7 @@
 
 use std::borrow::Cow;
 
+use super::keys::{spare_bytes, spare_bytes_keep};
 use crate::metrics::Family;
 use crate::protocol::{binary, meta, text, ReplyKind};
 
@@ -74,11 +75,18 @@ pub(super) struct ServerBatch<'k> {
     pub family: Family,
 }
 
+/// A batch's request buffer is kept for the thread's next batch (`keys::spare_bytes`).
+impl Drop for ServerBatch<'_> {
+    fn drop(&mut self) {
+        spare_bytes_keep(std::mem::take(&mut self.wbuf));
+    }
+}
+
 impl<'k> ServerBatch<'k> {
     pub fn new(server: usize) -> ServerBatch<'k> {
         ServerBatch {
             server,
-            wbuf: Vec::new(),
+            wbuf: spare_bytes(),
             ext: Vec::new(),
             keys: Vec::new(),
             reqs: Vec::new(),
@@ -107,15 +115,15 @@ impl<'k> ServerBatch<'k> {
         }
         ServerBatch {
             server: self.server,
-            wbuf: self.wbuf,
+            wbuf: std::mem::take(&mut self.wbuf),
             ext: Vec::new(),
-            keys: self.keys,
-            reqs: self.reqs,
+            keys: std::mem::take(&mut self.keys),
+            reqs: std::mem::take(&mut self.reqs),
             quiet_start: self.quiet_start,
             forget: self.forget,
             probe_after: self.probe_after,
             noreply: self.noreply,
-            record_ends: self.record_ends,
+            record_ends: std::mem::take(&mut self.record_ends),
             family: self.family,
         }
     }
@@ -216,7 +224,7 @@ impl<'k> ServerBatch<'k> {
     /// Queue `more`, a later piece of the same operation for the same server, behind this
     /// batch: its requests follow in the pipeline, its key ranges and record ends moved past
     /// this batch's. Text protocol only (binary opaques count from each piece's start).
-    pub fn append(&mut self, more: ServerBatch<'k>) {
+    pub fn append(&mut self, mut more: ServerBatch<'k>) {
         debug_assert_eq!((self.server, self.forget), (more.server, more.forget));
         let (base, wlen) = (self.keys.len() as u32, self.wbuf.len());
         self.keys.extend_from_slice(&more.keys);
@@ -226,9 +234,9 @@ impl<'k> ServerBatch<'k> {
         }));
         if wlen == 0 && self.ext.is_empty() {
             // Nothing of this batch waits to be written: take the piece's buffer as it is.
-            self.wbuf = more.wbuf;
-            self.record_ends = more.record_ends;
-            self.ext = more.ext;
+            std::mem::swap(&mut self.wbuf, &mut more.wbuf);
+            self.record_ends = std::mem::take(&mut more.record_ends);
+            self.ext = std::mem::take(&mut more.ext);
         } else {
             self.record_ends
                 .extend(more.record_ends.iter().map(|e| e + wlen));

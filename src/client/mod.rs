@@ -112,6 +112,13 @@ pub struct Fetched {
     owned: Vec<(Vec<u8>, usize)>,
 }
 
+/// Its values' buffer is kept for the thread's next fetch (`keys::spare_bytes`).
+impl Drop for Fetched {
+    fn drop(&mut self) {
+        keys::spare_bytes_keep(std::mem::take(&mut self.data));
+    }
+}
+
 impl Fetched {
     /// The bytes of a value of this batch.
     pub fn bytes(&self, item: &Item) -> &[u8] {
@@ -130,10 +137,8 @@ impl Fetched {
 impl Fetched {
     /// A new `Fetched` with copies of the outcomes at `idx` (a batch's share of a merged fetch).
     pub(crate) fn pick(&self, idx: &[u32]) -> Fetched {
-        let mut out = Fetched {
-            items: Vec::with_capacity(idx.len()),
-            ..Fetched::default()
-        };
+        let mut out = Fetched::default();
+        out.items.reserve(idx.len());
         for &i in idx {
             let r = match self.items.get(i as usize) {
                 Some(Ok(Some(item))) => {

@@ -11,6 +11,7 @@ use std::borrow::Cow;
 use std::sync::atomic::Ordering::Relaxed;
 
 use super::claim::Claims;
+use super::keys::spare_bytes;
 use super::{Item, StoreStatus};
 use crate::error::{Error, Result};
 use crate::metrics::ServerMetrics;
@@ -210,10 +211,12 @@ pub(super) fn fetch_arena(keys: usize) -> usize {
 impl<W: WireKeys> GetSink<W> {
     /// A sink for `wire.count()` keys; `arena` bytes reserved for the values.
     pub fn new(wire: W, arena: usize) -> Self {
+        let mut data = spare_bytes();
+        data.reserve(arena);
         GetSink {
             out: Outcomes::new(wire.count()),
             wire,
-            data: Vec::with_capacity(arena),
+            data,
             claims: Claims::default(),
             errors: Vec::new(),
             error_lines: 0,
