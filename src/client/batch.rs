@@ -9,7 +9,7 @@
 
 use std::borrow::Cow;
 
-use super::keys::{spare_bytes, spare_bytes_keep};
+use super::keys::{spare_bytes, spare_bytes_keep, Origin};
 use crate::metrics::Family;
 use crate::protocol::{binary, meta, text, ReplyKind};
 
@@ -73,20 +73,24 @@ pub(super) struct ServerBatch<'k> {
     pub record_ends: Vec<usize>,
     /// What the metrics count this batch's requests as.
     pub family: Family,
+    /// The thread `wbuf` was taken on (see `Drop`).
+    origin: Origin,
 }
 
 /// A batch's request buffer is kept for the thread's next batch (`keys::spare_bytes`).
 impl Drop for ServerBatch<'_> {
     fn drop(&mut self) {
-        spare_bytes_keep(std::mem::take(&mut self.wbuf));
+        spare_bytes_keep(std::mem::take(&mut self.wbuf), self.origin);
     }
 }
 
 impl<'k> ServerBatch<'k> {
     pub fn new(server: usize) -> ServerBatch<'k> {
+        let (wbuf, origin) = spare_bytes();
         ServerBatch {
+            origin,
             server,
-            wbuf: spare_bytes(),
+            wbuf,
             ext: Vec::new(),
             keys: Vec::new(),
             reqs: Vec::new(),
@@ -125,6 +129,7 @@ impl<'k> ServerBatch<'k> {
             noreply: self.noreply,
             record_ends: std::mem::take(&mut self.record_ends),
             family: self.family,
+            origin: self.origin,
         }
     }
 

@@ -51,10 +51,28 @@ pub(crate) type Spares<T> = std::cell::RefCell<Vec<T>>;
 pub(crate) fn spare_keep<T: Reusable>(
     spares: &'static std::thread::LocalKey<Spares<T>>,
     most: usize,
+    bufs: T,
+) {
+    if MAKER.try_with(|m| m.get()).unwrap_or(false) {
+        keep_in(spares, most, bufs, SPARE_AT_MOST);
+    }
+}
+
+/// A spare from `spares`, or new buffers; this thread keeps spares from now on.
+pub(crate) fn spare_take<T: Reusable>(spares: &'static std::thread::LocalKey<Spares<T>>) -> T {
+    let _ = MAKER.try_with(|m| m.set(true));
+    take_from(spares)
+}
+
+/// `spare_keep` whatever the thread, for buffers of at most `largest` bytes.
+fn keep_in<T: Reusable>(
+    spares: &'static std::thread::LocalKey<Spares<T>>,
+    most: usize,
     mut bufs: T,
+    largest: usize,
 ) {
     let capacity = bufs.capacity();
-    if capacity == 0 || capacity > SPARE_AT_MOST || !MAKER.try_with(|m| m.get()).unwrap_or(false) {
+    if capacity == 0 || capacity > largest {
         return;
     }
     bufs.clear();
@@ -71,9 +89,8 @@ pub(crate) fn spare_keep<T: Reusable>(
     });
 }
 
-/// A spare from `spares`, or new buffers; this thread keeps spares from now on.
-pub(crate) fn spare_take<T: Reusable>(spares: &'static std::thread::LocalKey<Spares<T>>) -> T {
-    let _ = MAKER.try_with(|m| m.set(true));
+/// A spare from `spares`, or new buffers.
+fn take_from<T: Reusable>(spares: &'static std::thread::LocalKey<Spares<T>>) -> T {
     spares
         .try_with(|spares| spares.borrow_mut().pop())
         .ok()
@@ -91,18 +108,39 @@ impl Reusable for Vec<u8> {
     }
 }
 
-/// An empty byte buffer for one call's requests or values: a spare of this thread's, if any.
-/// The buffers of a large call, allocated and freed per call, were given back to the system by
-/// the allocator and faulted in again page by page on the next call (a 10,000-key `set_multi`
-/// spent a fifth of its own time there, three servers a quarter).
-pub(crate) fn spare_bytes() -> Vec<u8> {
-    spare_take(&BYTES)
+/// An empty byte buffer for one call's requests or values: a spare of this thread's, if any,
+/// with the thread it was taken on. The buffers of a large call, allocated and freed per call,
+/// were given back to the system by the allocator and faulted in again page by page on the next
+/// call (a 10,000-key `set_multi` spent a fifth of its own time there, three servers a quarter).
+pub(crate) fn spare_bytes() -> (Vec<u8>, Origin) {
+    (take_from(&BYTES), Origin::here())
 }
 
-/// Keep `buf` for this thread's next `spare_bytes` (see `spare_keep`).
-pub(crate) fn spare_bytes_keep(buf: Vec<u8>) {
-    if buf.capacity() <= BYTE_SPARE_AT_MOST {
-        spare_keep(&BYTES, BYTE_SPARES, buf);
+/// Keep `buf` for this thread's next `spare_bytes`, if it was taken on this thread (`origin`).
+/// (Not `spare_keep`: its rule is for `Keys` and `Items`, which one thread makes and another
+/// drops; a thread that takes a byte buffer does not start keeping those.)
+pub(crate) fn spare_bytes_keep(buf: Vec<u8>, origin: Origin) {
+    if origin == Origin::here() {
+        keep_in(&BYTES, BYTE_SPARES, buf, BYTE_SPARE_AT_MOST);
+    }
+}
+
+/// The thread a spare byte buffer was taken on: only that thread keeps it again. A buffer that
+/// ends on another thread (the asyncio client plans its requests on the loop's thread, its
+/// workers send them and make the fetches the loop's thread reads) is freed there, as any
+/// buffer is; kept, it would move between threads' spares on every request. `default()` is no
+/// thread's.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct Origin(usize);
+
+thread_local! {
+    /// Its address tells the threads alive apart.
+    static HERE: u8 = const { 0 };
+}
+
+impl Origin {
+    pub fn here() -> Origin {
+        Origin(HERE.with(|h| h as *const u8 as usize))
     }
 }
 
@@ -250,11 +288,11 @@ mod tests {
     fn a_thread_keeps_few_byte_buffers_and_none_too_large() {
         use super::{spare_bytes, spare_bytes_keep, BYTES, BYTE_SPARES, BYTE_SPARE_AT_MOST};
         std::thread::spawn(|| {
-            let _ = spare_bytes(); // (this thread makes buffers: it keeps spares)
-            spare_bytes_keep(Vec::with_capacity(BYTE_SPARE_AT_MOST + 1));
+            let (_, here) = spare_bytes();
+            spare_bytes_keep(Vec::with_capacity(BYTE_SPARE_AT_MOST + 1), here);
             assert!(BYTES.with(|s| s.borrow().is_empty()));
             for n in 1..=BYTE_SPARES + 2 {
-                spare_bytes_keep(Vec::with_capacity(n * 1000));
+                spare_bytes_keep(Vec::with_capacity(n * 1000), here);
             }
             // the largest are kept, no more than BYTE_SPARES
             let mut kept: Vec<usize> =
@@ -262,6 +300,37 @@ mod tests {
             kept.sort_unstable();
             assert_eq!(kept.len(), BYTE_SPARES);
             assert!(kept[0] >= 3000, "{kept:?}");
+        })
+        .join()
+        .unwrap();
+    }
+
+    #[test]
+    fn a_buffer_dropped_on_another_thread_is_not_kept_there() {
+        use crate::client::batch::ServerBatch;
+        let mut b = ServerBatch::new(0);
+        b.wbuf
+            .extend_from_slice(b"planned here, sent by another thread");
+        std::thread::spawn(move || {
+            let (_, here) = super::spare_bytes();
+            super::spare_bytes_keep(Vec::with_capacity(10), here);
+            drop(b);
+            let kept: Vec<usize> =
+                super::BYTES.with(|s| s.borrow().iter().map(|b| b.capacity()).collect());
+            assert_eq!(kept, [10]);
+        })
+        .join()
+        .unwrap();
+    }
+
+    #[test]
+    fn taking_a_byte_buffer_does_not_make_a_thread_keep_keys() {
+        let keys = Keys::of(&[b"made on this thread".as_slice()]);
+        std::thread::spawn(move || {
+            let (buf, here) = super::spare_bytes();
+            super::spare_bytes_keep(buf, here);
+            drop(keys);
+            assert!(super::SPARE.with(|s| s.borrow().is_empty()));
         })
         .join()
         .unwrap();

@@ -110,12 +110,15 @@ pub struct Fetched {
     /// Large values that kept the read buffer they arrived in (no copy into `data`), each with
     /// its offset there.
     owned: Vec<(Vec<u8>, usize)>,
+    /// The thread `data` was taken on.
+    origin: keys::Origin,
 }
 
-/// Its values' buffer is kept for the thread's next fetch (`keys::spare_bytes`).
+/// Its values' buffer is kept for the thread's next fetch (`keys::spare_bytes`), if it is the
+/// thread that took it.
 impl Drop for Fetched {
     fn drop(&mut self) {
-        keys::spare_bytes_keep(std::mem::take(&mut self.data));
+        keys::spare_bytes_keep(std::mem::take(&mut self.data), self.origin);
     }
 }
 

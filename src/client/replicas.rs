@@ -200,11 +200,7 @@ impl Client {
         }
         let sink = GetSink::new(&wire[..], fetch_arena(round.len()));
         let sink = self.execute(snap, Family::Get, batches, Vec::new(), sink, true);
-        Fetched {
-            items: sink.out.finish(),
-            data: sink.data,
-            owned: sink.claims.owned,
-        }
+        sink.into_fetched()
     }
 }
 

@@ -5,7 +5,7 @@ use std::borrow::Cow;
 use super::*;
 use crate::client::batch::ServerBatch;
 use crate::client::sink::{LineSink, Sink};
-use crate::client::{Fetched, StoreStatus};
+use crate::client::StoreStatus;
 
 type Stores = LineSink<StoreStatus, fn(Reply<'_>) -> Result<StoreStatus>>;
 
@@ -48,11 +48,7 @@ fn a_hit_not_asked_for_breaks_the_stream_and_revokes_every_key() {
     let e = r.unwrap_err();
     assert!(matches!(e, Error::Protocol(_)), "{e:?}");
     replies.fail_rest(&batch, &mut sink, &e);
-    let f = Fetched {
-        items: sink.out.finish(),
-        data: sink.data,
-        owned: sink.claims.owned,
-    };
+    let f = sink.into_fetched();
     // Not even the hit that looked right is trusted.
     assert!(f.items.iter().all(|r| r.is_err()), "{:?}", f.items);
 }
@@ -66,11 +62,7 @@ fn a_proxy_reply_out_of_order_with_an_error_line_keeps_the_stream() {
     let (replies, r) = run(&batch, input, &mut sink);
     assert_eq!(r.unwrap().used, input.len());
     assert!(replies.complete(&batch));
-    let f = Fetched {
-        items: sink.out.finish(),
-        data: sink.data,
-        owned: sink.claims.owned,
-    };
+    let f = sink.into_fetched();
     assert!(f.items[1].is_err());
     assert_eq!(
         f.bytes(f.items[0].as_ref().unwrap().as_ref().unwrap()),

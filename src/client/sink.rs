@@ -11,7 +11,7 @@ use std::borrow::Cow;
 use std::sync::atomic::Ordering::Relaxed;
 
 use super::claim::Claims;
-use super::keys::spare_bytes;
+use super::keys::{spare_bytes, Origin};
 use super::{Item, StoreStatus};
 use crate::error::{Error, Result};
 use crate::metrics::ServerMetrics;
@@ -143,6 +143,8 @@ pub(super) struct GetSink<W: WireKeys> {
     pub wire: W,
     pub out: Outcomes<Option<Item>>,
     pub data: Vec<u8>,
+    /// The thread `data` was taken on (see `Fetched`'s `Drop`).
+    pub origin: Origin,
     /// Large values that keep the read buffer they arrived in (`claim.rs`).
     pub claims: Claims,
     /// The current request's error lines (see `GetError`); empty on the common path.
@@ -211,9 +213,10 @@ pub(super) fn fetch_arena(keys: usize) -> usize {
 impl<W: WireKeys> GetSink<W> {
     /// A sink for `wire.count()` keys; `arena` bytes reserved for the values.
     pub fn new(wire: W, arena: usize) -> Self {
-        let mut data = spare_bytes();
+        let (mut data, origin) = spare_bytes();
         data.reserve(arena);
         GetSink {
+            origin,
             out: Outcomes::new(wire.count()),
             wire,
             data,
@@ -222,6 +225,16 @@ impl<W: WireKeys> GetSink<W> {
             error_lines: 0,
             reordered: false,
             ambiguous: Vec::new(),
+        }
+    }
+
+    /// The outcomes and the values' bytes, as a fetch returns them.
+    pub fn into_fetched(self) -> super::Fetched {
+        super::Fetched {
+            items: self.out.finish(),
+            data: self.data,
+            owned: self.claims.owned,
+            origin: self.origin,
         }
     }
 

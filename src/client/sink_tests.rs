@@ -5,7 +5,7 @@ use std::borrow::Cow;
 use super::*;
 use crate::client::claim::CLAIM_FROM;
 use crate::client::quiet::QuietBatch;
-use crate::client::{Fetched, StoreStatus};
+use crate::client::StoreStatus;
 use crate::protocol::MetaStatus;
 
 fn get_sink<'a>(wire: &'a [Cow<'a, [u8]>]) -> GetSink<&'a [Cow<'a, [u8]>]> {
@@ -27,11 +27,7 @@ fn wire(keys: &[&'static [u8]]) -> Vec<Cow<'static, [u8]>> {
 
 /// Each outcome as a short string: the value's bytes, "miss", or "err".
 fn fetched<W: WireKeys>(sink: GetSink<W>) -> Vec<String> {
-    let f = Fetched {
-        items: sink.out.finish(),
-        data: sink.data,
-        owned: sink.claims.owned,
-    };
+    let f = sink.into_fetched();
     f.items
         .iter()
         .map(|r| match r {
@@ -415,11 +411,7 @@ fn a_large_value_in_a_grown_buffer_is_claimed_and_keeps_that_buffer() {
     assert_eq!(sink.claims.pending(), Some((at as usize, big.len())));
     assert_eq!(sink.claims.settle(Some((unit, 4))), None);
     assert_eq!(sink.claims.pending(), None);
-    let f = Fetched {
-        items: sink.out.finish(),
-        data: sink.data,
-        owned: sink.claims.owned,
-    };
+    let f = sink.into_fetched();
     let got: Vec<&[u8]> = f
         .items
         .iter()

@@ -83,11 +83,7 @@ impl Operation for Get {
         args: Args<'_, '_>,
     ) -> Fetched {
         let ambiguous = std::mem::take(&mut sink.ambiguous);
-        let mut f = Fetched {
-            items: sink.out.finish(),
-            data: sink.data,
-            owned: sink.claims.owned,
-        };
+        let mut f = sink.into_fetched();
         pin_errors(client, args.keys, self, ambiguous, &mut f);
         client.fail_over(snap, args.keys, self.cas, self.touch, &mut f);
         if self.touch.is_some() {
@@ -147,11 +143,7 @@ fn pin_errors(client: &Client, keys: &[&[u8]], op: &Get, mut ambiguous: Vec<u32>
     }
     let sink = GetSink::new(&p.wire_keys[..], fetch_arena(again.len()));
     let sink = client.execute(&snap, Family::Get, p.batches, p.rejected, sink, true);
-    let again = Fetched {
-        items: sink.out.finish(),
-        data: sink.data,
-        owned: sink.claims.owned,
-    };
+    let again = sink.into_fetched();
     for (&i, r) in ambiguous.iter().zip(again.items.iter()) {
         let r = match r {
             Ok(Some(item)) => {
