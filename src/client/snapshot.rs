@@ -99,6 +99,12 @@ impl Snapshot {
         self.ring.server_for(self.hashed(key, wire))
     }
 
+    /// Whether a key's server depends on the key alone, not on its wire form: no namespace, or
+    /// the namespace left out of the hash.
+    pub fn routes_by_key(&self) -> bool {
+        self.namespace.is_empty() || !self.behaviors.hash_with_prefix_key
+    }
+
     /// What the ring hashes for a key: with the namespace (`wire`) if the behaviors say so.
     pub fn hashed<'k>(&self, key: &'k [u8], wire: &'k [u8]) -> &'k [u8] {
         if self.behaviors.hash_with_prefix_key {

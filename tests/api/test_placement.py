@@ -136,3 +136,38 @@ def test_a_sorted_server_list_stays_sorted_as_in_pylibmc(servers):
         for steps in ([{"_sort_hosts": False}], [{"_sort_hosts": False}, "clone"]):
             theirs = _placements(pylibmc, named, behaviors, steps, keys)
             assert _placements(fastmc, named, behaviors, steps, keys) == theirs
+
+
+def _holder(servers, wire_key):
+    """The index of the one server that holds `wire_key` (asked of each server alone)."""
+    held = [i for i, s in enumerate(servers) if fastmc.Client([s]).get(wire_key) is not None]
+    assert len(held) == 1, (wire_key, held)
+    return held[0]
+
+
+def test_multi_key_calls_place_every_key_where_a_single_key_would_go(servers):
+    """A multi-key call works out its keys' servers in a pass of its own before encoding them:
+    on three servers every key of a set_multi lands on the server `hash()` names (computed
+    apart, from the key with its namespace where the behaviors hash that), pylibmc reads them
+    all back where no namespace is involved, and delete_multi removes them from there."""
+    keys = ["place:%03d" % i for i in range(120)]
+    configs = [
+        ({}, True),
+        ({"ketama": True}, True),
+        ({"hash": "crc"}, True),
+        ({"namespace": b"ns:", "_hash_with_prefix_key": True}, False),
+        ({"namespace": b"ns:", "_hash_with_prefix_key": False}, False),
+    ]
+    for n, (behaviors, oracle) in enumerate(configs):
+        mc = fastmc.Client(servers, behaviors=dict(behaviors))
+        data = {f"{k}:{n}": f"{k}:{n}".encode() for k in keys}
+        assert mc.set_multi(data) == []
+        prefix = behaviors.get("namespace", b"").decode()
+        wrong = [k for k in data if _holder(servers, prefix + k) != mc.hash(k)]
+        assert wrong == [], (behaviors, len(wrong))
+        if oracle:
+            theirs = pylibmc.Client(servers, behaviors=dict(behaviors))
+            assert theirs.get_multi(list(data)) == data
+        assert mc.delete_multi(list(data))
+        left = [k for k in data if any(fastmc.Client([s]).get(prefix + k) for s in servers)]
+        assert left == [], behaviors
