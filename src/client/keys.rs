@@ -111,7 +111,7 @@ impl Reusable for Vec<u8> {
 /// An empty byte buffer for one call's requests or values: a spare of this thread's, if any,
 /// with the thread it was taken on. The buffers of a large call, allocated and freed per call,
 /// were given back to the system by the allocator and faulted in again page by page on the next
-/// call (a 10,000-key `set_multi` spent a fifth of its own time there, three servers a quarter).
+/// call (a 10,000-key `set_multi` spent a sixth of its own time there, three servers a quarter).
 pub(crate) fn spare_bytes() -> (Vec<u8>, Origin) {
     (take_from(&BYTES), Origin::here())
 }
