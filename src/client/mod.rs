@@ -28,6 +28,7 @@ mod calls;
 mod claim;
 mod config;
 mod drive;
+mod fetched;
 mod inflight;
 mod keys;
 pub mod op;
@@ -53,6 +54,7 @@ use crate::error::{Error, Result};
 use crate::server::health::{self, FailureContext, Verdict};
 use crate::server::Peek;
 pub use drive::{Begun, Quick, Step, Unfinished};
+pub use fetched::Fetched;
 pub use keys::Keys;
 pub(crate) use keys::{spare_keep, spare_take, Reusable, Spares};
 pub use op::{Args, Op, Outcome};
@@ -98,71 +100,6 @@ impl Item {
             own: Some(own),
             ..Item::new(flags, cas, 0, len)
         }
-    }
-}
-
-/// What a fetch returns: one outcome per key; the values' bytes are kept together in one buffer
-/// (one allocation for the batch instead of one per value).
-#[derive(Debug, Default)]
-pub struct Fetched {
-    pub items: Vec<Result<Option<Item>>>,
-    data: Vec<u8>,
-    /// Large values that kept the read buffer they arrived in (no copy into `data`), each with
-    /// its offset there.
-    owned: Vec<(Vec<u8>, usize)>,
-    /// The thread `data` was taken on.
-    origin: keys::Origin,
-}
-
-/// Its values' buffer is kept for the thread's next fetch (`keys::spare_bytes`), if it is the
-/// thread that took it.
-impl Drop for Fetched {
-    fn drop(&mut self) {
-        keys::spare_bytes_keep(std::mem::take(&mut self.data), self.origin);
-    }
-}
-
-impl Fetched {
-    /// The bytes of a value of this batch.
-    pub fn bytes(&self, item: &Item) -> &[u8] {
-        let (buf, start) = match item.own {
-            None => (&self.data, item.start),
-            Some(i) => match self.owned.get(i) {
-                Some((buf, at)) => (buf, *at),
-                None => return &[],
-            },
-        };
-        buf.get(start..start.saturating_add(item.len))
-            .unwrap_or_default()
-    }
-}
-
-impl Fetched {
-    /// A new `Fetched` with copies of the outcomes at `idx` (a batch's share of a merged fetch).
-    pub(crate) fn pick(&self, idx: &[u32]) -> Fetched {
-        let mut out = Fetched::default();
-        out.items.reserve(idx.len());
-        for &i in idx {
-            let r = match self.items.get(i as usize) {
-                Some(Ok(Some(item))) => {
-                    let start = out.data.len();
-                    let bytes = self.bytes(item);
-                    // (a copy of what the server sent: asked for, not assumed)
-                    match out.data.try_reserve(bytes.len()) {
-                        Ok(()) => {
-                            out.data.extend_from_slice(bytes);
-                            Ok(Some(Item::new(item.flags, item.cas, start, item.len)))
-                        }
-                        Err(e) => Err(e.into()),
-                    }
-                }
-                Some(Ok(None)) => Ok(None),
-                Some(Err(e)) => Err(e.clone()),
-                None => Err(Error::Protocol("no outcome for this key".into())),
-            };
-            out.items.push(r);
-        }
-        out
     }
 }
 

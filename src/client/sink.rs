@@ -228,16 +228,6 @@ impl<W: WireKeys> GetSink<W> {
         }
     }
 
-    /// The outcomes and the values' bytes, as a fetch returns them.
-    pub fn into_fetched(self) -> super::Fetched {
-        super::Fetched {
-            items: self.out.finish(),
-            data: self.data,
-            owned: self.claims.owned,
-            origin: self.origin,
-        }
-    }
-
     /// A hit's bytes into the arena: the server chose their size, so room is asked for, and a
     /// refusal is an error rather than an abort. A large value may be claimed instead: it keeps
     /// the read buffer it came in, uncopied (`claim.rs`).
