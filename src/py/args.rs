@@ -102,6 +102,7 @@ impl ArgPos {
 
 /// A key as pylibmc's `_key_normalized_obj` takes it (get, gets, the keys of the multi methods):
 /// str as UTF-8 (a lone surrogate raises UnicodeEncodeError), bytes as they are.
+#[inline]
 pub fn key_obj<'a>(obj: &'a Bound<'_, PyAny>) -> PyResult<&'a [u8]> {
     if let Ok(s) = obj.cast::<PyString>() {
         return Ok(s.to_str()?.as_bytes());
@@ -144,14 +145,17 @@ pub fn c_str<'a>(obj: &'a Bound<'_, PyAny>, pos: ArgPos) -> PyResult<&'a str> {
 }
 
 /// pylibmc's own length check (ValueError), before libmemcached sees the key.
+#[inline]
 pub fn check_key_len(k: &[u8]) -> PyResult<()> {
     if k.len() > MAX_KEY_LEN {
-        return Err(PyValueError::new_err(format!(
-            "key length {} too long, max is {MAX_KEY_LEN}",
-            k.len()
-        )));
+        return Err(key_too_long(k.len()));
     }
     Ok(())
+}
+
+#[cold]
+fn key_too_long(len: usize) -> PyErr {
+    PyValueError::new_err(format!("key length {len} too long, max is {MAX_KEY_LEN}"))
 }
 
 pub fn type_name(obj: &Bound<'_, PyAny>) -> String {

@@ -24,6 +24,21 @@ class BadIndex:
         raise RuntimeError("no index")
 
 
+class Unpicklable:
+    def __reduce__(self):
+        raise RuntimeError("not picklable")
+
+
+class Counted:
+    """Counts how often it is pickled: pylibmc encodes every str key before any value."""
+
+    pickled = 0
+
+    def __reduce__(self):
+        Counted.pickled += 1
+        return (Counted, ())
+
+
 SUR = "\ud800"
 NOT_INTS = [None, 1.5, "1", b"1", Index(), BadIndex(), True]
 BIG = [-1, -(2**31) - 1, 2**31, 2**32 + 5, 2**63, 2**64 + 3, -(2**64) - 3, 2**100]
@@ -85,6 +100,17 @@ def calls():
         for k2 in (SUR, "b" + SUR, 1, "y" * 251):
             for m in ("get_multi", "delete_multi"):
                 add(f"{m} [{k!r}, {k2!r}]", lambda c, m=m, k=k, k2=k2: getattr(c, m)([k, k2]))
+            if k.__hash__ is not None:
+                add(
+                    f"set_multi {{{k!r}, {k2!r}}}", lambda c, k=k, k2=k2: c.set_multi({k: 1, k2: 2})
+                )
+        # A bad value, or one pickled (the caller's code), before a bad key.
+        for v in (SUR, Unpicklable(), [Counted()]):
+            if k.__hash__ is not None:
+                add(
+                    f"set_multi {{a: {v!r}, {k!r}}}",
+                    lambda c, k=k, v=v: c.set_multi({"a": v, k: 2}),
+                )
         for m in ("set_multi", "add_multi"):
             add(f"{m} key={k!r}", lambda c, m=m, k=k: getattr(c, m)({"k": 1, k: 2}))
             add(f"{m} prefix={k!r}", lambda c, m=m, k=k: getattr(c, m)({"k": 1}, 0, k))
@@ -132,7 +158,8 @@ def test_argument_checks_match_pylibmc(server, behaviors):
         for c in (theirs, ours):
             c.flush_all()
             c.set_multi({"k": "5", "x": "6"})
-            results.append((outcome(lambda: call(c)), state(c)))
+            Counted.pickled = 0
+            results.append((outcome(lambda: call(c)), state(c), Counted.pickled))
         if results[0] != results[1]:
             differences.append((label, *results))
     assert differences == []

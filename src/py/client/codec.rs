@@ -8,6 +8,7 @@ use std::sync::atomic::Ordering;
 
 use pyo3::intern;
 use pyo3::prelude::*;
+use pyo3::types::PyBytes;
 
 use super::PyClient;
 use crate::py::errors;
@@ -27,7 +28,14 @@ impl PyClient {
         compress_level: i32,
     ) -> PyResult<(Cow<'a, [u8]>, u32)> {
         let py = slf.py();
-        if self.user_serialize.load(Ordering::Relaxed) {
+        let user = self.user_serialize.load(Ordering::Relaxed);
+        // The usual value first: bytes stored as they are, nothing asked to compress them.
+        if !user && min_compress_len == 0 && !self.write_zstd.load(Ordering::Relaxed) {
+            if let Ok(b) = val.cast::<PyBytes>() {
+                return Ok((Cow::Borrowed(b.as_bytes()), 0));
+            }
+        }
+        if user {
             let out = slf.call_method1(intern!(py, "serialize"), (val,))?;
             let (d, f) = serde::check_user_serialized(&out)?;
             return self.compress(py, Cow::Owned(d), f, None, min_compress_len, compress_level);
@@ -54,6 +62,13 @@ impl PyClient {
             Some(p) => p.seal(key, data, flags),
             None => (data, flags),
         })
+    }
+
+    /// Whether encoding `val` runs none of the caller's code: no `serialize` override, and a
+    /// value stored as its own bytes (bytes, str, int; a pickle calls the caller's
+    /// `__reduce__`).
+    pub(crate) fn encodes_plainly(&self, val: &Bound<'_, PyAny>) -> bool {
+        !self.user_serialize.load(Ordering::Relaxed) && serde::is_plain(val)
     }
 
     /// Compress as the call and the client say: zlib as pylibmc, or zstd (the policy, `known`

@@ -124,20 +124,38 @@ pub(crate) fn store_multi_keys<'a>(
     let mut sent = Vec::with_capacity(pairs.len());
     let mut full: Vec<Cow<'_, [u8]>> = Vec::with_capacity(pairs.len());
     let mut values: Vec<(Cow<'_, [u8]>, u32)> = Vec::with_capacity(pairs.len());
-    encode_str_keys(pairs.iter().map(|(k, _)| k))?;
-    // pylibmc checks the key, the prefix, then both, for each key: the prefix's own check gives
-    // the same answer every time, so it is made once, after the first key's.
+    // pylibmc encodes every str key before it looks at any pair (`encode_str_keys`). In one
+    // pass the keys before a pair are encoded already: on an error, only its key and the rest
+    // are looked at, and a str among them that cannot be encoded raises first. Before a value
+    // runs the caller's code (a pickle, `serialize`), the rest are encoded, as pylibmc's first
+    // pass would have.
+    let rest = |i: usize| pairs[i..].iter().map(|(k, _)| k);
+    let mut all_encoded = false;
     for (i, (k, v)) in pairs.iter().enumerate() {
-        let kb = key_obj(k)?;
-        check_key_len(kb)?;
-        if i == 0 {
-            check_key_len(&args.prefix)?;
-        }
-        let fk = join_key(&args.prefix, kb);
-        if !args.prefix.is_empty() {
-            check_key_len(&fk)?; // (without a prefix it is the key just checked)
-        }
-        let enc = this.encode_value(slf, &fk, v, args.min_compress_len, args.level)?;
+        let converted = (|| {
+            let kb = key_obj(k)?;
+            check_key_len(kb)?;
+            // pylibmc checks the key, the prefix, then both: the prefix's own check gives the
+            // same answer every time, so it is made once, after the first key's.
+            if i == 0 {
+                check_key_len(&args.prefix)?;
+            }
+            let fk = join_key(&args.prefix, kb);
+            if !args.prefix.is_empty() {
+                check_key_len(&fk)?; // (without a prefix it is the key just checked)
+            }
+            if !all_encoded && !this.encodes_plainly(v) {
+                encode_str_keys(rest(i + 1))?;
+                all_encoded = true;
+            }
+            let enc = this.encode_value(slf, &fk, v, args.min_compress_len, args.level)?;
+            Ok((fk, enc))
+        })();
+        let (fk, enc) = match converted {
+            Ok(c) => c,
+            Err(e) if all_encoded => return Err(e),
+            Err(e) => return Err(encode_str_keys(rest(i)).err().unwrap_or(e)),
+        };
         if fk.is_empty() {
             failed_at[i] = true;
             continue;
