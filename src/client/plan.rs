@@ -12,7 +12,7 @@ use std::sync::Arc;
 use super::batch::ServerBatch;
 use super::snapshot::Snapshot;
 use crate::error::Error;
-use crate::protocol::ReplyKind;
+use crate::protocol::{ReplyKind, StoreItem};
 use crate::server::{MetaSupport, Server};
 
 /// What `plan` makes of an operation's keys.
@@ -34,14 +34,32 @@ pub(super) enum KeyCheck {
     Protocol,
 }
 
+/// What a key of a plan is taken from: a key, or a storage request's key (planned from the
+/// requests themselves, without a vector of their keys).
+pub(super) trait PlanKey<'k> {
+    fn key(&self) -> &'k [u8];
+}
+
+impl<'k> PlanKey<'k> for &'k [u8] {
+    fn key(&self) -> &'k [u8] {
+        self
+    }
+}
+
+impl<'k> PlanKey<'k> for StoreItem<'k> {
+    fn key(&self) -> &'k [u8] {
+        self.key
+    }
+}
+
 /// Validate keys and group them by server (`servers`: how many there are). `per_key`: about
 /// how many bytes a key's request takes besides the key; each batch's request buffer is sized
 /// for its share of the keys up front, so that encoding (above all of a single key) does not
 /// regrow it step by step. `encode` appends one key's request to its batch.
-pub(super) fn plan<'k, F>(
+pub(super) fn plan<'k, K: PlanKey<'k>, F>(
     snap: &Snapshot,
     servers: usize,
-    keys: &[&'k [u8]],
+    keys: &[K],
     keep_wire: bool,
     per_key: usize,
     encode: F,
@@ -61,10 +79,10 @@ where
 }
 
 /// `plan`, with the keys validated by the rules `check` names.
-pub(super) fn plan_checked<'k, F>(
+pub(super) fn plan_checked<'k, K: PlanKey<'k>, F>(
     snap: &Snapshot,
     servers: usize,
-    keys: &[&'k [u8]],
+    keys: &[K],
     check: KeyCheck,
     keep_wire: bool,
     per_key: usize,
@@ -95,11 +113,13 @@ where
     // set_multi over three servers: about 0.1 ms of the 0.3 its hashing took).
     let by_key = n > 1 && n <= usize::from(u16::MAX) && keys.len() >= 16;
     let servers: Vec<u16> = if by_key && snap.routes_by_key() {
-        keys.iter().map(|k| snap.route(k, k) as u16).collect()
+        keys.iter()
+            .map(|k| snap.route(k.key(), k.key()) as u16)
+            .collect()
     } else {
         Vec::new()
     };
-    for (i, key) in keys.iter().enumerate() {
+    for (i, key) in keys.iter().map(PlanKey::key).enumerate() {
         let wire = match snap.wire_key(key, verify) {
             Ok(w) => w,
             Err(e) => {

@@ -193,9 +193,8 @@ fn plan_store<'k>(
     items: &[StoreItem<'k>],
     noreply: bool,
 ) -> Plan<'k> {
-    let keys: Vec<&[u8]> = items.iter().map(|it| it.key).collect();
     let bin = snap.behaviors.binary;
-    let quiet = !bin && !noreply && keys.len() > 1 && meta::has_quiet_store(cmd);
+    let quiet = !bin && !noreply && items.len() > 1 && meta::has_quiet_store(cmd);
     let modes = WriteModes::new(&snap.topo.servers, quiet);
     let encoder = StoreEncoder {
         cmd,
@@ -215,7 +214,7 @@ fn plan_store<'k>(
     let mut p = plan(
         snap,
         snap.topo.servers.len(),
-        &keys,
+        items,
         false,
         0,
         |b, i, w| match encoder.encode(b, i, w) {
@@ -226,8 +225,9 @@ fn plan_store<'k>(
     );
     p.rejected.append(&mut too_big);
     let wire = |i: u32| {
-        keys.get(i as usize)
-            .and_then(|k| snap.wire_key(k, false).ok())
+        items
+            .get(i as usize)
+            .and_then(|it| snap.wire_key(it.key, false).ok())
     };
     replicas::add_writes(snap, &mut p.batches, &masters, wire, |b, opaque, i, w| {
         if let Some(it) = items.get(i as usize) {
