@@ -54,6 +54,22 @@ def test_values_written_by_one_read_identically_by_the_other(servers):
                 assert got == v and type(got) is (int if type(v) is bool else type(v))
 
 
+@pytest.mark.parametrize("prefix", ["", "p:"])
+def test_a_multi_store_of_every_kind_of_value_reads_identically(servers, prefix):
+    """Keys made here (with the prefix) and values made here (pickled, numbers, compressed)
+    next to keys and values sent from the caller's own bytes, in one set_multi."""
+    a = pylibmc.Client(servers)
+    b = fastmc.Client(servers)
+    for mcl in (0, 1):
+        mapping = {"m%d-%d" % (i, mcl): v for i, v in enumerate(VALUES)}
+        assert b.set_multi(mapping, key_prefix=prefix, min_compress_len=mcl) == []
+        got = a.get_multi(list(mapping), key_prefix=prefix)
+        assert got == mapping
+        assert [type(got[k]) for k in mapping] == [
+            int if type(v) is bool else type(v) for v in mapping.values()
+        ]
+
+
 def test_raw_bytes_on_the_server_are_identical(servers):
     def raw(key):
         host, port = servers[0].split(":")

@@ -173,19 +173,16 @@ pub(super) fn store_multi(
     args: StoreMultiArgs<'_, '_>,
 ) -> PyResult<Prepared> {
     let pairs: Vec<(Bound<'_, PyAny>, Bound<'_, PyAny>)> = args.mapping.iter().collect();
-    let conv = multi::store_multi_keys(slf, &args, &pairs)?;
-    let key_bytes = conv.full.iter().map(|k| k.len()).sum();
-    let bytes = conv.values.iter().map(|(d, _)| d.len()).sum();
-    let mut items = Items::with_capacity(conv.full.len(), key_bytes, bytes);
-    for (k, (data, flags)) in conv.full.iter().zip(&conv.values) {
-        items.push(&StoreItem {
-            key: k,
-            flags: *flags,
-            exptime: args.exptime,
-            data,
-            cas: 0,
-        });
-    }
+    let mut conv = multi::store_multi_keys(slf, &args, &pairs)?;
+    let items = conv.with_items(|its| {
+        let key_bytes = its.iter().map(|it| it.key.len()).sum();
+        let bytes = its.iter().map(|it| it.data.len()).sum();
+        let mut items = Items::with_capacity(its.len(), key_bytes, bytes);
+        for it in its {
+            items.push(it);
+        }
+        items
+    });
     let noreply = args.noreply;
     let req = Request::items(Store { cmd, noreply }, items);
     let finish = Finish::StoreMulti {

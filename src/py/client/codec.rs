@@ -28,14 +28,10 @@ impl PyClient {
         compress_level: i32,
     ) -> PyResult<(Cow<'a, [u8]>, u32)> {
         let py = slf.py();
-        let user = self.user_serialize.load(Ordering::Relaxed);
-        // The usual value first: bytes stored as they are, nothing asked to compress them.
-        if !user && min_compress_len == 0 && !self.write_zstd.load(Ordering::Relaxed) {
-            if let Ok(b) = val.cast::<PyBytes>() {
-                return Ok((Cow::Borrowed(b.as_bytes()), 0));
-            }
+        if let Some(b) = self.stored_as_is(val, min_compress_len) {
+            return Ok((Cow::Borrowed(b), 0));
         }
-        if user {
+        if self.user_serialize.load(Ordering::Relaxed) {
             let out = slf.call_method1(intern!(py, "serialize"), (val,))?;
             let (d, f) = serde::check_user_serialized(&out)?;
             return self.compress(py, Cow::Owned(d), f, None, min_compress_len, compress_level);
@@ -62,6 +58,21 @@ impl PyClient {
             Some(p) => p.seal(key, data, flags),
             None => (data, flags),
         })
+    }
+
+    /// The usual value, looked at first: bytes stored as they are (flags 0), with no
+    /// `serialize` override and nothing asked to compress them.
+    #[inline]
+    pub(crate) fn stored_as_is<'a>(
+        &self,
+        val: &'a Bound<'_, PyAny>,
+        min_compress_len: u32,
+    ) -> Option<&'a [u8]> {
+        let b = val.cast::<PyBytes>().ok()?;
+        let plain = min_compress_len == 0
+            && !self.user_serialize.load(Ordering::Relaxed)
+            && !self.write_zstd.load(Ordering::Relaxed);
+        plain.then(|| b.as_bytes())
     }
 
     /// Whether encoding `val` runs none of the caller's code: no `serialize` override, and a

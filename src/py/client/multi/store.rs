@@ -80,37 +80,67 @@ pub(crate) fn store(
     let this = slf.get();
     // Keep the pairs alive so that keys and bytes/str values are borrowed, not copied.
     let pairs: Vec<(Bound<'_, PyAny>, Bound<'_, PyAny>)> = args.mapping.iter().collect();
-    let StoreMultiKeys {
-        failed_at,
-        sent,
-        full,
-        values,
-    } = store_multi_keys(slf, &args, &pairs)?;
-    let items: Vec<StoreItem<'_>> = full
-        .iter()
-        .zip(&values)
-        .map(|(k, (data, flags))| StoreItem {
-            key: k,
-            flags: *flags,
-            exptime: args.exptime,
-            data,
-            cas: 0,
+    let mut conv = store_multi_keys(slf, &args, &pairs)?;
+    let results = conv.with_items(|items| {
+        detached(py, this, |core| {
+            Ok(core.store_multi(cmd, items, args.noreply))
         })
-        .collect();
-    let results = detached(py, this, |core| {
-        Ok(core.store_multi(cmd, &items, args.noreply))
     })?;
     let keys: Vec<&Bound<'_, PyAny>> = pairs.iter().map(|(k, _)| k).collect();
-    store_multi_reply(py, this, cmd, &keys, &sent, failed_at, results)
+    store_multi_reply(py, this, cmd, &keys, &conv.sent, conv.failed_at, results)
 }
 
 /// A multi store's keys and values, converted and encoded first (a failure here stores
-/// nothing): which pairs failed already and which are sent, with their keys and values.
+/// nothing): which pairs failed already and which are sent, and their requests.
 pub(crate) struct StoreMultiKeys<'a> {
     pub failed_at: Vec<bool>,
     pub sent: Vec<usize>,
-    pub full: Vec<Cow<'a, [u8]>>,
-    pub values: Vec<(Cow<'a, [u8]>, u32)>,
+    /// The requests, keys and values borrowed from the caller's objects; those that are bytes
+    /// of fastmc's own (a key with its prefix, a pickle, a compressed value) are in `owned`,
+    /// and empty here until `with_items` fills them in.
+    items: Vec<StoreItem<'a>>,
+    owned: Vec<Owned>,
+}
+
+/// A request's key (`key`) or value made here, for the request at `at`.
+struct Owned {
+    at: usize,
+    key: bool,
+    bytes: Vec<u8>,
+}
+
+impl StoreMultiKeys<'_> {
+    /// `f` of the requests, whole.
+    pub(crate) fn with_items<R>(&mut self, f: impl FnOnce(&[StoreItem<'_>]) -> R) -> R {
+        let mut items: Vec<StoreItem<'_>> = std::mem::take(&mut self.items);
+        for o in &self.owned {
+            if let Some(it) = items.get_mut(o.at) {
+                if o.key {
+                    it.key = &o.bytes;
+                } else {
+                    it.data = &o.bytes;
+                }
+            }
+        }
+        f(&items)
+    }
+}
+
+/// `cow`'s bytes if they are borrowed; else they go to `owned` for the request at `at`, and
+/// the request has none until `with_items`.
+fn borrowed_or_kept<'a>(
+    cow: Cow<'a, [u8]>,
+    owned: &mut Vec<Owned>,
+    at: usize,
+    key: bool,
+) -> &'a [u8] {
+    match cow {
+        Cow::Borrowed(b) => b,
+        Cow::Owned(bytes) => {
+            owned.push(Owned { at, key, bytes });
+            &[]
+        }
+    }
 }
 
 pub(crate) fn store_multi_keys<'a>(
@@ -122,8 +152,8 @@ pub(crate) fn store_multi_keys<'a>(
     // Which pairs failed (reported in the mapping's order, as pylibmc does), and which were sent.
     let mut failed_at = vec![false; pairs.len()];
     let mut sent = Vec::with_capacity(pairs.len());
-    let mut full: Vec<Cow<'_, [u8]>> = Vec::with_capacity(pairs.len());
-    let mut values: Vec<(Cow<'_, [u8]>, u32)> = Vec::with_capacity(pairs.len());
+    let mut items = Vec::with_capacity(pairs.len());
+    let mut owned = Vec::new();
     // pylibmc encodes every str key before it looks at any pair (`encode_str_keys`). In one
     // pass the keys before a pair are encoded already: on an error, only its key and the rest
     // are looked at, and a str among them that cannot be encoded raises first. Before a value
@@ -144,6 +174,9 @@ pub(crate) fn store_multi_keys<'a>(
             if !args.prefix.is_empty() {
                 check_key_len(&fk)?; // (without a prefix it is the key just checked)
             }
+            if let Some(b) = this.stored_as_is(v, args.min_compress_len) {
+                return Ok((fk, (Cow::Borrowed(b), 0)));
+            }
             if !all_encoded && !this.encodes_plainly(v) {
                 encode_str_keys(rest(i + 1))?;
                 all_encoded = true;
@@ -151,7 +184,7 @@ pub(crate) fn store_multi_keys<'a>(
             let enc = this.encode_value(slf, &fk, v, args.min_compress_len, args.level)?;
             Ok((fk, enc))
         })();
-        let (fk, enc) = match converted {
+        let (fk, (data, flags)) = match converted {
             Ok(c) => c,
             Err(e) if all_encoded => return Err(e),
             Err(e) => return Err(encode_str_keys(rest(i)).err().unwrap_or(e)),
@@ -160,15 +193,21 @@ pub(crate) fn store_multi_keys<'a>(
             failed_at[i] = true;
             continue;
         }
-        full.push(fk);
-        values.push(enc);
+        let at = items.len();
+        items.push(StoreItem {
+            key: borrowed_or_kept(fk, &mut owned, at, true),
+            flags,
+            exptime: args.exptime,
+            data: borrowed_or_kept(data, &mut owned, at, false),
+            cas: 0,
+        });
         sent.push(i);
     }
     Ok(StoreMultiKeys {
         failed_at,
         sent,
-        full,
-        values,
+        items,
+        owned,
     })
 }
 
@@ -185,16 +224,21 @@ pub(crate) fn store_multi_reply(
 ) -> PyResult<Py<PyList>> {
     let verify = this.flags()?.verify_keys;
     let mut first_err = None;
+    let mut any = failed_at.contains(&true);
     for (&i, r) in sent.iter().zip(results) {
         match r {
-            Ok(StoreStatus::Stored) => {}
-            Ok(_) => failed_at[i] = true,
-            Err(CoreError::BadKey(_)) if verify => failed_at[i] = true,
+            Ok(StoreStatus::Stored) => continue,
+            Ok(_) => {}
+            Err(CoreError::BadKey(_)) if verify => {}
             Err(e) => {
-                failed_at[i] = true;
                 first_err.get_or_insert(e);
             }
         }
+        failed_at[i] = true;
+        any = true;
+    }
+    if !any {
+        return Ok(PyList::empty(py).unbind());
     }
     let failed = PyList::new(
         py,
