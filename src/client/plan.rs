@@ -132,6 +132,7 @@ where
         };
         let s = match servers.get(i) {
             Some(&s) => usize::from(s),
+            None if n == 1 => 0,
             None => snap.route(key, &wire),
         }
         .min(n - 1);

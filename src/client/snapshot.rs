@@ -13,7 +13,7 @@ use super::topology::Topology;
 use crate::behaviors::Behaviors;
 use crate::connection::SocketOptions;
 use crate::error::{Error, Result};
-use crate::protocol::{validate_binary_key, validate_text_key};
+use crate::protocol::{is_text_key, validate_binary_key, validate_text_key};
 use crate::ring::Ring;
 use crate::server::health::FailurePolicy;
 
@@ -74,7 +74,18 @@ impl Snapshot {
     /// which libmemcached's touch ignores). An empty key is refused even with a namespace, as
     /// libmemcached checks the key's own length: it must never reach a server as the bare
     /// namespace.
+    #[inline(always)]
     pub fn wire_key<'k>(&self, key: &'k [u8], verify_keys: bool) -> Result<Cow<'k, [u8]>> {
+        // The usual key, without a call: no namespace, the text protocol, and nothing wrong.
+        if self.namespace.is_empty() && !self.behaviors.binary && is_text_key(key, verify_keys) {
+            return Ok(Cow::Borrowed(key));
+        }
+        self.wire_key_checked(key, verify_keys)
+    }
+
+    /// `wire_key` in full: with the namespace, and the error that refuses a key.
+    #[inline(never)]
+    fn wire_key_checked<'k>(&self, key: &'k [u8], verify_keys: bool) -> Result<Cow<'k, [u8]>> {
         if key.is_empty() {
             return Err(Error::BadKey("empty key".into()));
         }

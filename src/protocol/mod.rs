@@ -19,6 +19,12 @@ pub const MAX_KEY_LEN: usize = 250;
 ///
 /// Space, control characters and DEL would split or end the command line, so they are always
 /// rejected; `ascii_only` (pylibmc's `verify_keys`) also rejects bytes >= 0x80.
+/// Whether `validate_text_key` takes `key`, as a bool.
+#[inline]
+pub fn is_text_key(key: &[u8], ascii_only: bool) -> bool {
+    !key.is_empty() && key.len() <= MAX_KEY_LEN && !has_bad_text_byte(key, ascii_only)
+}
+
 pub fn validate_text_key(key: &[u8], ascii_only: bool) -> Result<()> {
     validate_binary_key(key)?; // the length rules are the same in both protocols
     if !has_bad_text_byte(key, ascii_only) {
@@ -67,6 +73,7 @@ fn is_bad_text_byte(b: u8, ascii_only: bool) -> bool {
 /// of every call passes here, and a byte-by-byte loop cost ~100 instructions for a 10-byte key.
 /// Exact, not a filter: `below_0x21`, a DEL (0x7f) as a zero byte of `w ^ 0x7f..` (the same
 /// borrow argument), and a byte >= 0x80 by its high bit.
+#[inline]
 fn has_bad_text_byte(key: &[u8], ascii_only: bool) -> bool {
     let high = if ascii_only { HIGH } else { 0 };
     let word_bad = |w: u64| {
@@ -316,10 +323,20 @@ mod key_tests {
                         assert_eq!(has_bad_text_byte(&key, ascii_only), want, "{key:?}");
                         let res = validate_text_key(&key, ascii_only);
                         assert_eq!(res.is_err(), want, "{key:?}");
+                        assert_eq!(is_text_key(&key, ascii_only), !want, "{key:?}");
                     }
                 }
             }
         }
+        // The length rules: `is_text_key` refuses exactly what `validate_text_key` does.
+        for len in [0, 1, MAX_KEY_LEN, MAX_KEY_LEN + 1] {
+            let key = vec![b'k'; len];
+            assert_eq!(
+                is_text_key(&key, false),
+                validate_text_key(&key, false).is_ok()
+            );
+        }
+        assert!(is_text_key(&[b'k'; MAX_KEY_LEN], true) && !is_text_key(b"", true));
         // Two bad bytes: the first one is named.
         let e = validate_text_key(b"abc\x01def\x7fgh", false).unwrap_err();
         assert!(e.to_string().contains("0x01 at offset 3"), "{e}");
