@@ -173,8 +173,8 @@ pub(super) fn store_multi(
     args: StoreMultiArgs<'_, '_>,
 ) -> PyResult<Prepared> {
     let pairs: Vec<(Bound<'_, PyAny>, Bound<'_, PyAny>)> = args.mapping.iter().collect();
-    let mut conv = multi::store_multi_keys(slf, &args, &pairs)?;
-    let items = conv.with_items(|its| {
+    let conv = multi::store_multi_keys(slf, &args, &pairs)?;
+    let items = conv.requests.with_items(|its| {
         let key_bytes = its.iter().map(|it| it.key.len()).sum();
         let bytes = its.iter().map(|it| it.data.len()).sum();
         let mut items = Items::with_capacity(its.len(), key_bytes, bytes);

@@ -80,14 +80,18 @@ pub(crate) fn store(
     let this = slf.get();
     // Keep the pairs alive so that keys and bytes/str values are borrowed, not copied.
     let pairs: Vec<(Bound<'_, PyAny>, Bound<'_, PyAny>)> = args.mapping.iter().collect();
-    let mut conv = store_multi_keys(slf, &args, &pairs)?;
-    let results = conv.with_items(|items| {
+    let StoreMultiKeys {
+        failed_at,
+        sent,
+        requests,
+    } = store_multi_keys(slf, &args, &pairs)?;
+    let results = requests.with_items(|items| {
         detached(py, this, |core| {
             Ok(core.store_multi(cmd, items, args.noreply))
         })
     })?;
     let keys: Vec<&Bound<'_, PyAny>> = pairs.iter().map(|(k, _)| k).collect();
-    store_multi_reply(py, this, cmd, &keys, &conv.sent, conv.failed_at, results)
+    store_multi_reply(py, this, cmd, &keys, &sent, failed_at, results)
 }
 
 /// A multi store's keys and values, converted and encoded first (a failure here stores
@@ -95,9 +99,13 @@ pub(crate) fn store(
 pub(crate) struct StoreMultiKeys<'a> {
     pub failed_at: Vec<bool>,
     pub sent: Vec<usize>,
-    /// The requests, keys and values borrowed from the caller's objects; those that are bytes
-    /// of fastmc's own (a key with its prefix, a pickle, a compressed value) are in `owned`,
-    /// and empty here until `with_items` fills them in.
+    pub requests: Requests<'a>,
+}
+
+/// The requests of a multi store, keys and values borrowed from the caller's objects; those
+/// that are bytes of fastmc's own (a key with its prefix, a pickle, a compressed value) are in
+/// `owned`, and empty in `items` until `with_items` fills them in.
+pub(crate) struct Requests<'a> {
     items: Vec<StoreItem<'a>>,
     owned: Vec<Owned>,
 }
@@ -109,11 +117,12 @@ struct Owned {
     bytes: Vec<u8>,
 }
 
-impl StoreMultiKeys<'_> {
+impl Requests<'_> {
     /// `f` of the requests, whole.
-    pub(crate) fn with_items<R>(&mut self, f: impl FnOnce(&[StoreItem<'_>]) -> R) -> R {
-        let mut items: Vec<StoreItem<'_>> = std::mem::take(&mut self.items);
-        for o in &self.owned {
+    pub(crate) fn with_items<R>(self, f: impl FnOnce(&[StoreItem<'_>]) -> R) -> R {
+        let Requests { items, owned } = self;
+        let mut items: Vec<StoreItem<'_>> = items;
+        for o in &owned {
             if let Some(it) = items.get_mut(o.at) {
                 if o.key {
                     it.key = &o.bytes;
@@ -206,8 +215,7 @@ pub(crate) fn store_multi_keys<'a>(
     Ok(StoreMultiKeys {
         failed_at,
         sent,
-        items,
-        owned,
+        requests: Requests { items, owned },
     })
 }
 
