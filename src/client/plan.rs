@@ -3,8 +3,8 @@
 //! mode each server gets and how a write's batches are closed (quiet meta segment, `noreply`
 //! marker, meta probe, binary NOOP).
 //!
-//! Owns `Plan`, `KeyCheck`, `WriteMode`, `Closing`. Uses `batch`, `protocol` (through the
-//! batch's encoders) and the snapshot; never does I/O.
+//! Owns `Plan`, `PlanKey`, `KeyCheck`, `WriteMode`, `Closing`. Uses `batch`, `protocol`
+//! (through the batch's encoders) and the snapshot; never does I/O.
 
 use std::borrow::Cow;
 use std::sync::Arc;
