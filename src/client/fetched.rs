@@ -53,9 +53,7 @@ impl Fetched {
         buf.get(start..start.saturating_add(item.len))
             .unwrap_or_default()
     }
-}
 
-impl Fetched {
     /// A new `Fetched` with copies of the outcomes at `idx` (a batch's share of a merged fetch).
     pub(crate) fn pick(&self, idx: &[u32]) -> Fetched {
         let mut out = Fetched::default();

@@ -15,16 +15,16 @@ use crate::error::{Error, Result};
 /// memcached's key length limit, in bytes, after any prefix.
 pub const MAX_KEY_LEN: usize = 250;
 
-/// Check a key (prefix included) before it is written into a text-protocol command line.
-///
-/// Space, control characters and DEL would split or end the command line, so they are always
-/// rejected; `ascii_only` (pylibmc's `verify_keys`) also rejects bytes >= 0x80.
 /// Whether `validate_text_key` takes `key`, as a bool.
 #[inline]
 pub fn is_text_key(key: &[u8], ascii_only: bool) -> bool {
     !key.is_empty() && key.len() <= MAX_KEY_LEN && !has_bad_text_byte(key, ascii_only)
 }
 
+/// Check a key (prefix included) before it is written into a text-protocol command line.
+///
+/// Space, control characters and DEL would split or end the command line, so they are always
+/// rejected; `ascii_only` (pylibmc's `verify_keys`) also rejects bytes >= 0x80.
 pub fn validate_text_key(key: &[u8], ascii_only: bool) -> Result<()> {
     validate_binary_key(key)?; // the length rules are the same in both protocols
     if !has_bad_text_byte(key, ascii_only) {

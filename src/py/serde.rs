@@ -51,7 +51,6 @@ pub fn serialize<'a>(
     }
 }
 
-/// The values pylibmc stores without pickle (bytes, str, bool, int); `None` for the others.
 /// Whether `serialize_plain` takes `v` without running the caller's code: bytes, str, bool or
 /// an exact int (a subclass's `__str__` may be the caller's).
 pub fn is_plain(v: &Bound<'_, PyAny>) -> bool {
@@ -61,6 +60,7 @@ pub fn is_plain(v: &Bound<'_, PyAny>) -> bool {
         || v.is_instance_of::<PyBool>()
 }
 
+/// The values pylibmc stores without pickle (bytes, str, bool, int); `None` for the others.
 pub fn serialize_plain<'a>(v: &'a Bound<'_, PyAny>) -> PyResult<Option<(Cow<'a, [u8]>, u32)>> {
     if let Ok(b) = v.cast::<PyBytes>() {
         return Ok(Some((Cow::Borrowed(b.as_bytes()), 0)));
