@@ -113,9 +113,7 @@ where
     // set_multi over three servers: about 0.1 ms of the 0.3 its hashing took).
     let by_key = n > 1 && n <= usize::from(u16::MAX) && keys.len() >= 16;
     let servers: Vec<u16> = if by_key && snap.routes_by_key() {
-        keys.iter()
-            .map(|k| snap.route(k.key(), k.key()) as u16)
-            .collect()
+        snap.route_all(keys, PlanKey::key)
     } else {
         Vec::new()
     };

@@ -110,6 +110,12 @@ impl Snapshot {
         self.ring.server_for(self.hashed(key, wire))
     }
 
+    /// `route` of every key, for keys whose server depends on the key alone
+    /// (`routes_by_key`).
+    pub fn route_all<'a, K>(&self, keys: &[K], key: impl Fn(&K) -> &'a [u8]) -> Vec<u16> {
+        self.ring.servers_for(keys, key)
+    }
+
     /// Whether a key's server depends on the key alone, not on its wire form: no namespace, or
     /// the namespace left out of the hash.
     pub fn routes_by_key(&self) -> bool {

@@ -257,6 +257,63 @@ impl Ring {
         self.order.get(internal).copied().unwrap_or(0)
     }
 
+    /// `server_for` of every key, in order (`key` gives a key's bytes): the same servers, with
+    /// the default hash computed four keys at a time.
+    pub fn servers_for<'a, K>(&self, keys: &[K], key: impl Fn(&K) -> &'a [u8]) -> Vec<u16> {
+        let by_hash = self.n > 1
+            && self.settings.key_hash == HashKind::Default
+            && !matches!(
+                self.settings.distribution,
+                Distribution::Random | Distribution::VirtualBucket
+            );
+        if !by_hash {
+            return keys
+                .iter()
+                .map(|k| self.server_for(key(k)) as u16)
+                .collect();
+        }
+        let mut out = Vec::with_capacity(keys.len());
+        let mut fours = keys.chunks_exact(4);
+        for four in &mut fours {
+            let hashes = hash::one_at_a_time_x4([
+                key(&four[0]),
+                key(&four[1]),
+                key(&four[2]),
+                key(&four[3]),
+            ]);
+            out.extend(hashes.map(|h| self.server_for_hash(h) as u16));
+        }
+        out.extend(
+            fours
+                .remainder()
+                .iter()
+                .map(|k| self.server_for(key(k)) as u16),
+        );
+        out
+    }
+
+    /// `server_for` of a key hashed with the ring's hash, for a distribution that hashes.
+    fn server_for_hash(&self, h: u32) -> usize {
+        let internal = self.internal_for_hash(h);
+        self.order.get(internal).copied().unwrap_or(0)
+    }
+
+    /// `internal_for` of a key hashed with the ring's hash (`n > 1`, a distribution that
+    /// hashes: neither random nor virtual buckets).
+    fn internal_for_hash(&self, h: u32) -> usize {
+        match self.settings.distribution {
+            Distribution::Modula | Distribution::ConsistentMax => h as usize % self.n,
+            _ => {
+                if self.continuum.is_empty() {
+                    return 0;
+                }
+                let pos = self.continuum.partition_point(|&(v, _)| v < h);
+                let pos = if pos == self.continuum.len() { 0 } else { pos };
+                self.continuum[pos].1
+            }
+        }
+    }
+
     /// Index into libmemcached's own server list for this key (sorted with `_sort_hosts`):
     /// what pylibmc's `hash()` returns.
     pub fn internal_for(&self, key: &[u8]) -> usize {
@@ -264,9 +321,6 @@ impl Ring {
             return 0;
         }
         match self.settings.distribution {
-            Distribution::Modula | Distribution::ConsistentMax => {
-                hash(self.settings.key_hash, key) as usize % self.n
-            }
             Distribution::Random => {
                 // xorshift64*: a different server per call, as libmemcached's random() gives.
                 let mut x = RANDOM_STATE.load(Ordering::Relaxed);
@@ -277,15 +331,7 @@ impl Ring {
                 (x.wrapping_mul(0x2545_F491_4F6C_DD1D) >> 33) as usize % self.n
             }
             Distribution::VirtualBucket => 0,
-            _ => {
-                if self.continuum.is_empty() {
-                    return 0;
-                }
-                let h = hash(self.settings.key_hash, key);
-                let pos = self.continuum.partition_point(|&(v, _)| v < h);
-                let pos = if pos == self.continuum.len() { 0 } else { pos };
-                self.continuum[pos].1
-            }
+            _ => self.internal_for_hash(hash(self.settings.key_hash, key)),
         }
     }
 

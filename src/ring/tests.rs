@@ -119,3 +119,56 @@ fn successors_follow_libmemcacheds_list_and_wrap() {
     assert_eq!(r.successor(0, 1), 1);
     assert_eq!(r.successor(0, 5), 2);
 }
+
+#[test]
+fn servers_for_a_batch_are_each_keys_server() {
+    // Keys of every length up to the limit and past it, of unequal lengths side by side, with
+    // bytes over 0x7f (libhashkit sign-extends them): the four-at-a-time hash must agree.
+    let keys: Vec<Vec<u8>> = (0..600usize)
+        .map(|i| {
+            let len = (i * 37 + i / 7) % 260;
+            (0..len).map(|j| (i * 131 + j * 29) as u8).collect()
+        })
+        .collect();
+    let keys: Vec<&[u8]> = keys.iter().map(|k| &k[..]).collect();
+    let servers = [
+        srv("c", 11211, 1),
+        srv("a", 11212, 3),
+        srv("b", 11213, 1),
+        srv("d", 11214, 2),
+        srv("e", 11215, 1),
+    ];
+    let mut checked = 0;
+    for d in DISTRIBUTIONS {
+        for n in [1, 2, 3, 5] {
+            for k in [HashKind::Default, HashKind::Md5] {
+                let mut s = RingSettings::default();
+                s.set_distribution(d);
+                s.set_hash(k);
+                let r = Ring::build(&s, &servers[..n], &[true; 5][..n]);
+                for len in [0, 1, 3, 4, 5, 599, 600] {
+                    let got = r.servers_for(&keys[..len], |k| *k);
+                    if d == Distribution::Random {
+                        assert!(got.iter().all(|&s| usize::from(s) < n));
+                        continue;
+                    }
+                    let want: Vec<u16> =
+                        keys[..len].iter().map(|k| r.server_for(k) as u16).collect();
+                    assert_eq!(got, want, "{d:?} {k:?} {n} servers, {len} keys");
+                    checked += len;
+                }
+            }
+        }
+    }
+    assert!(checked > 10_000);
+}
+
+#[test]
+fn the_four_key_hash_is_the_one_key_hash() {
+    let keys: [&[u8]; 4] = [b"hello", b"", "caf\u{e9}".as_bytes(), &[0xff; 250]];
+    assert_eq!(
+        hash::one_at_a_time_x4(keys),
+        keys.map(|k| hash(HashKind::Default, k))
+    );
+    assert_eq!(hash::one_at_a_time_x4(keys)[0], 0xc8fd181b);
+}
