@@ -334,13 +334,20 @@ class Bound(Floor):
     request is built before the clock starts (`prepare`), writes are quiet (`ms`/`md ... q`, or
     `noreply` before memcached 1.6) with one marker, reads are one `get k1 .. kN` line per server
     (memcached answers it as a single request), and nothing is parsed. A client, which must at
-    least turn its arguments into requests and the replies into Python objects, cannot beat it."""
+    least turn its arguments into requests and the replies into Python objects, cannot beat it.
+
+    With `tokens`, each quiet `md` carries an opaque token (`O<n>`, its place in its server's
+    batch) as fastmc's do: a key that is not found answers `NF`, and only the token says which
+    key that was. The difference between the two is what the tokens cost the servers."""
 
     kind = "reference"
 
-    def __init__(self, name: str, tag: str, servers: list, meta_ok: bool) -> None:
+    def __init__(
+        self, name: str, tag: str, servers: list, meta_ok: bool, tokens: bool = False
+    ) -> None:
         super().__init__(name, tag, servers, "meta" if meta_ok else "text", meta_ok)
         self.ready: dict = {}
+        self.tokens = tokens and meta_ok
         self.get_multi, self.set_multi, self.delete_multi = self._b_get, self._b_set, self._b_del
 
     def prepare(self, op: str, arg: Any) -> None:
@@ -348,6 +355,12 @@ class Bound(Floor):
             self.ready[op] = self._set_blobs(arg, True)
         elif op == "get_multi":
             self.ready[op] = [("get " + " ".join(p) + "\r\n").encode() for p in self._parts(arg)]
+        elif self.tokens:
+            self.ready[op] = [
+                b"".join([b"md %s q O%d\r\n" % (k.encode(), i) for i, k in enumerate(p)])
+                + self.marker
+                for p in self._parts(arg)
+            ]
         else:
             self.ready[op] = self._del_blobs(arg, True)
 
