@@ -91,6 +91,27 @@ def drive(socks: list, blobs: list, suffixes: list) -> list:
     return [b"".join(state[s.fileno()][2]) for s in socks]
 
 
+def push(socks: list, blobs: list) -> None:
+    """Send every blob to its socket and read nothing: a piece of quiet writes, whose replies
+    (the marker's, or an error line) are read with the last piece's (`drive`)."""
+    left = {s.fileno(): [s, memoryview(b)] for s, b in zip(socks, blobs) if b}
+    poller = select.poll()
+    for fd in left:
+        poller.register(fd, select.POLLOUT)
+    while left:
+        for fd, _ev in poller.poll(10_000):
+            s, view = left[fd]
+            try:
+                n = s.send(view)
+            except BlockingIOError:
+                n = 0
+            if n == len(view):
+                poller.unregister(fd)
+                del left[fd]
+            else:
+                left[fd][1] = view[n:]
+
+
 class Floor(Column):
     """Raw pipelined socket batch from Python, the floor the targets are measured against: one
     sendall of N commands and a marker command, then recv until the marker's reply; no parsing.
@@ -134,19 +155,20 @@ class Floor(Column):
                 s.setblocking(True)
         return drive(self.socks, blobs, [suffix] * len(blobs))
 
-    def _parts(self, seq: list) -> list:
+    def _parts(self, seq: list, start: int = 0) -> list:
+        """`seq` dealt out to the servers in turn, as if it began at place `start` of a batch."""
         n = len(self.socks)
-        return [seq] if n == 1 else [seq[i::n] for i in range(n)]
+        return [seq] if n == 1 else [seq[(i - start) % n :: n] for i in range(n)]
 
     # Each batch: the requests for every server (built in Python), then one _run.
-    def _set_blobs(self, mapping: dict, quiet: bool) -> list:
+    def _set_blobs(self, mapping: dict, quiet: bool, start: int = 0) -> list:
         if self.proto == "text":
             fmt = b"set %s 0 0 %d noreply\r\n%s\r\n" if quiet else b"set %s 0 0 %d\r\n%s\r\n"
         else:
             fmt = b"ms %s %d q\r\n%s\r\n" if quiet else b"ms %s %d\r\n%s\r\n"
         return [
             b"".join([fmt % (k.encode(), len(v), v) for k, v in part]) + self.marker
-            for part in self._parts(list(mapping.items()))
+            for part in self._parts(list(mapping.items()), start)
         ]
 
     def _get_blobs(self, keys: list) -> list:
@@ -155,13 +177,14 @@ class Floor(Column):
             b"".join([cmd + k.encode() + opts for k in p]) + self.marker for p in self._parts(keys)
         ]
 
-    def _del_blobs(self, keys: list, quiet: bool) -> list:
+    def _del_blobs(self, keys: list, quiet: bool, start: int = 0) -> list:
         if self.proto == "text":
             pre, post = b"delete ", b" noreply\r\n" if quiet else b"\r\n"
         else:
             pre, post = b"md ", b" q\r\n" if quiet else b"\r\n"
         return [
-            b"".join([pre + k.encode() + post for k in p]) + self.marker for p in self._parts(keys)
+            b"".join([pre + k.encode() + post for k in p]) + self.marker
+            for p in self._parts(keys, start)
         ]
 
     def _set_m(self, mapping: dict) -> list:
@@ -336,33 +359,61 @@ class Bound(Floor):
     (memcached answers it as a single request), and nothing is parsed. A client, which must at
     least turn its arguments into requests and the replies into Python objects, cannot beat it.
 
-    With `tokens`, each quiet `md` carries an opaque token (`O<n>`, its place in its server's
-    batch) as fastmc's do: a key that is not found answers `NF`, and only the token says which
-    key that was. The difference between the two is what the tokens cost the servers."""
+    With `as_sent`, the writes go out as fastmc sends them: each quiet `md` carries an opaque
+    token (`O<n>`, its place in its server's piece), since a key that is not found answers `NF`
+    and only the token says which key that was; and a write of `2 * PIECE` keys or more goes
+    out in fastmc's pieces (`PIECE` keys, then each piece twice the last, the rest whole when
+    it is less than twice as long), each sent before the next, as a streamed write is. The
+    difference between the two bounds is what the tokens and the pieces cost the servers and
+    the kernel."""
 
     kind = "reference"
+    PIECE = 1024  # fastmc's STREAM_PIECE (src/client/drive/blocking.rs)
 
     def __init__(
-        self, name: str, tag: str, servers: list, meta_ok: bool, tokens: bool = False
+        self, name: str, tag: str, servers: list, meta_ok: bool, as_sent: bool = False
     ) -> None:
         super().__init__(name, tag, servers, "meta" if meta_ok else "text", meta_ok)
         self.ready: dict = {}
-        self.tokens = tokens and meta_ok
+        self.as_sent = as_sent
         self.get_multi, self.set_multi, self.delete_multi = self._b_get, self._b_set, self._b_del
 
     def prepare(self, op: str, arg: Any) -> None:
-        if op == "set_multi":
-            self.ready[op] = self._set_blobs(arg, True)
-        elif op == "get_multi":
-            self.ready[op] = [("get " + " ".join(p) + "\r\n").encode() for p in self._parts(arg)]
-        elif self.tokens:
-            self.ready[op] = [
-                b"".join([b"md %s q O%d\r\n" % (k.encode(), i) for i, k in enumerate(p)])
-                + self.marker
-                for p in self._parts(arg)
-            ]
-        else:
-            self.ready[op] = self._del_blobs(arg, True)
+        if op == "get_multi":
+            self.ready[op] = [[("get " + " ".join(p) + "\r\n").encode() for p in self._parts(arg)]]
+            return
+        pieces = self._pieces(list(arg.items()) if op == "set_multi" else list(arg))
+        blobs = [
+            self._set_blobs(dict(p), True, at)
+            if op == "set_multi"
+            else self._del_blobs_as_sent(p, at)
+            for at, p in pieces
+        ]
+        # The marker closes the last piece only.
+        strip = len(self.marker)
+        self.ready[op] = [[b[:-strip] for b in piece] for piece in blobs[:-1]] + blobs[-1:]
+
+    def _pieces(self, seq: list) -> list:
+        """The pieces a write goes out in, each with its place in `seq`: one, or fastmc's when
+        `as_sent`."""
+        if not self.as_sent or len(seq) < 2 * self.PIECE:
+            return [(0, seq)]
+        out, at, piece = [], 0, self.PIECE
+        while at < len(seq):
+            end = len(seq) if len(seq) - at < 2 * piece else at + piece
+            out.append((at, seq[at:end]))
+            at, piece = end, piece * 2
+        return out
+
+    def _del_blobs_as_sent(self, keys: list, start: int) -> list:
+        """Quiet deletes of `keys` (from place `start` of the batch), each with a token when
+        `as_sent`."""
+        if not self.as_sent or self.proto != "meta":
+            return self._del_blobs(keys, True, start)
+        return [
+            b"".join([b"md %s q O%d\r\n" % (k.encode(), i) for i, k in enumerate(p)]) + self.marker
+            for p in self._parts(keys, start)
+        ]
 
     def _take(self, op: str, arg: Any) -> list:
         """The requests `prepare` built for `op` (built now if it was not called)."""
@@ -370,14 +421,20 @@ class Bound(Floor):
             self.prepare(op, arg)
         return self.ready.pop(op)
 
+    def _send(self, pieces: list, suffix: bytes) -> list:
+        """Every piece but the last pushed out in turn, then the last one driven to its replies."""
+        for piece in pieces[:-1]:
+            push(self.socks, piece)
+        return self._run(pieces[-1], suffix)
+
     def _b_set(self, mapping: dict) -> list:
-        return self._run(self._take("set_multi", mapping), self.marker_reply)
+        return self._send(self._take("set_multi", mapping), self.marker_reply)
 
     def _b_get(self, keys: list) -> tuple:
-        return self._parts(keys), self._run(self._take("get_multi", keys), b"END\r\n")
+        return self._parts(keys), self._send(self._take("get_multi", keys), b"END\r\n")
 
     def _b_del(self, keys: list) -> list:
-        return self._run(self._take("delete_multi", keys), self.marker_reply)
+        return self._send(self._take("delete_multi", keys), self.marker_reply)
 
     # Quiet writes answer only the marker when every key succeeded (meta); text `noreply`
     # answers nothing either way, and the read-back checks it.
