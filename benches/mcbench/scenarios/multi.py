@@ -50,12 +50,12 @@ def run(ctx: Ctx) -> None:
         cols = ctx.columns(servers)
         bcols = _binary_column(ctx, servers, i)
         ref = Bound("bound", f"{ctx.run_id}r{i}", servers, ctx.meta_ok)
-        tok = Bound("bound as sent", f"{ctx.run_id}t{i}", servers, ctx.meta_ok, as_sent=True)
+        sent = Bound("bound as sent", f"{ctx.run_id}t{i}", servers, ctx.meta_ok, as_sent=True)
         res = Results("arguments + results", f"{ctx.run_id}o{i}")
-        samples = measure(ctx, label, [*cols, *bcols, ref, tok, res])
-        ctx.report.data["multi"][label] = report(ctx, label, cols, (ref, tok), res, samples)
+        samples = measure(ctx, label, [*cols, *bcols, ref, sent, res])
+        ctx.report.data["multi"][label] = report(ctx, label, cols, (ref, sent), res, samples)
         ref.close()
-        tok.close()
+        sent.close()
         if bcols:
             _binary_table(ctx, label, cols, bcols[0], samples)
 
@@ -103,7 +103,7 @@ def report(
 ) -> dict:
     """The table and the targets of one server set; returns its medians (µs) by row. `refs`:
     the bound, and the bound as fastmc sends its writes."""
-    ref, tok = refs
+    ref, sent = refs
     headers = [
         "op",
         "keys",
@@ -127,9 +127,9 @@ def report(
             # Where fastmc's requests are the bound's (gets, sets of under 2 * PIECE keys), the
             # bound itself.
             as_sent = op == "delete_multi" or (op == "set_multi" and n >= 2 * Bound.PIECE)
-            rt = samples.med_us((op, n, tok.name)) if as_sent else rl
+            rt = samples.med_us((op, n, sent.name)) if as_sent else rl
             if rt is not None and as_sent:
-                meds[tok.name] = rt
+                meds[sent.name] = rt
             cells.append(_vs_bound(ctx, label, op, n, f, rt, built))
             if built:
                 meds[res_col.name] = built
