@@ -253,7 +253,11 @@ impl Ring {
 
     /// Index into the caller's server list for this key.
     pub fn server_for(&self, key: &[u8]) -> usize {
-        let internal = self.internal_for(key);
+        self.caller_index(self.internal_for(key))
+    }
+
+    /// The caller's index of the server at `internal` in libmemcached's list.
+    fn caller_index(&self, internal: usize) -> usize {
         self.order.get(internal).copied().unwrap_or(0)
     }
 
@@ -281,7 +285,7 @@ impl Ring {
                 key(&four[2]),
                 key(&four[3]),
             ]);
-            out.extend(hashes.map(|h| self.server_for_hash(h) as u16));
+            out.extend(hashes.map(|h| self.caller_index(self.internal_for_hash(h)) as u16));
         }
         out.extend(
             fours
@@ -290,12 +294,6 @@ impl Ring {
                 .map(|k| self.server_for(key(k)) as u16),
         );
         out
-    }
-
-    /// `server_for` of a key hashed with the ring's hash, for a distribution that hashes.
-    fn server_for_hash(&self, h: u32) -> usize {
-        let internal = self.internal_for_hash(h);
-        self.order.get(internal).copied().unwrap_or(0)
     }
 
     /// `internal_for` of a key hashed with the ring's hash (`n > 1`, a distribution that
