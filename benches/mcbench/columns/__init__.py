@@ -1,7 +1,8 @@
 """The columns of every table: the floor (raw sockets), fastmc and the peers, and the bound."""
 
 from .base import Column, fastmc_col, floors, peer_cols
-from .floor import Bound, Floor, Results
+from .bound import Bound, Results
+from .floor import Floor
 from .peers import PEER_MAKERS, PEERS, load_fastmc, make_fastmc
 
 __all__ = [

@@ -124,9 +124,8 @@ def report(
                 meds[ref.name] = rl
             f, cells = _row(ctx, label, op, n, cols, meds, rl)
             built = samples.med_us((op, n, res_col.name))
-            # Where fastmc's requests are the bound's (gets, sets of under 2 * PIECE keys), the
-            # bound itself.
-            as_sent = op == "delete_multi" or (op == "set_multi" and n >= 2 * Bound.PIECE)
+            # Where fastmc's requests are the bound's, the bound itself.
+            as_sent = Bound.as_sent_differs(op, n)
             rt = samples.med_us((op, n, sent.name)) if as_sent else rl
             if rt is not None and as_sent:
                 meds[sent.name] = rt
