@@ -71,7 +71,7 @@ pytest: memcached memcached-proxy venv develop ## the Python test suite against 
 
 test: memcached venv check-rust develop lint pytest ## every check and test (what CI runs)
 
-bench: memcached venv develop-release ## the quick side-by-side benchmark (about four minutes)
+bench: memcached venv develop-release ## the quick side-by-side benchmark (about five minutes)
 	$(BIN)/python benches/bench.py --quick $(if $(SERVERS),--servers $(SERVERS))
 
 bench-full: memcached venv develop-release ## the full benchmark (the figures in the README)
