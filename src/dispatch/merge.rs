@@ -1,8 +1,8 @@
 //! A worker's batch: the requests that queued up while it was busy, grouped by operation (equal
 //! `Op`s, as `Op::merge_key` gives them) and run as one blocking call per group (the gets of a hundred tasks become one `get_multi`), then each
 //! request's share of the outcome handed to its `Done`. Grouping by operation changes the order in
-//! which requests run, so the asyncio client never has two requests of one key in flight when
-//! either writes (`py::aio::order`): the requests of one batch share no written key.
+//! which requests run, so the asyncio client never has two requests of one key in flight that
+//! conflict (`py::aio::order`, `Access::conflicts`): no order within a batch is observable.
 //!
 //! Uses `request` (requests, outcomes) and the blocking `Client`; no threads of its own.
 

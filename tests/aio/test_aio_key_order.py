@@ -4,18 +4,36 @@ their callers awaited them, were cancelled or never awaited them.
 
 A seeded random run issues writes and reads of a few keys from one task, with background tasks
 writing other keys so that requests queue up and merge, and cancels some of its requests right
-after they were issued. Every issued request runs, so a model that applies the writes in issue
-order knows what each read must return and what each key holds at the end."""
+after they were issued. The reads include the repeatable ones, which may change a key but run
+side by side with reads and with each other: gat and touch to one expiry, lease reads (a miss
+leaves a placeholder, which plain reads see as an empty value) and get_or_set of a key that is
+there. Every issued request runs, so a model that applies the writes in issue order knows what
+each read must return and what each key holds at the end.
+
+Reads of one hot key never wait for each other: many tasks reading it through a relay that holds
+the server's replies until the client has been quiet a moment are served in a few such rounds,
+not one round each, while a write of that key still waits for them all."""
 
 import asyncio
 import random
 
 import fastmc.aio
 import pytest
+from fakes import PacedRelay
 from memcached import Memcached
 
 KEYS = ["k%d" % i for i in range(4)]
 OPS = 250
+# What a lease read that found no value leaves: a placeholder, an empty value to a plain read.
+# Lease reads are reads: a read issued after one may reach the server before it, so until the
+# next write the key is missing or the placeholder (and a second lease read wins or waits).
+PLACEHOLDER = b""
+
+
+def _seen(model, key):
+    """What a read of `key` may return, by the model."""
+    v = model.get(key)
+    return [None, PLACEHOLDER] if v == PLACEHOLDER else [v]
 
 
 @pytest.fixture(
@@ -40,6 +58,8 @@ def _apply(model, op, args):
     elif op == "append":
         if args[0] in model:
             model[args[0]] += args[1]
+    elif op == "lease":
+        model.setdefault(args[0], PLACEHOLDER)
     elif op == "set_multi":
         model.update(args[0])
     elif op == "delete_multi":
@@ -54,6 +74,11 @@ async def _background(mc, stop, n):
         await mc.set("bg%d:%d" % (n, i % 50), "x" * (i % 7))
         if i % 5 == 0:
             await mc.delete_multi(["bg%d:%d" % (n, j) for j in range(10)])
+
+
+async def _lease_read(mc, key):
+    """A lease read of `key` (get_or_set's first step), as a coroutine."""
+    return await mc._alease_get(key, 30, 0)
 
 
 async def _run(servers, seed):
@@ -81,8 +106,17 @@ async def _run(servers, seed):
                     "set_multi",
                     "delete_multi",
                     "get_multi",
+                    "gat",
+                    "touch",
+                    "lease",
+                    "lease",
+                    "get_or_set",
                 ]
             )
+            if op == "append" and model.get(k) == PLACEHOLDER:
+                op = "set"  # what an append to a placeholder leaves is the server's business
+            if op == "get_or_set" and not isinstance(model.get(k), str):
+                op = "get"  # a miss computes and stores after awaits of its own: not modelled
             if op == "set":
                 args = (k, "v%d" % step)
                 coro = mc.set(*args)
@@ -100,16 +134,39 @@ async def _run(servers, seed):
                 coro = mc.delete_multi(*args)
             elif op == "get":
                 coro = mc.get(k)
+            elif op == "gat":
+                coro = mc.gat(k, rng.choice([100, 200]))
+            elif op == "touch":
+                coro = mc.touch(k, rng.choice([100, 200]))
+            elif op == "lease":
+                args = (k,)
+                coro = _lease_read(mc, k)
+            elif op == "get_or_set":
+                coro = mc.get_or_set(k, lambda: pytest.fail("a hit computed"), 100)
             else:
                 ks = rng.sample(KEYS, 3)
                 coro = mc.get_multi(ks)
             task = asyncio.ensure_future(coro)
             await asyncio.sleep(0)  # the task runs to its first await: the request is issued
             issued.append(task)
-            if op == "get":
-                checks.append((task, model.get(k), (op, k, step)))
+            if op in ("get", "gat", "get_or_set"):
+                checks.append((task, _seen(model, k), (op, k, step)))
+            elif op == "touch":
+                found = [v is not None for v in _seen(model, k)]
+                checks.append((task, found, (op, k, step)))
+            elif op == "lease":
+                was = model.get(k)
+                want = [("win", None)] if was is None else [("win", None), ("wait", None)]
+                if isinstance(was, str):
+                    want = [("hit", was)]
+                checks.append((task, want, (op, k, step)))
+                _apply(model, op, args)
             elif op == "get_multi":
-                want = {kk: model[kk] for kk in ks if kk in model}
+                want = [{}]
+                for kk in ks:
+                    want = [
+                        {**w, kk: v} if v is not None else w for w in want for v in _seen(model, kk)
+                    ]
                 checks.append((task, want, (op, ks, step)))
             else:
                 _apply(model, op, args)
@@ -121,7 +178,10 @@ async def _run(servers, seed):
         await asyncio.gather(*issued, return_exceptions=True)
         for task, want, what in checks:
             if not task.cancelled():
-                assert task.result() == want, (seed, what)
+                got = task.result()
+                if what[0] == "lease":
+                    got = got[:2]
+                assert got in want, (seed, what, got, want)
         # wait until every issued request has run (cancelled ones too), then compare
         stop.set()
         await asyncio.gather(*background)
@@ -138,3 +198,64 @@ async def _run(servers, seed):
 @pytest.mark.parametrize("seed", range(6))
 def test_requests_for_one_key_take_effect_in_issue_order(pool, seed):
     asyncio.run(_run(pool, seed))
+
+
+def _reads(mc, i, key):
+    """The i-th of many reads of `key`: every kind of read, the repeatable ones with one expiry
+    and one lease."""
+    kind = i % 5
+    if kind == 0:
+        return mc.get(key)
+    if kind == 1:
+        return mc.get_or_set(key, lambda: pytest.fail("a hit computed"), 100)
+    if kind == 2:
+        return mc.gat(key, 100)
+    if kind == 3:
+        return mc._alease_get(key, 10, 0)
+    return mc.get_multi([key, "other"])
+
+
+async def _rounds(mc, relay, keys):
+    """How many rounds the relay took to serve reads of `keys` (the i-th read of keys[i]),
+    each of which finds "v"."""
+    for k in set(keys):
+        assert await mc.set(k, "v", 100)
+    before = relay.rounds
+    results = await asyncio.gather(*(_reads(mc, i, k) for i, k in enumerate(keys)))
+    for i, (k, r) in enumerate(zip(keys, results)):
+        want = {3: ("hit", "v"), 4: {k: "v"}}.get(i % 5, "v")
+        assert (r[:2] if i % 5 == 3 else r) == want, (i, r)
+    return relay.rounds - before
+
+
+def test_reads_of_one_hot_key_run_side_by_side_and_a_write_waits_for_them():
+    n = 60
+    server = Memcached()
+    relay = PacedRelay(server.port, quiet=0.05)
+
+    async def run():
+        mc = fastmc.aio.Client([relay.address])
+        try:
+            assert await mc.get_or_set("warm", lambda: "v", 100) == "v"  # meta support known
+            # The reads of one batch run as one call per kind: what n reads of n keys take.
+            apart = await _rounds(mc, relay, ["k%d" % i for i in range(n)])
+            hot = await _rounds(mc, relay, ["hot"] * n)
+            # Reads that each waited for the one before would take a round each.
+            assert hot <= apart + 2, (hot, apart)
+            # A write waits for the reads issued before it, and a read after it sees it.
+            reads = [asyncio.ensure_future(_reads(mc, i, "hot")) for i in range(10)]
+            await asyncio.sleep(0)
+            write = asyncio.ensure_future(mc.set("hot", "w", 100))
+            await asyncio.sleep(0)
+            after = asyncio.ensure_future(mc.get("hot"))
+            found = await asyncio.gather(*reads)
+            assert found[0] == found[1] == found[2] == "v", found
+            assert await write and await after == "w"
+        finally:
+            await mc.close()
+
+    try:
+        asyncio.run(run())
+    finally:
+        relay.close()
+        server.stop()

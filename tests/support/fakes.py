@@ -12,6 +12,8 @@ reads and never answers). Each subclass only says how a connection is served:
 - ``MiniMemcached``: a classic server (like memcached before 1.6, or a proxy) that can also speak
   the meta commands of quiet batches, close on unknown commands or fail chosen keys;
 - ``Relay``: a pass-through to a real memcached;
+- ``PacedRelay``: a relay that holds the server's replies until the client has been quiet a
+  moment, and counts those rounds;
 - ``AuthRecorder``: a binary-protocol server that records what reaches it around SASL
   authentication.
 
@@ -688,6 +690,52 @@ class Relay(ScriptedServer):
         for s in socks:
             with contextlib.suppress(OSError):
                 s.shutdown(socket.SHUT_RDWR)
+
+
+class PacedRelay(Relay):
+    """A relay that holds the server's replies until no client has sent anything for `quiet`
+    seconds, then lets them all go: ``rounds`` counts those releases. Requests that are in
+    flight together take one round; requests that each wait for the one before take one each."""
+
+    def __init__(self, target_port, quiet=0.05):
+        self.quiet = quiet
+        self.held = []  # (client connection, reply bytes)
+        self.rounds = 0
+        self.last_in = time.monotonic()
+        super().__init__(target_port)
+        self._pacer = threading.Thread(target=self._pace, daemon=True)
+        self._pacer.start()
+
+    def recv(self, conn, n=65536):
+        chunk = super().recv(conn, n)
+        with self.lock:
+            self.last_in = time.monotonic()
+        return chunk
+
+    def _pump_back(self, up, c):
+        try:
+            while True:
+                chunk = up.recv(65536)
+                if not chunk:
+                    return
+                with self.lock:
+                    self.held.append((c, chunk))
+        except OSError:
+            pass
+        finally:
+            self._hang_up(c, up)
+
+    def _pace(self):
+        while not self.stopping.is_set():
+            time.sleep(self.quiet / 5)
+            with self.lock:
+                if not self.held or time.monotonic() - self.last_in < self.quiet:
+                    continue
+                held, self.held = self.held, []
+                self.rounds += 1
+            for c, chunk in held:
+                with contextlib.suppress(OSError):
+                    c.sendall(chunk)
 
 
 def binary_header(opcode, status=0, opaque=0, body_len=0):

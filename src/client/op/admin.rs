@@ -4,7 +4,7 @@
 //! Owns the `stats` sink (many lines per server). Uses `ServerBatch` and `LineSink`; `protocol`
 //! encoders. No socket.
 
-use super::{Args, Operation};
+use super::{Access, Args, Operation};
 use crate::client::batch::ServerBatch;
 use crate::client::plan::Plan;
 use crate::client::sink::{unexpected, LineMap, LineSink, Sink, WireKeys};
@@ -182,8 +182,8 @@ impl Operation for Stats {
     fn replay_safe(&self) -> bool {
         true
     }
-    fn writes(&self) -> bool {
-        false
+    fn access(&self) -> Access {
+        Access::Read
     }
     fn merges(&self) -> bool {
         false

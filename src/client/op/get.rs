@@ -14,7 +14,7 @@
 
 use std::collections::HashMap;
 
-use super::{Args, Operation};
+use super::{Access, Args, Operation};
 use crate::client::plan::{plan, Plan};
 use crate::client::replicas;
 use crate::client::sink::{fetch_arena, GetSink, Sink, WireKeys};
@@ -41,9 +41,12 @@ impl Operation for Get {
     fn replay_safe(&self) -> bool {
         true
     }
-    /// A gat sets an expiry.
-    fn writes(&self) -> bool {
-        self.touch.is_some()
+    /// A gat sets an expiry, as a touch to the same one does.
+    fn access(&self) -> Access {
+        match self.touch {
+            None => Access::Read,
+            Some(t) => Access::expiry(t),
+        }
     }
     fn merges(&self) -> bool {
         self.touch.is_none()

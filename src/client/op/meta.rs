@@ -9,7 +9,7 @@
 
 use std::time::Instant;
 
-use super::{Args, Operation};
+use super::{Access, Args, Operation};
 use crate::client::plan::{plan, Plan};
 use crate::client::probe::probe_meta;
 use crate::client::sink::{unexpected, LineMap, LineSink, WireKeys};
@@ -63,6 +63,16 @@ impl Operation for Meta {
     /// A read (`mg`) may be replayed on a fresh connection; `md` may not.
     fn replay_safe(&self) -> bool {
         &self.verb == b"mg"
+    }
+    /// An `mg` (a lease read) reads: what a miss leaves, a placeholder that hands the lease
+    /// to one caller, is the same whichever of several lease reads reaches the server first.
+    /// `md` writes.
+    fn access(&self) -> Access {
+        if self.replay_safe() {
+            Access::Read
+        } else {
+            Access::Write
+        }
     }
 
     fn plan<'k>(&self, snap: &Snapshot, args: Args<'_, 'k>) -> Plan<'k> {

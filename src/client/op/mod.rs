@@ -83,9 +83,10 @@ pub(super) trait Operation: Clone {
     fn replay_safe(&self) -> bool {
         false
     }
-    /// It changes what its keys hold (the asyncio client orders those per key).
-    fn writes(&self) -> bool {
-        true
+    /// How it is ordered against other requests of its keys (the asyncio client's per-key
+    /// order): a write unless it says otherwise.
+    fn access(&self) -> Access {
+        Access::Write
     }
     /// Requests of equal parameters may run as one call (the worker pool's batches).
     fn merges(&self) -> bool {
@@ -223,6 +224,43 @@ fn write_closing(binary: bool, modes: &WriteModes, noreply: bool, kind: ReplyKin
     }
 }
 
+/// How a request is ordered against the other requests of its keys (`py::aio::order`): what
+/// it may change, and so what it must not overtake or be overtaken by.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Access {
+    /// It reads (get, gets, a lease read, stats): it waits for an earlier write of its keys,
+    /// and a later write waits for it; reads of one key run side by side.
+    Read,
+    /// It changes what its keys hold (a store, a delete, incr/decr, a meta delete): it waits
+    /// for every earlier request of its keys, and every later one waits for it.
+    Write,
+    /// It changes its keys the same way as any request of the same tag (a hash of what it
+    /// sets): a touch or a gat to one expiry. It waits for an earlier write of its keys and
+    /// for an earlier such request of another tag, and a later write waits for it; those of
+    /// one tag run side by side with each other and with reads (two that set one expiry leave
+    /// the key the same whichever reaches the server first).
+    Repeatable(u64),
+}
+
+impl Access {
+    /// A touch's or a gat's: the expiry `exptime` set.
+    pub fn expiry(exptime: u32) -> Access {
+        use std::hash::{BuildHasher, BuildHasherDefault};
+        let h = BuildHasherDefault::<std::collections::hash_map::DefaultHasher>::default();
+        Access::Repeatable(h.hash_one(("expiry", exptime)))
+    }
+
+    /// Whether a request of this access and one of `other`, sharing a key, must not pass each
+    /// other.
+    pub fn conflicts(self, other: Access) -> bool {
+        match (self, other) {
+            (Access::Write, _) | (_, Access::Write) => true,
+            (Access::Repeatable(a), Access::Repeatable(b)) => a != b,
+            _ => false,
+        }
+    }
+}
+
 /// The enums of the operations, from one table: `Op` (an operation and its parameters),
 /// `Outcome` (its blocking method's result) and `Pending` (an operation begun on the loop's
 /// thread, with its sink), and the one delegation of each to the family's `Operation`.
@@ -255,9 +293,9 @@ macro_rules! operations {
         }
 
         impl Op {
-            /// It changes what its keys hold (see `Operation::writes`).
-            pub fn writes(&self) -> bool {
-                match self { $(Op::$name(o) => o.writes(),)* }
+            /// How it is ordered against other requests of its keys (see `Access`).
+            pub fn access(&self) -> Access {
+                match self { $(Op::$name(o) => o.access(),)* }
             }
 
             /// What requests that may share one call have equal (`None`: it runs alone).
@@ -339,7 +377,7 @@ mod tests {
     use super::admin::{Flush, Stats};
     use super::get::Get;
     use super::meta::Meta;
-    use super::{Op, Share};
+    use super::{Access, Op, Share};
 
     #[test]
     fn a_merged_outcome_is_shared_in_order() {
@@ -364,13 +402,34 @@ mod tests {
             verb: *b"mg",
             flags: Box::default(),
         });
-        assert!(!get.writes() && gat.writes() && mg.writes());
+        let md = Op::from(Meta {
+            verb: *b"md",
+            flags: Box::default(),
+        });
+        assert_eq!(get.access(), Access::Read);
+        assert_eq!(gat.access(), Access::expiry(1));
+        assert_eq!(
+            Op::from(super::touch::Touch {
+                exptime: 1,
+                noreply: false
+            })
+            .access(),
+            gat.access()
+        );
+        assert_eq!(mg.access(), Access::Read);
+        assert_eq!(md.access(), Access::Write);
+        let gat2 = Op::from(Get {
+            cas: false,
+            touch: Some(2),
+        });
+        assert!(gat.access().conflicts(gat2.access()) && !gat.access().conflicts(gat.access()));
+        assert!(md.access().conflicts(get.access()) && !get.access().conflicts(mg.access()));
         assert_eq!(get.merge_key(), Some(&get));
         assert_eq!(gat.merge_key(), None);
         assert_eq!(Op::from(Flush { delay: 0 }).merge_key(), None);
         let stats = Op::from(Stats {
             args: Box::default(),
         });
-        assert!(stats.merge_key().is_none() && !stats.writes());
+        assert!(stats.merge_key().is_none() && stats.access() == Access::Read);
     }
 }

@@ -5,7 +5,7 @@
 //!
 //! Uses the plan and `LineSink`; `protocol` encoders.
 
-use super::{Args, Operation, REQUEST_BYTES};
+use super::{Access, Args, Operation, REQUEST_BYTES};
 use crate::client::plan::{plan_checked, KeyCheck, Plan};
 use crate::client::sink::{unexpected, LineMap, LineSink, WireKeys};
 use crate::client::snapshot::Snapshot;
@@ -48,6 +48,10 @@ impl Operation for Touch {
 
     fn family(&self) -> Family {
         Family::Touch
+    }
+    /// It sets an expiry, as a gat to the same one does.
+    fn access(&self) -> Access {
+        Access::expiry(self.exptime)
     }
     /// A `noreply` write goes to the workers, which send it without a round trip.
     fn on_loop(&self, snap: &Snapshot) -> bool {

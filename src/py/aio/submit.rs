@@ -58,9 +58,9 @@ impl PyAioClient {
                     ticket: None,
                 };
                 // After an earlier request of one of its keys: it waits for that one's outcome.
-                let (hashes, write) = order::keys_of(&req);
+                let (hashes, access) = order::keys_of(&req);
                 let this = slf.get();
-                let admitted = this.order.lock().admit(hashes, write, (req, pending));
+                let admitted = this.order.lock().admit(hashes, access, (req, pending));
                 let (req, pending) = match admitted {
                     order::Admitted::Parked => {
                         this.pending.fetch_add(1, Ordering::Relaxed);
