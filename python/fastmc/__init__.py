@@ -4,6 +4,8 @@ Use it as ``import fastmc as pylibmc``, or call :func:`install_as_pylibmc` befor
 imports ``pylibmc`` so that such code gets fastmc unchanged.
 """
 
+from __future__ import annotations
+
 import logging as _logging
 import sys as _sys
 import types as _types
