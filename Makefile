@@ -10,7 +10,7 @@ export PATH := $(abspath $(BIN)):$(PATH)
 
 .PHONY: help test bench bench-full develop develop-release lint check-rust pytest memcached venv \
 	fuzz soak random-diff wheels clean bench-net bench-net-soak net-tools test-sid test-py314 \
-	test-py315 memcached-proxy
+	test-py315 memcached-proxy ends
 
 help: ## list the targets
 	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | expand -t 18
@@ -69,7 +69,13 @@ lint: venv develop ## ruff check and format, stubtest, mypy --strict
 pytest: memcached memcached-proxy venv develop ## the Python test suite against real memcached servers
 	$(BIN)/python -m pytest -q tests
 
-test: memcached venv check-rust develop lint pytest ## every check and test (what CI runs)
+# An import, a round trip and install_as_pylibmc() on the oldest and the newest CPython this
+# machine runs as it is (pyenv's 3.9 and 3.13): a debug wheel for each, installed by pip into a
+# fresh venv, then release/smoke.py against a plain and a TLS memcached (about a minute).
+ends: memcached venv ## the smoke test of release/smoke.py on CPython 3.9 and 3.13 (pyenv's)
+	$(BIN)/python release/ends.py
+
+test: memcached venv check-rust develop lint pytest ends ## every check and test (what CI runs)
 
 bench: memcached venv develop-release ## the quick side-by-side benchmark (about five minutes)
 	$(BIN)/python benches/bench.py --quick $(if $(SERVERS),--servers $(SERVERS))

@@ -48,13 +48,20 @@ def main(version: str, server: str, tls_server: str, ca_file: str, *flags: str) 
     assert tls.set("smoke:tls", value) and tls.get("smoke:tls") == value
     assert tls.get_multi(["smoke:tls", "smoke:none"]) == {"smoke:tls": value}
 
-    # Code written for pylibmc gets fastmc.
+    # Code written for pylibmc gets fastmc (docs/migration.md): `pylibmc` is a module of its
+    # own that reads fastmc's names through, with the pylibmc API version; the other names are
+    # fastmc's modules.
     fastmc.install_as_pylibmc()
     import _pylibmc
     import pylibmc
+    import pylibmc.client
     import pylibmc.pools
 
-    assert pylibmc is fastmc and _pylibmc is fastmc._fastmc
+    assert pylibmc is not fastmc and pylibmc.__name__ == "pylibmc", pylibmc
+    assert pylibmc.__version__ == "1.6.3", pylibmc.__version__
+    assert pylibmc.Client is fastmc.Client and pylibmc.Error is fastmc.Error
+    assert _pylibmc is fastmc._fastmc and pylibmc.pools is fastmc.pools
+    assert pylibmc.client.Client is fastmc.Client
     with pylibmc.pools.ClientPool(pylibmc.Client([server]), 2).reserve() as pooled:
         assert pooled.get("smoke:str") == "v"
 
