@@ -149,6 +149,24 @@ TARGETS = {
         "While 100 tasks load one client, a get's 99th-percentile latency is no worse than the "
         "best async peer's.",
     ),
+    "hotkey_get_or_set": Threshold(
+        "hotkey",
+        "hotkey, {tasks} asyncio tasks: get_or_set hits ≥ ½ plain get's calls/s",
+        "calls/s of get_or_set on one hot key that every call finds ÷ a plain get's of it, "
+        "same client, same run",
+        ">=",
+        0.5,
+        "Reads of one key never queue behind each other: a get_or_set that finds the value "
+        "waits only for an earlier write of its key.",
+    ),
+    "hotkey_p50": Threshold(
+        "hotkey",
+        "hotkey, {tasks} asyncio tasks: get_or_set hit p50 ≤ 2 ms",
+        "p50 of a get_or_set of the hot key, in ms",
+        "<=",
+        2.0,
+        "Many tasks reading one hot key through get_or_set each wait about one round trip.",
+    ),
     "stampede_recomputes": Threshold(
         "stampede",
         "stampede, {mode}, {shape}: {client} recomputes exactly once per event",

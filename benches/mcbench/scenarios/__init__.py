@@ -8,6 +8,7 @@ from . import (
     aio,
     bulk,
     compression,
+    hotkey,
     large,
     memory,
     multi,
@@ -30,6 +31,7 @@ SCENARIOS: dict[str, Callable] = {
     "threads": threads.run,
     "memory": memory.run,
     "aio": aio.run,
+    "hotkey": hotkey.run,
     "stampede": stampede.run,
     "values": values.run,
     "compression": compression.run,
@@ -37,5 +39,6 @@ SCENARIOS: dict[str, Callable] = {
 }
 
 # Run without pinning to one CPU: threads need every CPU (so do the asyncio client's I/O
-# threads, beside the event loop's; so do stampede's threads and processes), memory times nothing.
-UNPINNED = ("threads", "memory", "aio", "stampede")
+# threads, beside the event loop's; so do hotkey's and stampede's threads and processes), memory
+# times nothing.
+UNPINNED = ("threads", "memory", "aio", "hotkey", "stampede")
