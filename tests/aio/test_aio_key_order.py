@@ -30,10 +30,63 @@ OPS = 250
 PLACEHOLDER = b""
 
 
-def _seen(model, key):
-    """What a read of `key` may return, by the model."""
+class Leases:
+    """Where lease reads and writes of each key were issued: a read may meet the placeholder of
+    a lease read issued after it, until the next write of the key (reads do not wait for reads)."""
+
+    def __init__(self):
+        self.events = {}  # key -> [(step, "lease" or "write")]
+
+    def record(self, op, key, args, step):
+        if op == "lease":
+            self.events.setdefault(key, []).append((step, "lease"))
+        elif op in ("set", "delete", "append"):
+            self.events.setdefault(args[0], []).append((step, "write"))
+        elif op in ("set_multi", "delete_multi"):
+            for k in args[0]:
+                self.events.setdefault(k, []).append((step, "write"))
+
+    def after(self, key, step):
+        """Whether a lease read of `key` was issued after `step` and before its next write."""
+        for s, what in self.events.get(key, []):
+            if s > step:
+                return what == "lease"
+        return False
+
+
+def _seen(model, key, step, leases):
+    """What a read of `key` issued at `step` may return, by the model (asked at the end, once
+    every request has been issued)."""
     v = model.get(key)
-    return [None, PLACEHOLDER] if v == PLACEHOLDER else [v]
+
+    def values():
+        if v == PLACEHOLDER or (v is None and leases.after(key, step)):
+            return [None, PLACEHOLDER]
+        return [v]
+
+    return values
+
+
+def _wants(op, was, seen):
+    """What a read may return: checked at the end, when every request has been issued."""
+
+    def want():
+        ((_key, vs),) = seen.items() if op != "get_multi" else ((None, None),)
+        if op in ("get", "gat", "get_or_set"):
+            return vs()
+        if op == "touch":
+            return [v is not None for v in vs()]
+        if op == "lease":
+            if isinstance(was, str):
+                return [("hit", was)]
+            # a placeholder, or a lease read issued later that reached the server first
+            return [("win", None)] + [("wait", None)] * (PLACEHOLDER in vs())
+        out = [{}]
+        for kk, kvs in seen.items():
+            out = [{**w, kk: v} if v is not None else w for w in out for v in kvs()]
+        return out
+
+    return want
 
 
 @pytest.fixture(
@@ -92,6 +145,7 @@ async def _run(servers, seed):
             await mc.delete(k)
         background = [asyncio.ensure_future(_background(mc, stop, n)) for n in range(3)]
         model = {}
+        leases = Leases()
         checks = []  # (task, what it must return)
         for step in range(OPS):
             k = rng.choice(KEYS)
@@ -117,6 +171,7 @@ async def _run(servers, seed):
                 op = "set"  # what an append to a placeholder leaves is the server's business
             if op == "get_or_set" and not isinstance(model.get(k), str):
                 op = "get"  # a miss computes and stores after awaits of its own: not modelled
+            args = ()
             if op == "set":
                 args = (k, "v%d" % step)
                 coro = mc.set(*args)
@@ -149,25 +204,14 @@ async def _run(servers, seed):
             task = asyncio.ensure_future(coro)
             await asyncio.sleep(0)  # the task runs to its first await: the request is issued
             issued.append(task)
-            if op in ("get", "gat", "get_or_set"):
-                checks.append((task, _seen(model, k), (op, k, step)))
-            elif op == "touch":
-                found = [v is not None for v in _seen(model, k)]
-                checks.append((task, found, (op, k, step)))
-            elif op == "lease":
-                was = model.get(k)
-                want = [("win", None)] if was is None else [("win", None), ("wait", None)]
-                if isinstance(was, str):
-                    want = [("hit", was)]
-                checks.append((task, want, (op, k, step)))
-                _apply(model, op, args)
-            elif op == "get_multi":
-                want = [{}]
-                for kk in ks:
-                    want = [
-                        {**w, kk: v} if v is not None else w for w in want for v in _seen(model, kk)
-                    ]
-                checks.append((task, want, (op, ks, step)))
+            leases.record(op, k, args, step)
+            if op in ("get", "gat", "get_or_set", "touch", "lease", "get_multi"):
+                seen = {
+                    kk: _seen(model, kk, step, leases) for kk in (ks if op == "get_multi" else [k])
+                }
+                checks.append((task, _wants(op, model.get(k), seen), (op, k, step)))
+                if op == "lease":
+                    _apply(model, op, args)
             else:
                 _apply(model, op, args)
             r = rng.random()
@@ -181,7 +225,7 @@ async def _run(servers, seed):
                 got = task.result()
                 if what[0] == "lease":
                     got = got[:2]
-                assert got in want, (seed, what, got, want)
+                assert got in want(), (seed, what, got, want())
         # wait until every issued request has run (cancelled ones too), then compare
         stop.set()
         await asyncio.gather(*background)
