@@ -679,11 +679,15 @@ class Relay(ScriptedServer):
                 chunk = up.recv(65536)
                 if not chunk:
                     return
-                c.sendall(chunk)
+                self.deliver(c, chunk)
         except OSError:
             pass
         finally:
             self._hang_up(c, up)
+
+    def deliver(self, c, chunk):
+        """Hand a reply from the server to client connection `c`."""
+        c.sendall(chunk)
 
     @staticmethod
     def _hang_up(*socks):
@@ -712,18 +716,9 @@ class PacedRelay(Relay):
             self.last_in = time.monotonic()
         return chunk
 
-    def _pump_back(self, up, c):
-        try:
-            while True:
-                chunk = up.recv(65536)
-                if not chunk:
-                    return
-                with self.lock:
-                    self.held.append((c, chunk))
-        except OSError:
-            pass
-        finally:
-            self._hang_up(c, up)
+    def deliver(self, c, chunk):
+        with self.lock:
+            self.held.append((c, chunk))
 
     def _pace(self):
         while not self.stopping.is_set():
