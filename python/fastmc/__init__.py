@@ -6,12 +6,8 @@ imports ``pylibmc`` so that such code gets fastmc unchanged.
 
 from __future__ import annotations
 
-import logging as _logging
 import sys as _sys
 import types as _types
-from importlib import abc as _abc
-from importlib import machinery as _machinery
-from importlib import util as _util
 from typing import Any as _Any
 
 from . import _fastmc
@@ -26,9 +22,10 @@ from .pools import ThreadMappedPool as ThreadMappedPool
 
 _pylibmc = _fastmc
 
-# Server state changes are logged on the "fastmc" logger; as a library, nothing is printed
-# unless the application configures logging (Python's convention for libraries).
-_logging.getLogger("fastmc").addHandler(_logging.NullHandler())
+# Server state changes are logged on the "fastmc" logger (fastmc._log, imported when fastmc
+# first logs, with a NullHandler: as a library, nothing is printed unless the application
+# configures logging). Nothing else a plain Client's get and set do not need is imported here:
+# no asyncio, ssl, logging or importlib.abc (tests/platform/test_packaging.py).
 
 
 def build_info() -> str:
@@ -52,6 +49,7 @@ def install_as_pylibmc() -> None:
     """
     import importlib
     import sys
+    from importlib import machinery
 
     global _pylibmc_module
     if _pylibmc_module is None:
@@ -62,7 +60,7 @@ def install_as_pylibmc() -> None:
     for sub in ("client", "consts", "pools", "test", "autoconf"):
         aliases["pylibmc." + sub] = importlib.import_module(__name__ + "." + sub)
     finder = _AliasFinder(aliases)
-    standard = (_machinery.BuiltinImporter, _machinery.FrozenImporter, _machinery.PathFinder)
+    standard = (machinery.BuiltinImporter, machinery.FrozenImporter, machinery.PathFinder)
     at = next((i for i, f in enumerate(sys.meta_path) if f in standard), len(sys.meta_path))
     sys.meta_path.insert(at, finder)  # after the hooks' finders, before the real pylibmc's
     try:
@@ -94,8 +92,10 @@ class _PylibmcModule(_types.ModuleType):
 _pylibmc_module: _PylibmcModule | None = None
 
 
-class _AliasFinder(_abc.MetaPathFinder, _abc.Loader):
-    """Finds the modules of :func:`install_as_pylibmc` under pylibmc's names."""
+class _AliasFinder:
+    """Finds the modules of :func:`install_as_pylibmc` under pylibmc's names: a meta path
+    finder and its loader (the import system asks only for these methods; importlib.abc's base
+    classes would import importlib.resources with every ``import fastmc``)."""
 
     def __init__(self, modules: dict[str, _types.ModuleType]) -> None:
         self.modules = modules
@@ -105,7 +105,10 @@ class _AliasFinder(_abc.MetaPathFinder, _abc.Loader):
         module = self.modules.get(fullname)
         if module is None:
             return None
-        return _util.spec_from_loader(fullname, self, is_package=hasattr(module, "__path__"))
+        from importlib import util
+
+        loader: _Any = self  # a loader by its methods, not by importlib.abc's class
+        return util.spec_from_loader(fullname, loader, is_package=hasattr(module, "__path__"))
 
     def create_module(self, spec: _Any) -> _types.ModuleType:
         module = self.modules[spec.name]

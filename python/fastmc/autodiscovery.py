@@ -32,7 +32,6 @@ are refused over plain TCP unless ``allow_plaintext_sasl=True`` (docs/operations
 from __future__ import annotations
 
 import asyncio
-import logging
 import ssl
 import threading
 import weakref
@@ -53,6 +52,7 @@ from ._clusterconfig import (
     parse_cluster_config,
     tls_context,
 )
+from ._log import LOGGER
 from .client import Client
 
 if TYPE_CHECKING:
@@ -81,7 +81,7 @@ __all__ = [
     "tls_context",
 ]
 
-_log = logging.getLogger("fastmc")
+_log = LOGGER
 
 
 class AutoDiscovery:

@@ -12,9 +12,7 @@ gives its lease back when its function raises. A server without the meta protoco
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
-import inspect
 import time as _time
 from collections.abc import Generator
 from typing import TYPE_CHECKING, Any, Callable, Literal, Union
@@ -225,6 +223,9 @@ async def aget_or_set(
     """``fastmc.Client.get_or_set`` as a coroutine; ``default`` may also be a coroutine
     function (awaited by the one caller that recomputes). It is ``fastmc.aio.Client.get_or_set``
     itself, hence ``self``."""
+    import asyncio  # here: a blocking client's get_or_set does not need it
+    import inspect
+
     mc = self
     lease, early = _lease_args(lease, recompute_early, on_wait_timeout)
     first = await mc._alease_get(key, lease, early)

@@ -65,10 +65,20 @@ pub fn deliver(py: Python<'_>, listeners: &Listeners, core: &Client) {
     let _ = deliver_all(py, listeners, events);
 }
 
+/// The "fastmc" logger: `fastmc._log`'s, which adds the library's `NullHandler` when it is
+/// first imported (here, at the first event: `import fastmc` does not import logging); a
+/// build imported under another package name gets the logger alone.
+fn logger(py: Python<'_>) -> PyResult<Bound<'_, PyAny>> {
+    match py.import("fastmc._log") {
+        Ok(m) => m.getattr(intern!(py, "LOGGER")),
+        Err(_) => py
+            .import("logging")?
+            .call_method1(intern!(py, "getLogger"), ("fastmc",)),
+    }
+}
+
 fn deliver_all(py: Python<'_>, listeners: &Listeners, events: Vec<ServerEvent>) -> PyResult<()> {
-    let logger = py
-        .import("logging")?
-        .call_method1(intern!(py, "getLogger"), ("fastmc",))?;
+    let logger = logger(py)?;
     for ev in events {
         let name = name_of(ev.kind);
         let server = ev.address.display_name();

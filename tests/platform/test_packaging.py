@@ -99,3 +99,76 @@ def test_typed_usage_example_runs():
         server.stop()
     assert r.returncode == 0, r.stderr
     assert r.stdout.startswith("hello True [] [b'zz']")
+
+
+# What `import fastmc`, a plain Client's get and set, and `install_as_pylibmc()` must leave
+# unimported: each is paid by every process that starts (a CLI run, a serverless cold start, a
+# `manage.py` command), and is imported when first used instead.
+NOT_AT_IMPORT = (
+    "asyncio",
+    "ssl",
+    "logging",
+    "inspect",
+    "importlib.abc",
+    "importlib.resources",
+    "tempfile",
+    "subprocess",
+    "pathlib",
+    "fastmc.aio",
+    "fastmc.autodiscovery",
+    "fastmc._clusterconfig",
+    "fastmc._log",
+    "fastmc.django",
+    "fastmc.dogpile",
+    "fastmc.aiocache",
+    "fastmc.opentelemetry",
+    "fastmc.prometheus",
+    "fastmc.testing",
+)
+
+_IMPORTED = """
+import sys
+import fastmc
+step = sys.argv[1]
+if step != "import":
+    mc = fastmc.Client([sys.argv[2]])
+    assert mc.set("lazy", "v") and mc.get("lazy") == "v" and mc.get_multi(["lazy"]) == {"lazy": "v"}
+    assert mc.get_or_set("lazy:gos", lambda: "w", 10) == "w" == mc.get("lazy:gos")
+if step == "install":
+    fastmc.install_as_pylibmc()
+    import pylibmc, pylibmc.autoconf, pylibmc.pools, pylibmc.test
+    assert pylibmc.Client is fastmc.Client
+print(" ".join(sorted(sys.modules)))
+"""
+
+
+@pytest.mark.parametrize("step", ["import", "get and set", "install"])
+def test_import_leaves_out_what_a_plain_client_does_not_need(server, step):
+    out = subprocess.run(
+        [sys.executable, "-I", "-c", _IMPORTED, step, server.address],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=60,
+    ).stdout.split()
+    assert "fastmc._fastmc" in out
+    loaded = sorted(m for m in NOT_AT_IMPORT if m in out)
+    assert loaded == [], loaded
+
+
+def test_what_is_left_out_is_there_when_first_used():
+    code = """
+import sys
+import fastmc
+fastmc.install_as_pylibmc()
+import pylibmc.autoconf
+from pylibmc.autoconf import UnsupportedAutoconfMethod
+assert issubclass(pylibmc.autoconf.NoAutoconfFound, Exception)
+assert UnsupportedAutoconfMethod.__module__ == "fastmc.autodiscovery"
+assert "fastmc._clusterconfig" in sys.modules
+import logging
+import fastmc._log
+assert fastmc._log.LOGGER is logging.getLogger("fastmc")
+assert [type(h) for h in fastmc._log.LOGGER.handlers] == [logging.NullHandler]
+"""
+    subprocess.run([sys.executable, "-I", "-c", code], check=True, timeout=60)
