@@ -137,27 +137,28 @@ impl Client {
     ) {
         let mut now = Instant::now();
         let n = batches.len();
-        let mut started = batches
-            .into_iter()
-            .filter_map(|b| self.start(snap, b, &mut *sink, replay_safe, &mut now).ok());
-        let (first, second) = (started.next(), started.next());
-        let mut flights: Vec<InFlight> = match (first, second) {
-            (Some(a), Some(b)) => {
-                let mut all = Vec::with_capacity(n);
-                all.extend([a, b].into_iter().chain(started));
-                all
-            }
-            // One connection (or none): no list of them to keep, no poll loop.
-            (one, _) => {
-                drop(started);
-                if let Some(a) = one {
-                    let a = self.drive_one(snap, a, sink);
+        let mut batches = batches.into_iter();
+        // One server (every single-key call): no list of connections, no poll loop, and the
+        // batch in flight moved as little as can be (it is large: a move is a copy).
+        if n == 1 {
+            if let Some(b) = batches.next() {
+                if let Ok(mut a) = self.start(snap, b, &mut *sink, replay_safe, &mut now) {
+                    self.drive_one(snap, &mut a, sink);
                     self.finish(snap, a, sink);
                 }
-                return;
             }
-        };
-        self.drive_many(snap, &mut flights, sink);
+            return;
+        }
+        let mut flights: Vec<InFlight> = Vec::with_capacity(n);
+        flights.extend(
+            batches.filter_map(|b| self.start(snap, b, &mut *sink, replay_safe, &mut now).ok()),
+        );
+        if let [a] = flights.as_mut_slice() {
+            // One connection of several (the others failed to start): no poll loop either.
+            self.drive_one(snap, a, sink);
+        } else {
+            self.drive_many(snap, &mut flights, sink);
+        }
         for a in flights {
             self.finish(snap, a, sink);
         }
@@ -186,25 +187,25 @@ impl Client {
     /// One server: write, then blocking reads with the socket's timeout (one `send`, one `recv`
     /// for a small request). Falls back to the poll loop if the request does not fit the socket
     /// or a signal interrupts a read.
-    pub(in crate::client) fn drive_one<'k>(
+    pub(in crate::client) fn drive_one(
         &self,
         snap: &Snapshot,
-        mut a: InFlight<'k>,
+        a: &mut InFlight,
         sink: &mut dyn Sink,
-    ) -> InFlight<'k> {
+    ) {
         loop {
-            match Self::exchange_blocking(&mut a, sink) {
-                Ok(true) => return a,
+            match Self::exchange_blocking(a, sink) {
+                Ok(true) => return,
                 Ok(false) => {
-                    self.drive_many(snap, std::slice::from_mut(&mut a), sink);
-                    return a;
+                    self.drive_many(snap, std::slice::from_mut(a), sink);
+                    return;
                 }
                 Err(e) => {
-                    if self.retry_fresh(snap, &mut a, &e) {
+                    if self.retry_fresh(snap, a, &e) {
                         continue;
                     }
                     a.failed = Some(e);
-                    return a;
+                    return;
                 }
             }
         }

@@ -186,9 +186,9 @@ impl Client {
     /// What `forget_start` left: the rest of a write the socket did not take whole (this may
     /// wait for the socket, or reconnect).
     fn forget_rest<T: Clone + Tally>(&self, u: Unfinished<T>) -> Option<Result<T>> {
-        let Unfinished { snap, a, ok } = u;
+        let Unfinished { snap, mut a, ok } = u;
         let mut sink = LineSink::new(1, |_: Reply<'_>| Err(unexpected()), Some(ok));
-        let a = self.drive_one(&snap, a, &mut sink);
+        self.drive_one(&snap, &mut a, &mut sink);
         self.finish(&snap, a, &mut sink);
         sink.out.finish().pop()
     }
