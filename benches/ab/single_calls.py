@@ -18,13 +18,14 @@ from __future__ import annotations
 
 import argparse
 import os
-import re
 import subprocess
 import sys
 import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "..", "tests", "support"))
+sys.path.insert(0, HERE)
+from per_key import costs as per_function  # noqa: E402 (callgrind_annotate's totals, per function)
 
 CALLS = ("get_hit", "get_miss", "set", "delete_miss", "incr", "get_multi_10")
 CLIENTS = ("fastmc", "pylibmc")
@@ -66,28 +67,6 @@ def instructions(client: str, call: str, address: str, n: int, out: str) -> int:
     env = {**os.environ, "PYTHONHASHSEED": "0"}
     subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
     return per_function(out)[0]
-
-
-def per_function(path: str) -> tuple[int, dict[str, int]]:
-    """The whole process's instructions, and each function's own."""
-    text = subprocess.run(
-        ["callgrind_annotate", "--inclusive=no", "--threshold=100", path],
-        check=True,
-        capture_output=True,
-        text=True,
-    ).stdout
-    total, per_fn = 0, {}
-    for line in text.splitlines():
-        m = re.match(r"\s*([\d,]+) \([^)]*\)\s+(.*?)\s*$", line)
-        if not m:
-            continue
-        ir, name = int(m.group(1).replace(",", "")), m.group(2)
-        if "PROGRAM TOTALS" in name:
-            total = ir
-        elif ":" in name:
-            fn = name.split(":", 1)[1].split(" [", 1)[0]
-            per_fn[fn] = per_fn.get(fn, 0) + ir
-    return total, per_fn
 
 
 def per_call(client: str, call: str, address: str, n: int, top: int) -> tuple[float, list]:
