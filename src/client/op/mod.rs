@@ -234,8 +234,8 @@ pub enum Access {
     /// It changes what its keys hold (a store, a delete, incr/decr, a meta delete): it waits
     /// for every earlier request of its keys, and every later one waits for it.
     Write,
-    /// It changes its keys the same way as any request of the same tag (a hash of what it
-    /// sets): a touch or a gat to one expiry. It waits for an earlier write of its keys and
+    /// It changes its keys the same way as any request of the same tag (what it sets: the
+    /// expiry of a touch or a gat). It waits for an earlier write of its keys and
     /// for an earlier such request of another tag, and a later write waits for it; those of
     /// one tag run side by side with each other and with reads (two that set one expiry leave
     /// the key the same whichever reaches the server first).
@@ -245,9 +245,7 @@ pub enum Access {
 impl Access {
     /// A touch's or a gat's: the expiry `exptime` set.
     pub fn expiry(exptime: u32) -> Access {
-        use std::hash::{BuildHasher, BuildHasherDefault};
-        let h = BuildHasherDefault::<std::collections::hash_map::DefaultHasher>::default();
-        Access::Repeatable(h.hash_one(("expiry", exptime)))
+        Access::Repeatable(u64::from(exptime))
     }
 
     /// Whether a request of this access and one of `other`, sharing a key, must not pass each
