@@ -120,6 +120,7 @@ class Client(_fastmc.aio_client):
         zstd_level: int | None = None,
         zstd_dict: bytes | None = None,
         zstd_min_len: int | None = None,
+        serializer: str | None = None,
     ) -> None:
         self.binary = binary
         self.addresses = list(servers)
@@ -137,7 +138,9 @@ class Client(_fastmc.aio_client):
                 tls_key_file,
                 tls_server_name,
             ),
-            **policy_arguments(pickle, pickle_classes, signing_keys, accept_unsigned_pickles),
+            **policy_arguments(
+                pickle, pickle_classes, signing_keys, accept_unsigned_pickles, serializer
+            ),
             **compression_arguments(compression, zstd_level, zstd_dict, zstd_min_len),
         )
 

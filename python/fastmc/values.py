@@ -1,10 +1,13 @@
 """What a client does with pickled values: pylibmc's way (unpickle anything), refuse pickles,
-read only signed ones, or unpickle through an allow list of classes (docs/security.md); and how
-it compresses values: zlib as pylibmc, or zstd when asked (docs/features.md#compression-zstd).
+read only signed ones, or unpickle through an allow list of classes (docs/security.md); what it
+stores structured values in: pickle as pylibmc, or JSON or msgpack under flags of their own
+(docs/security.md#values-without-pickle); and how it compresses values: zlib as pylibmc, or
+zstd when asked (docs/features.md#compression-zstd).
 
 Both clients take the same keyword arguments (``fastmc.Client`` and ``fastmc.aio.Client``)::
 
     fastmc.Client(servers, pickle="refuse")
+    fastmc.Client(servers, serializer="json", pickle="refuse")
     fastmc.Client(servers, pickle="signed", signing_keys=[current, *older])
     fastmc.Client(servers, pickle_classes=[datetime.date, "decimal.Decimal"])
     fastmc.Client(servers, compression="zstd", zstd_level=3, zstd_dict=dictionary)
@@ -17,6 +20,7 @@ own client (Flask-Caching, Django's ``PyLibMCCache``, dogpile) gets the policy w
 - ``FASTMC_ACCEPT_UNSIGNED_PICKLES``: ``1`` to read unsigned pickles too in ``signed`` mode
   (while a fleet migrates);
 - ``FASTMC_PICKLE_CLASSES``: the allow list, dotted names separated by commas;
+- ``FASTMC_SERIALIZER``: ``pickle`` (the default: pylibmc's), ``json`` or ``msgpack``;
 - ``FASTMC_COMPRESSION``: ``zlib`` (the default: pylibmc's) or ``zstd``;
 - ``FASTMC_ZSTD_LEVEL``, ``FASTMC_ZSTD_MIN_LEN``: ``zstd_level`` and ``zstd_min_len``;
 - ``FASTMC_ZSTD_DICT_FILE``: the file that holds ``zstd_dict``.
@@ -97,8 +101,11 @@ def policy_arguments(
     pickle_classes: Iterable[_Class] | None,
     signing_keys: Iterable[str | bytes] | None,
     accept_unsigned_pickles: bool | None,
+    serializer: str | None = None,
 ) -> dict[str, Any]:
     """The native constructor's value-policy arguments; ``None`` takes the environment's."""
+    if serializer is None:
+        serializer = os.environ.get("FASTMC_SERIALIZER", "").strip() or "pickle"
     if pickle is None:
         pickle = os.environ.get("FASTMC_PICKLE", "").strip() or "allow"
     if signing_keys is None:
@@ -115,6 +122,7 @@ def policy_arguments(
         "signing_keys": keys,
         "accept_unsigned_pickles": accept_unsigned_pickles,
         "pickle_loads": None if pickle_classes is None else allow_list_loads(pickle_classes),
+        "serializer": serializer,
     }
 
 

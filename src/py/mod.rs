@@ -11,6 +11,7 @@ pub mod fake;
 mod io;
 pub mod serde;
 pub mod servers;
+pub mod structured;
 pub mod values;
 
 use pyo3::prelude::*;

@@ -16,6 +16,7 @@ use pyo3::IntoPyObjectExt;
 
 use super::errors::{plain_error, value_allocation_failure};
 use super::io::released;
+use super::structured::{self, Serializer};
 use super::values::{refused, ValuePolicy};
 use crate::compress::{self, Dictionary, Failure, Zstd};
 
@@ -325,7 +326,8 @@ fn parse_small_int(data: &[u8]) -> Option<i64> {
 
 /// pylibmc's native deserialization of already-inflated data; the ZLIB and ZSTD bits are
 /// ignored. A pickle goes through the client's value policy (`signed`: its signature was
-/// checked).
+/// checked); a JSON or msgpack value is decoded whatever the policy's serializer, into at most
+/// `max` bytes of objects (`py::structured`).
 pub fn deserialize(
     py: Python<'_>,
     data: &[u8],
@@ -333,7 +335,11 @@ pub fn deserialize(
     policy: &ValuePolicy,
     key: Option<&[u8]>,
     signed: bool,
+    max: usize,
 ) -> PyResult<Py<PyAny>> {
+    if let Some(format) = Serializer::of_flags(flags) {
+        return structured::decode(py, data, format, key, max);
+    }
     match flags & TYPE_MASK {
         0 => py_bytes(py, data)?.into_py_any(py),
         FLAG_TEXT => match std::str::from_utf8(data) {

@@ -18,6 +18,7 @@ use pyo3::types::PyBytes;
 
 use super::errors::RefusedValueError;
 use super::serde::{py_bytes, FLAG_PICKLE, TYPE_MASK};
+use super::structured::{self, Serializer};
 use crate::compress::{Dictionary, Zstd};
 use crate::pickle_scan;
 use crate::signing::{Refusal, Signer, FLAG_SIGNED};
@@ -70,6 +71,9 @@ pub struct ValuePolicy {
     pub loads: Option<Py<PyAny>>,
     /// How values are compressed and read back (see `Compression`).
     pub compression: Compression,
+    /// What stores a value that is not bytes, str, int or bool: pickle, or a structured format
+    /// (`py::structured`), which every policy reads.
+    pub serializer: Serializer,
 }
 
 /// How a client compresses: zlib, pylibmc's, unless zstd was asked for. Every client reads zstd
@@ -142,6 +146,7 @@ pub const PYLIBMCS: ValuePolicy = ValuePolicy {
         min_len: 0,
         zstd: None,
     },
+    serializer: Serializer::Pickle,
 };
 
 /// A refused value's error, naming the key when there is one.
@@ -163,6 +168,7 @@ impl ValuePolicy {
         accept_unsigned: bool,
         loads: Option<Py<PyAny>>,
         compression: Compression,
+        serializer: Serializer,
     ) -> PyResult<ValuePolicy> {
         let signer = if signing_keys.is_empty() {
             None
@@ -185,6 +191,7 @@ impl ValuePolicy {
             accept_unsigned,
             loads,
             compression,
+            serializer,
         })
     }
 
@@ -196,21 +203,26 @@ impl ValuePolicy {
             accept_unsigned: self.accept_unsigned,
             loads: self.loads.as_ref().map(|l| l.clone_ref(py)),
             compression: self.compression.clone(),
+            serializer: self.serializer,
         }
     }
 
-    /// Pickle a value that is not bytes, str or int (the native codec's last resort).
+    /// Encode a value that is not bytes, str or int (the native codec's last resort): in the
+    /// client's structured format, or pickled as the pickle mode allows.
     pub fn pickle(
         &self,
         py: Python<'_>,
         v: &Bound<'_, PyAny>,
         protocol: i64,
     ) -> PyResult<(Vec<u8>, u32)> {
+        if self.serializer != Serializer::Pickle {
+            return structured::encode(py, v, self.serializer);
+        }
         if self.mode == PickleMode::Refuse {
             let tn = v.get_type().name()?.to_string();
             return Err(PyTypeError::new_err(format!(
                 "storing a {tn} needs pickle, which this client refuses (pickle='refuse'): store \
-                 bytes, str or int, or serialize it first"
+                 bytes, str or int, use serializer='json' or 'msgpack', or serialize it first"
             )));
         }
         let out = PICKLE_DUMPS

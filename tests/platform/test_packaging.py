@@ -124,6 +124,10 @@ NOT_AT_IMPORT = (
     "fastmc.opentelemetry",
     "fastmc.prometheus",
     "fastmc.testing",
+    "fastmc._formats",
+    "json",
+    "orjson",
+    "msgpack",
 )
 
 _IMPORTED = """

@@ -164,12 +164,15 @@ pub(super) fn deserialize(
         ))
     })?;
     // The pickle mode and the allow list apply (no key here, so no signature).
+    let this = slf.get();
+    let max = this.max_inflate.load(Ordering::Relaxed);
     serde::deserialize(
         py,
         bytes.as_bytes(),
         flags,
-        &slf.get().values(),
+        &this.values(),
         None,
         false,
+        max,
     )
 }

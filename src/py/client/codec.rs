@@ -136,10 +136,11 @@ impl PyClient {
         let py = slf.py();
         let user = self.user_deserialize.load(Ordering::Relaxed);
         let packed = serde::FLAG_ZLIB | serde::FLAG_ZSTD;
+        let max = self.max_inflate.load(Ordering::Relaxed);
         // Plain values (no pickle, no signature, no compression) need neither the policy nor a
         // copy.
         if !user && flags & (serde::FLAG_PICKLE | packed | FLAG_SIGNED) == 0 {
-            return serde::deserialize(py, data, flags, &PYLIBMCS, None, false).map(Some);
+            return serde::deserialize(py, data, flags, &PYLIBMCS, Some(key), false, max).map(Some);
         }
         let zstd = flags & serde::FLAG_ZSTD != 0;
         // The client's policy only where it decides: a pickle, a signed value, a zstd value
@@ -155,7 +156,6 @@ impl PyClient {
             data
         };
         let (inflated, unzstd);
-        let max = self.max_inflate.load(Ordering::Relaxed);
         let data: &[u8] = if zstd {
             let dict = policy.compression.dictionary();
             unzstd = serde::unzstd(py, Some(key), data, max, dict)?;
@@ -174,7 +174,7 @@ impl PyClient {
                 Err(e) => Err(e),
             }
         } else {
-            serde::deserialize(py, data, flags, policy, Some(key), signed).map(Some)
+            serde::deserialize(py, data, flags, policy, Some(key), signed, max).map(Some)
         }
     }
 }

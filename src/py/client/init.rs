@@ -21,6 +21,7 @@ use crate::py::args::*;
 use crate::py::errors::{self, plain_error, Op};
 use crate::py::io::{detached, released};
 use crate::py::servers::parse_servers;
+use crate::py::structured::Serializer;
 use crate::py::values::{Compression, PickleMode, ValuePolicy};
 use crate::security::{Credentials, Security, Tls, TlsOptions};
 
@@ -33,14 +34,25 @@ pub(super) type PickleArgs<'a> = (&'a str, Vec<Vec<u8>>, bool, Option<Py<PyAny>>
 pub(super) type CompressionArgs<'a> = (&'a str, i32, Option<Vec<u8>>, u32);
 
 /// The value policy `__init__`'s keywords ask for: the compression is checked first, then the
-/// pickle mode, then the policy as a whole.
+/// pickle mode, the serializer (its module imported now), then the policy as a whole.
 pub(super) fn value_policy(
+    py: Python<'_>,
     (pickle, signing_keys, accept_unsigned, loads): PickleArgs<'_>,
     (compression, level, dict, min_len): CompressionArgs<'_>,
+    serializer: &str,
 ) -> PyResult<ValuePolicy> {
     let compression = Compression::parse(compression, level, dict.as_deref(), min_len)?;
     let mode = PickleMode::parse(pickle)?;
-    ValuePolicy::new(mode, signing_keys, accept_unsigned, loads, compression)
+    let serializer = Serializer::parse(serializer)?;
+    serializer.ready(py)?;
+    ValuePolicy::new(
+        mode,
+        signing_keys,
+        accept_unsigned,
+        loads,
+        compression,
+        serializer,
+    )
 }
 
 /// `__init__`'s TLS file keywords: `tls_ca_file`, `tls_cert_file`, `tls_key_file`,

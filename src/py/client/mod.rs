@@ -41,7 +41,7 @@ impl PyClient {
                         tls_server_name=None, pickle="allow", signing_keys=Vec::new(),
                         accept_unsigned_pickles=false, pickle_loads=None, compression="zlib",
                         zstd_level=crate::compress::DEFAULT_LEVEL, zstd_dict=None,
-                        zstd_min_len=0))]
+                        zstd_min_len=0, serializer="pickle"))]
     #[allow(clippy::too_many_arguments)]
     fn __init__(
         slf: &Bound<'_, Self>,
@@ -63,11 +63,16 @@ impl PyClient {
         zstd_level: i32,
         zstd_dict: Option<Vec<u8>>,
         zstd_min_len: u32,
+        serializer: &str,
     ) -> PyResult<()> {
         let pickles = (pickle, signing_keys, accept_unsigned_pickles, pickle_loads);
         let compression = (compression, zstd_level, zstd_dict, zstd_min_len);
-        slf.get()
-            .set_values(init::value_policy(pickles, compression)?);
+        slf.get().set_values(init::value_policy(
+            slf.py(),
+            pickles,
+            compression,
+            serializer,
+        )?);
         let files = (tls_ca_file, tls_cert_file, tls_key_file, tls_server_name);
         let sasl = (username, password);
         init::init(
@@ -481,6 +486,13 @@ impl PyClient {
     #[getter]
     fn binary_protocol(slf: &Bound<'_, Self>) -> bool {
         slf.get().binary.load(Ordering::Relaxed)
+    }
+
+    /// fastmc extension: what stores a value that is not bytes, str, int or bool: `"pickle"`,
+    /// `"json"` or `"msgpack"` (docs/security.md#values-without-pickle).
+    #[getter]
+    fn serializer(slf: &Bound<'_, Self>) -> &'static str {
+        slf.get().values().serializer.name()
     }
 
     /// fastmc extension: get a key and set its expiry in one round trip.
