@@ -15,6 +15,13 @@ server) and several servers::
     cache = FastMCCache(servers=["10.0.0.1:11211", "10.0.0.2:11211"], behaviors={"ketama": True})
 
 or, in an aiocache configuration, ``"cache": "fastmc.aiocache.FastMCCache"``.
+
+``serializer="json"`` or ``"msgpack"`` (a name, where aiocache takes a serializer object) hands
+values to fastmc's own codec instead: structured values are stored under fastmc's JSON or msgpack
+flags, str, bytes and int under pylibmc's, pickles are refused, so the entries are the ones a
+Django or dogpile client with the same ``serializer`` reads (docs/security.md#values-without-pickle)::
+
+    cache = FastMCCache(endpoint="127.0.0.1", port=11211, serializer="json")
 """
 
 from __future__ import annotations
@@ -24,7 +31,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from aiocache.base import BaseCache
-from aiocache.serializers import JsonSerializer
+from aiocache.serializers import JsonSerializer, NullSerializer
 
 import fastmc
 import fastmc.aio
@@ -92,6 +99,17 @@ class FastMCBackend(BaseCache):  # type: ignore[misc]
         discovery: bool | Mapping[str, Any] = False,
         **kwargs: Any,
     ) -> None:
+        named = kwargs.get("serializer")
+        # A serializer's name: fastmc's codec stores the values (see the module's header).
+        self._native: str | None = None
+        if isinstance(named, str):
+            if named not in ("json", "msgpack"):
+                raise ValueError(
+                    "serializer takes aiocache's serializer objects, or 'json' or 'msgpack' "
+                    "for fastmc's own, not %r" % (named,)
+                )
+            self._native = named
+            kwargs["serializer"] = NullSerializer()
         super().__init__(**kwargs)
         self.endpoint = endpoint
         self.port = int(port)
@@ -102,7 +120,7 @@ class FastMCBackend(BaseCache):  # type: ignore[misc]
         if discovery:
             self._client = self._discovered(discovery, behaviors, binary)
         else:
-            self._client = _BytesClient(self.servers, behaviors=behaviors, binary=binary)
+            self._client = self._make_client(self.servers, behaviors, binary)
 
     def _discovered(
         self, discovery: bool | Mapping[str, Any], behaviors: dict[str, Any], binary: bool
@@ -116,12 +134,25 @@ class FastMCBackend(BaseCache):  # type: ignore[misc]
         interval = float(how.pop("interval", 60.0))
         args = autodiscovery.discovery_fetch_args(binary=binary, **how)
         config = autodiscovery.fetch_config(where, **args)
-        client = _BytesClient(list(config.servers), behaviors=behaviors, binary=binary)
+        client = self._make_client(list(config.servers), behaviors, binary)
         self._discovery = autodiscovery.AutoDiscovery(
             client, where, interval=interval, config=config, **args
         )
         client.discovery = self._discovery
         return client
+
+    def _make_client(
+        self, servers: list[str], behaviors: dict[str, Any], binary: bool
+    ) -> fastmc.aio.Client:
+        if self._native is None:
+            return _BytesClient(servers, behaviors=behaviors, binary=binary)
+        return fastmc.aio.Client(
+            servers, behaviors=behaviors, binary=binary, serializer=self._native, pickle="refuse"
+        )
+
+    def _value(self, value: Any) -> Any:
+        """What is stored: bytes as aiomcache takes them, or any value fastmc's codec takes."""
+        return value if self._native is not None else _as_bytes(value)
 
     @property
     def client(self) -> fastmc.aio.Client:
@@ -130,9 +161,8 @@ class FastMCBackend(BaseCache):  # type: ignore[misc]
             self._discovery.ensure_task()
         return self._client
 
-    @staticmethod
-    def _decode(value: bytes | None, encoding: str | None) -> Any:
-        if encoding is None or value is None:
+    def _decode(self, value: bytes | None, encoding: str | None) -> Any:
+        if encoding is None or value is None or self._native is not None:
             return value
         return value.decode(encoding)
 
@@ -158,7 +188,7 @@ class FastMCBackend(BaseCache):  # type: ignore[misc]
         _cas_token: Any = None,
         _conn: Any = None,
     ) -> bool:
-        value = _as_bytes(value)
+        value = self._value(value)
         if _cas_token is not None:
             return await self._cas(key, value, _cas_token, ttl=ttl, _conn=_conn)
         return await self.client.set(_check_key(key), value, _check_ttl(ttl))
@@ -166,16 +196,16 @@ class FastMCBackend(BaseCache):  # type: ignore[misc]
     async def _cas(
         self, key: bytes, value: Any, token: int, ttl: Any = None, _conn: Any = None
     ) -> bool:
-        return await self.client.cas(_check_key(key), _as_bytes(value), token, _check_ttl(ttl))
+        return await self.client.cas(_check_key(key), self._value(value), token, _check_ttl(ttl))
 
     async def _multi_set(self, pairs: Any, ttl: Any = 0, _conn: Any = None) -> bool:
         ttl = _check_ttl(ttl)
-        mapping = {_check_key(k): _as_bytes(v) for k, v in pairs}
+        mapping = {_check_key(k): self._value(v) for k, v in pairs}
         await self.client.set_multi(mapping, ttl)
         return True
 
     async def _add(self, key: bytes, value: Any, ttl: Any = 0, _conn: Any = None) -> bool:
-        if not await self.client.add(_check_key(key), _as_bytes(value), _check_ttl(ttl)):
+        if not await self.client.add(_check_key(key), self._value(value), _check_ttl(ttl)):
             # aiocache's wording, with the key as aiocache's backend shows it (bytes repr)
             raise ValueError(f"Key {key!r} already exists, use .set to update the value")
         return True
@@ -192,7 +222,7 @@ class FastMCBackend(BaseCache):  # type: ignore[misc]
             else:
                 incremented = await self.client.decr(key, abs(delta))
         except fastmc.NotFound:
-            await self._set(key, str(delta).encode())
+            await self._set(key, delta if self._native else str(delta).encode())
         except fastmc.Error as e:
             raise TypeError(f"aiomcache error: {e}") from None
         return incremented or delta

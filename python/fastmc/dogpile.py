@@ -15,8 +15,9 @@
 It takes ``dogpile.cache.pylibmc``'s arguments (``url``, ``binary``, ``behaviors``,
 ``min_compress_len``, ``distributed_lock``, ``lock_timeout``), plus the value policy's
 (``pickle``, ``pickle_classes``, ``signing_keys``, ``accept_unsigned_pickles``: docs/security.md;
-``compression``, ``zstd_level``, ``zstd_dict``, ``zstd_min_len``: docs/features.md), and differs
-in two ways:
+``compression``, ``zstd_level``, ``zstd_dict``, ``zstd_min_len``: docs/features.md;
+``serializer``: docs/security.md#values-without-pickle, where dogpile's (payload, metadata) pair is
+stored as a list of two), and differs in two ways:
 
 - **One client for every thread.** dogpile's memcached backends keep a client per thread; a
   fastmc client is thread-safe, so one is shared (one small pool of connections per server).
@@ -34,10 +35,11 @@ from __future__ import annotations
 
 import random
 import time
+from collections.abc import Mapping
 from typing import Any
 
 from dogpile.cache import register_backend
-from dogpile.cache.api import NO_VALUE, CacheMutex
+from dogpile.cache.api import NO_VALUE, CachedValue, CacheMutex
 from dogpile.cache.backends.memcached import MemcachedLock, PylibmcBackend
 
 import fastmc
@@ -111,6 +113,7 @@ class FastMCBackend(PylibmcBackend):
         "zstd_level",
         "zstd_dict",
         "zstd_min_len",
+        "serializer",
     )
 
     def __init__(self, arguments: dict[str, Any]) -> None:
@@ -140,13 +143,40 @@ class FastMCBackend(PylibmcBackend):
         return LeaseLock(self.client, key, lease)
 
     def get(self, key: str) -> Any:
-        value = self.client.get(key)
-        # A lease placeholder reads as empty bytes: no value yet.
-        return NO_VALUE if value is None or value == b"" else value
+        return _loaded(self.client.get(key))
 
     def get_multi(self, keys: Any) -> list[Any]:
         values = self.client.get_multi(keys)
-        return [NO_VALUE if v is None or v == b"" else v for v in (values.get(k) for k in keys)]
+        return [_loaded(values.get(k)) for k in keys]
+
+    def set(self, key: str, value: Any) -> None:
+        self.client.set(key, self._stored(value), **self.set_arguments)
+
+    def set_multi(self, mapping: Mapping[str, Any]) -> None:
+        stored = {k: self._stored(v) for k, v in mapping.items()}
+        self.client.set_multi(stored, **self.set_arguments)
+
+    def _stored(self, value: Any) -> Any:
+        # JSON and msgpack have no tuple: dogpile's (payload, metadata) goes as a list of two.
+        if isinstance(value, CachedValue) and self.client.serializer != "pickle":
+            return [value.payload, value.metadata]
+        return value
+
+
+def _loaded(value: Any) -> Any:
+    """What a get found, as dogpile wants it: a lease placeholder (empty bytes) or a miss is no
+    value; a (payload, metadata) pair stored as a list (serializer json or msgpack) is dogpile's
+    CachedValue again, whatever this client's own serializer."""
+    if value is None or value == b"":
+        return NO_VALUE
+    if (
+        type(value) is list
+        and len(value) == 2
+        and type(value[1]) is dict
+        and value[1].keys() == {"ct", "v"}
+    ):
+        return CachedValue(value[0], value[1])
+    return value
 
 
 register_backend("fastmc", "fastmc.dogpile", "FastMCBackend")

@@ -896,3 +896,122 @@ def test_dogpile_arguments_carry_zstd_compression(server, raw):
     region.set("big", "b" * 1000)
     assert region.get("big") == "b" * 1000
     assert Raw([server.address]).get("big")[1] & (512 | 8) == 512 | 8
+
+
+# ---------------------------------------------------------------------------------------------
+# Values without pickle through each framework (docs/security.md#values-without-pickle)
+
+JSON_FLAGS = 1024 | 6
+
+
+@pytest.mark.parametrize("backend", ["FastMCCache", "PyLibMCCache+install_as_pylibmc"])
+def test_django_options_carry_the_serializer(backend, server, django_settings, request):
+    """With serializer json and pickles refused, a dict round-trips as JSON on both clients
+    (blocking and asyncio), and what JSON would change is refused."""
+    import asyncio
+
+    from django.core.cache import caches
+    from django.test import override_settings
+
+    if backend == "FastMCCache":
+        path = "fastmc.django.FastMCCache"
+    else:
+        request.getfixturevalue("as_pylibmc")
+        path = "django.core.cache.backends.memcached.PyLibMCCache"
+    options = {"serializer": "json", "pickle": "refuse"}
+    doc = {"user": 7, "roles": ["a", "b"], "quota": 2.5}
+    with override_settings(CACHES=_django_caches(path, server, KEY_PREFIX="js", OPTIONS=options)):
+        cache = caches["default"]
+        cache.set("doc", doc)
+        assert cache.get("doc") == doc and cache.get_many(["doc"]) == {"doc": doc}
+        assert Raw([server.address]).get(cache.make_and_validate_key("doc"))[1] == JSON_FLAGS
+        with pytest.raises(TypeError, match="tuple"):
+            cache.set("pair", (1, 2))
+        assert cache.get_or_set("made", lambda: {"n": [1]}) == {"n": [1]}
+        if backend == "FastMCCache":
+
+            async def main():
+                await cache.aset("adoc", doc)
+                assert await cache.aget("adoc") == doc
+
+            asyncio.run(main())
+            key = cache.make_and_validate_key("adoc")
+            assert Raw([server.address]).get(key)[1] == JSON_FLAGS
+
+
+def test_flask_caching_takes_the_serializer_from_the_environment(server, as_pylibmc, monkeypatch):
+    from flask import Flask
+    from flask_caching import Cache
+
+    monkeypatch.setenv("FASTMC_SERIALIZER", "json")
+    monkeypatch.setenv("FASTMC_PICKLE", "refuse")
+    app = Flask("fastmc_json")
+    cache = Cache(
+        app,
+        config={
+            "CACHE_TYPE": "MemcachedCache",
+            "CACHE_MEMCACHED_SERVERS": [server.address],
+            "CACHE_KEY_PREFIX": "fj:",
+        },
+    )
+    with app.app_context():
+        assert cache.set("obj", {"a": [1, 2]}) and cache.get("obj") == {"a": [1, 2]}
+        assert Raw([server.address]).get("fj:obj")[1] == JSON_FLAGS
+
+
+def test_dogpile_arguments_carry_the_serializer(server):
+    """dogpile's (payload, metadata) pair is stored as a JSON list of two; a region whose client
+    still pickles reads it (readers move first), and expiry and versions still apply."""
+    import fastmc.dogpile  # noqa: F401 (registers "fastmc")
+    from dogpile.cache import make_region
+    from dogpile.cache.api import NO_VALUE
+
+    region = make_region().configure(
+        "fastmc",
+        arguments={"url": [server.address], "serializer": "json", "pickle": "refuse"},
+    )
+    region.set("obj", {"a": 1})
+    assert region.get("obj") == {"a": 1}
+    data, flags = Raw([server.address]).get("obj")
+    assert flags == JSON_FLAGS and data.startswith(b'[{"a":1},{"ct":')
+    assert region.get_or_create("made", lambda: [1, 2]) == [1, 2]
+    region.set_multi({"m1": "x", "m2": {"y": None}})
+    assert region.get_multi(["m1", "m2", "missing"])[:2] == ["x", {"y": None}]
+    reader = make_region().configure("fastmc", arguments={"url": [server.address]})
+    assert reader.get("obj") == {"a": 1}
+    with pytest.raises(TypeError, match="tuple"):
+        region.set("pair", (1, 2))
+    expiring = make_region().configure(
+        "fastmc",
+        expiration_time=1,
+        arguments={"url": [server.address], "serializer": "json"},
+    )
+    expiring.set("old", "v")
+    time.sleep(1.1)
+    assert expiring.get("old") is NO_VALUE
+
+
+def test_aiocache_takes_a_serializer_name_for_fastmcs_codec(server):
+    import asyncio
+
+    from fastmc.aiocache import FastMCCache
+
+    host, port = server.address.rsplit(":", 1)
+
+    async def main():
+        cache = FastMCCache(endpoint=host, port=int(port), serializer="json", namespace="ac")
+        await cache.set("doc", {"a": [1, 2.5]})
+        assert await cache.get("doc") == {"a": [1, 2.5]}
+        await cache.multi_set([("m1", {"x": 1}), ("m2", "text")])
+        assert await cache.multi_get(["m1", "m2", "none"]) == [{"x": 1}, "text", None]
+        assert await cache.increment("n", 2) == 2 and await cache.increment("n", 3) == 5
+        with pytest.raises(TypeError, match="tuple"):
+            await cache.set("pair", (1, 2))
+        await cache.close()
+        with pytest.raises(ValueError, match="'json' or 'msgpack'"):
+            FastMCCache(serializer="yaml")
+
+    asyncio.run(main())
+    # the entries are fastmc's own: any fastmc client reads them
+    assert Raw([server.address]).get(b"acdoc")[1] == JSON_FLAGS
+    assert fastmc.Client([server.address]).get(b"acdoc") == {"a": [1, 2.5]}
