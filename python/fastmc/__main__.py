@@ -15,7 +15,8 @@ line on standard error.
 ``get`` prints what is stored, as memcached's text protocol shows it (``VALUE KEY FLAGS BYTES``,
 then the bytes, then a newline; a compressed value is inflated, at most ``max_inflate``), and
 never runs anything from the cache: ``--decode`` prints the value as a Python client reads it
-(str, int or bytes); a pickle is refused unless ``--unpickle`` says to run it.
+(str, int, bytes, or a JSON or msgpack value); a pickle is refused unless ``--unpickle`` says to
+run it.
 """
 
 from __future__ import annotations

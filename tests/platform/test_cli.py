@@ -57,6 +57,14 @@ def test_set_types_stdin_and_expiry(server, mc):
     assert r.stdout == b"42\n"
 
 
+def test_decode_reads_json_and_msgpack_values(server):
+    fastmc.Client([server.address], serializer="json").set("js", {"a": [1, 2.5]})
+    fastmc.Client([server.address], serializer="msgpack").set("mp", {"b": b"\x00"})
+    assert run("get", "js", "--decode", servers=server.address).stdout == b"{'a': [1, 2.5]}\n"
+    assert run("get", "mp", "--decode", servers=server.address).stdout == b"{'b': b'\\x00'}\n"
+    assert run("get", "js", servers=server.address).stdout == b'VALUE js 1030 13\n{"a":[1,2.5]}\n'
+
+
 def test_get_several_keys_and_a_missing_one(server, mc):
     mc.set_multi({"a": "1", "b": b"2"})
     r = run("get", "a", "missing", "b", "--decode", servers=server.address)
