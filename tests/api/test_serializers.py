@@ -345,3 +345,21 @@ def test_the_structured_bits_collide_with_no_other(server):
     code = "import fastmc; fastmc.Client([%r]).set('x', [1])" % server.address
     subprocess.run([sys.executable, "-c", code], env=env, check=True)
     assert Raw([server.address]).get("x") == (b"\x91\x01", FLAGS["msgpack"])
+
+
+def test_clone_serialize_and_deserialize_keep_the_serializer(server, fmt):
+    mc = fastmc.Client([server.address], serializer=fmt)
+    assert mc.serializer == fmt and mc.clone().serializer == fmt
+    assert fastmc.Client([server.address]).serializer == "pickle"
+    data, flags = mc.serialize({"a": [1]})
+    assert flags == FLAGS[fmt]
+    same(mc.deserialize(data, flags), {"a": [1]})
+    # any client's deserialize reads it; a subclass that calls super() keeps the rules
+
+    class Logged(fastmc.Client):
+        def serialize(self, value):
+            return super().serialize(value)
+
+    with pytest.raises(TypeError, match="tuple"):
+        Logged([server.address], serializer=fmt).set("k", (1,))
+    same(fastmc.Client([server.address]).deserialize(data, flags), {"a": [1]})
