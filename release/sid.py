@@ -38,7 +38,15 @@ MIRROR = os.environ.get("SID_MIRROR", "http://deb.debian.org/debian")
 PYTHONS = ("3.14", "3.15")
 PACKAGES = [
     *(f"python{v}{s}" for v in PYTHONS for s in ("", "-venv", "-dev")),
-    *("memcached", "nutcracker", "sasl2-bin", "libsasl2-modules", "openssl", "ca-certificates"),
+    *(
+        "memcached",
+        "nutcracker",
+        "sasl2-bin",
+        "libsasl2-modules",
+        "openssl",
+        "ca-certificates",
+        "dnsmasq-base",
+    ),
     # pylibmc, the differential tests' oracle, has no wheel: pip builds it from source
     *("gcc", "libc6-dev", "libmemcached-dev", "zlib1g-dev", "patchelf"),
 ]

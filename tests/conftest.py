@@ -15,7 +15,8 @@ The suite, by topic (run ``pytest tests``; real memcached processes are started 
 - ``support/`` (on pytest's pythonpath, imported by bare name): ``memcached`` starts real
   servers, ``fakes`` the in-process fake ones, ``threads`` runs workers and forked children,
   ``cases`` holds the differential cases, ``checks`` shared client settings and counts,
-  ``aio_blocking`` drives the asyncio client from synchronous code.
+  ``aio_blocking`` drives the asyncio client from synchronous code, ``dnsmasq`` a real DNS
+  server for the DNS discovery tests.
 
 The directories are not packages (pytest imports each test file by its bare name), so a test
 file's name must be unique across all of them. The Rust files here (``*.rs``) are cargo's
@@ -23,6 +24,7 @@ integration tests, and ``data/`` holds the golden placement vectors both suites 
 """
 
 import pytest
+from dnsmasq import LOOPBACKS, DnsMasq, port_free_everywhere
 from fakes import Relay
 from memcached import Memcached
 
@@ -42,6 +44,25 @@ def servers():
     yield [p.address for p in procs]
     for p in procs:
         p.stop()
+
+
+@pytest.fixture(scope="module")
+def pods():
+    """A memcached on each of 127.0.0.1-127.0.0.4, one port for all (the pods of a
+    StatefulSet, as a headless Service's DNS shows them): the port."""
+    port = port_free_everywhere()
+    procs = [Memcached(host=ip, port=port) for ip in LOOPBACKS]
+    yield port
+    for p in procs:
+        p.stop()
+
+
+@pytest.fixture
+def dns():
+    """dnsmasq on a free loopback port, with no records yet (`DnsMasq.set_hosts`)."""
+    d = DnsMasq()
+    yield d
+    d.close()
 
 
 @pytest.fixture

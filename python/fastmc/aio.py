@@ -24,7 +24,15 @@ from collections.abc import Callable, Collection, Coroutine, Iterable, Mapping
 from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
 from . import _fastmc, stampede
-from .client import _behaviors_numeric, _behaviors_symbolic, _native_init_args, _set_servers
+from .client import (
+    _behaviors_numeric,
+    _behaviors_symbolic,
+    _dns_first,
+    _dns_follow,
+    _native_init_args,
+    _set_servers,
+    _with_dns,
+)
 from .consts import BehaviorDict
 from .values import compression_arguments, policy_arguments
 
@@ -37,6 +45,7 @@ if TYPE_CHECKING:
     from ._fastmc import _ServerSpec as _AnyServerSpec
     from .autodiscovery import AutoDiscovery
     from .client import _ServerSpec
+    from .dnsdiscovery import DNSWatch
 
     # A blocking method's parameters and result, as _coroutine carries them over.
     _P = ParamSpec("_P")
@@ -96,6 +105,7 @@ class Client(_fastmc.aio_client):
     binary: bool
     addresses: list[_ServerSpec]
     discovery: AutoDiscovery | None = None
+    dns: DNSWatch | None = None
     """What refreshes the server list when the client came from
     :func:`fastmc.autodiscovery.discover_aio` (stopped by ``close()``)."""
 
@@ -121,13 +131,15 @@ class Client(_fastmc.aio_client):
         zstd_dict: bytes | None = None,
         zstd_min_len: int | None = None,
         serializer: str | None = None,
+        dns_refresh: float | None = None,
+        dns_nameservers: Iterable[str] | None = None,
     ) -> None:
         self.binary = binary
         self.addresses = list(servers)
         self._readers: tuple[asyncio.AbstractEventLoop, list[int]] | None = None
         super().__init__(
             **_native_init_args(
-                self.addresses,
+                _dns_first(self, self.addresses, dns_refresh, dns_nameservers),
                 behaviors,
                 binary,
                 username,
@@ -143,9 +155,13 @@ class Client(_fastmc.aio_client):
             ),
             **compression_arguments(compression, zstd_level, zstd_dict, zstd_min_len),
         )
+        _dns_follow(self, _fastmc.aio_client.set_servers)
 
     def __repr__(self) -> str:
         return "%s(%r, binary=%r)" % (self.__class__.__name__, self.addresses, self.binary)
+
+    def metrics(self) -> dict[str, Any]:
+        return _with_dns(self, super().metrics())
 
     def _blocking_only(self, *_args: Any, **_kwargs: Any) -> NoReturn:
         # Inherited from the blocking native class: they would block the event loop.
@@ -186,6 +202,8 @@ class Client(_fastmc.aio_client):
         """Finish the requests in flight, stop the I/O threads and close the connections."""
         if self.discovery is not None:
             self.discovery.stop()
+        if self.dns is not None:
+            self.dns.stop()
         self._shutdown()
         while self._in_flight:
             await asyncio.sleep(0.001)

@@ -21,6 +21,7 @@ if TYPE_CHECKING:
 
     from ._fastmc import _Key
     from ._fastmc import _ServerSpec as _AnyServerSpec
+    from .dnsdiscovery import DNSWatch
     from .stampede import _Default, _OnWaitTimeout
 
     # What Client takes as a server: a spec string or a (type, host, port) tuple.
@@ -91,17 +92,62 @@ def translate_server_specs(
     return addr_tups
 
 
+def _has_dns(servers: list[Any]) -> bool:
+    return any(isinstance(s, str) and s.startswith(("dns+", "dnssrv+")) for s in servers)
+
+
+def _dns_first(
+    client: Any, addresses: list[Any], refresh: float | None, nameservers: Iterable[str] | None
+) -> list[Any]:
+    """The servers to construct ``client`` with: its ``addresses``, each DNS name looked up
+    (``fastmc.dnsdiscovery``; the module is imported only for a list that has one)."""
+    client._dns_options = (refresh, nameservers)
+    if not _has_dns(addresses):
+        return addresses
+    from .dnsdiscovery import DNSWatch
+
+    watch = DNSWatch(addresses, refresh, nameservers)
+    client.dns = watch
+    return watch.first()
+
+
+def _dns_follow(client: Any, native: Any) -> None:
+    """After construction: the names of the list are looked up again in the background."""
+    if client.dns is not None:
+        client.dns.follow(client, _applier(native))
+
+
+def _applier(native: Any) -> Any:
+    """What a DNS refresh applies a new list with: the native ``set_servers``, ``addresses``
+    (the names) left as they are."""
+
+    def apply(client: Any, servers: list[Any]) -> tuple[list[str], list[str]]:
+        with _MEMBERSHIP_LOCK:
+            change: tuple[list[str], list[str]] = native(client, translate_server_specs(servers))
+        return change
+
+    return apply
+
+
 def _set_servers(
     client: Any,
     native: Any,
     servers: Iterable[_AnyServerSpec],
 ) -> tuple[list[str], list[str]]:
     """``set_servers`` of either client: ``native`` is its class's native method. Strings are
-    translated as the constructor translates them; tuples (3 or 4 items) go on as they are."""
+    translated as the constructor translates them; tuples (3 or 4 items) go on as they are. DNS
+    names are looked up first (nothing changes if that fails) and followed from then on."""
     if isinstance(servers, (str, bytes)):
         raise TypeError("set_servers takes a list of servers, not one string: %r" % (servers,))
     addresses = list(servers)
-    specs = [s if isinstance(s, tuple) else translate_server_spec(s) for s in addresses]
+    watch = None
+    resolved = addresses
+    if _has_dns(addresses):
+        from .dnsdiscovery import DNSWatch
+
+        watch = DNSWatch(addresses, *getattr(client, "_dns_options", (None, None)))
+        resolved = watch.first()
+    specs = [s if isinstance(s, tuple) else translate_server_spec(s) for s in resolved]
     with _MEMBERSHIP_LOCK:
         # Assigned first: the native call delivers the events, and a callback may set
         # another list, which must stay the last one.
@@ -111,7 +157,19 @@ def _set_servers(
         except BaseException:
             client.addresses = old
             raise
+        previous, client.dns = client.dns, watch
+    if previous is not None:
+        previous.stop()
+    if watch is not None:
+        watch.follow(client, _applier(native))
     return change
+
+
+def _with_dns(client: Any, metrics: dict[str, Any]) -> dict[str, Any]:
+    """``metrics()``: the native per-server counters, and ``"dns"`` where names are followed."""
+    if client.dns is not None:
+        metrics["dns"] = client.dns.metrics()
+    return metrics
 
 
 def _behaviors_symbolic(behaviors: dict[str, Any]) -> dict[str, Any]:
@@ -177,6 +235,8 @@ class Client(_fastmc.client):
 
     binary: bool
     addresses: list[_ServerSpec]
+    dns: DNSWatch | None = None
+    """What follows the DNS names of the server list (``fastmc.dnsdiscovery``), if it has any."""
 
     def __init__(
         self,
@@ -200,12 +260,14 @@ class Client(_fastmc.client):
         zstd_dict: bytes | None = None,
         zstd_min_len: int | None = None,
         serializer: str | None = None,
+        dns_refresh: float | None = None,
+        dns_nameservers: Iterable[str] | None = None,
     ) -> None:
         self.binary = binary
         self.addresses = list(servers)
         super().__init__(
             **_native_init_args(
-                self.addresses,
+                _dns_first(self, self.addresses, dns_refresh, dns_nameservers),
                 behaviors,
                 binary,
                 username,
@@ -221,9 +283,13 @@ class Client(_fastmc.client):
             ),
             **compression_arguments(compression, zstd_level, zstd_dict, zstd_min_len),
         )
+        _dns_follow(self, _fastmc.client.set_servers)
 
     def __repr__(self) -> str:
         return "%s(%r, binary=%r)" % (self.__class__.__name__, self.addresses, self.binary)
+
+    def metrics(self) -> dict[str, Any]:
+        return _with_dns(self, super().metrics())
 
     def __str__(self) -> str:
         addrs = ", ".join(map(str, self.addresses))

@@ -36,6 +36,24 @@ __all__ = ["FastMCCollector", "register"]
 _BY = {"family": ", by family", "class": ", by pylibmc class"}
 _QUANTILES = (("0.5", "p50"), ("0.9", "p90"), ("0.99", "p99"), ("1", "max"))
 _ORDER = {"counter": 0, "gauge": 1, "histogram": 2}
+# A client that follows DNS names (metrics()["dns"]): one family each, labelled by client.
+_DNS = (
+    ("lookups", "fastmc_dns_lookups", "counter", "Lookups of the server list's DNS names"),
+    (
+        "failures",
+        "fastmc_dns_failures",
+        "counter",
+        "Lookups that failed, timed out or were refused (the last list kept)",
+    ),
+    ("changes", "fastmc_dns_changes", "counter", "Server lists applied after a lookup changed"),
+    ("servers", "fastmc_dns_servers", "gauge", "Servers in the list the names stand for now"),
+    (
+        "since_success",
+        "fastmc_dns_since_success_seconds",
+        "gauge",
+        "Seconds since the last lookup that succeeded",
+    ),
+)
 # Counters first (those split by a label before the others), then gauges, then histograms.
 _SCHEMA = sorted(metric_schema(), key=lambda row: (_ORDER[row[2]], row[3] is None))
 
@@ -52,6 +70,7 @@ class FastMCCollector(Collector):
 
     def collect(self) -> Iterator[Metric]:
         servers = self.mc.metrics()
+        dns = servers.pop("dns", None)
         for key, name, kind, label, help_ in _SCHEMA:
             labels = ["client", "server"] + ([label] if label else [])
             doc = help_ + _BY[label] if label else help_
@@ -66,6 +85,16 @@ class FastMCCollector(Collector):
                     continue
                 for value, n in m[key].items():
                     family.add_metric([self.client, server, value], n)
+            yield family
+        if dns is not None:
+            yield from self._dns(dns)
+
+    def _dns(self, dns: dict[str, Any]) -> Iterator[Metric]:
+        """The DNS names' lookups (``fastmc.dnsdiscovery``), for a client that follows some."""
+        for key, name, kind, doc in _DNS:
+            make = CounterMetricFamily if kind == "counter" else GaugeMetricFamily
+            family = make(name, doc, labels=["client"])
+            family.add_metric([self.client], dns[key])
             yield family
 
     def _histogram(

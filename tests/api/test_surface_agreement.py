@@ -116,7 +116,7 @@ BLOCKING_ONLY = {
 REFUSED_ON_AIO = {"clone"}
 AIO_ONLY = {"close", "__aenter__", "__aexit__", "discovery"}
 # Properties, the same on both.
-PROPERTIES = {"behaviors", "binary_protocol", "serializer"}
+PROPERTIES = {"behaviors", "binary_protocol", "serializer", "dns"}
 
 # Signatures that differ on purpose: {method: reason}.
 DIFFERENT = {

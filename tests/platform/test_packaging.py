@@ -125,6 +125,8 @@ NOT_AT_IMPORT = (
     "fastmc.prometheus",
     "fastmc.testing",
     "fastmc._formats",
+    "fastmc.dnsdiscovery",
+    "dns",
     "json",
     "orjson",
     "msgpack",
