@@ -17,7 +17,8 @@ It takes ``dogpile.cache.pylibmc``'s arguments (``url``, ``binary``, ``behaviors
 (``pickle``, ``pickle_classes``, ``signing_keys``, ``accept_unsigned_pickles``: docs/security.md;
 ``compression``, ``zstd_level``, ``zstd_dict``, ``zstd_min_len``: docs/features.md;
 ``serializer``: docs/security.md#values-without-pickle, where dogpile's (payload, metadata) pair is
-stored as a list of two), and differs in two ways:
+stored as a list of two; ``dns_refresh``, ``dns_nameservers`` for ``dns+`` and ``dnssrv+`` names
+in ``url``: docs/operations.md, DNS discovery), and differs in two ways:
 
 - **One client for every thread.** dogpile's memcached backends keep a client per thread; a
   fastmc client is thread-safe, so one is shared (one small pool of connections per server).
@@ -114,6 +115,8 @@ class FastMCBackend(PylibmcBackend):
         "zstd_dict",
         "zstd_min_len",
         "serializer",
+        "dns_refresh",
+        "dns_nameservers",
     )
 
     def __init__(self, arguments: dict[str, Any]) -> None:

@@ -1015,3 +1015,82 @@ def test_aiocache_takes_a_serializer_name_for_fastmcs_codec(server):
     # the entries are fastmc's own: any fastmc client reads them
     assert Raw([server.address]).get(b"acdoc")[1] == JSON_FLAGS
     assert fastmc.Client([server.address]).get(b"acdoc") == {"a": [1, 2.5]}
+
+
+# ---------------------------------------------------------------------------------------------
+# DNS names in each framework's server list (docs/operations.md, DNS discovery)
+
+
+def _on_pods(pods, dns, n=2):
+    """Two pods behind `mc.test`; the addresses they serve on."""
+    hosts = [("mc.test", "127.0.0.%d" % (i + 1)) for i in range(n)]
+    dns.set_hosts(hosts, wait=("mc.test", {ip for _, ip in hosts}))
+    return ["127.0.0.%d:%d" % (i + 1, pods) for i in range(n)]
+
+
+def _held_by_pods(addresses, key):
+    return [a for a in addresses if fastmc.Client([a]).get(key) is not None]
+
+
+@pytest.mark.parametrize("backend", ["FastMCCache", "PyLibMCCache+install_as_pylibmc"])
+def test_django_location_takes_a_dns_name(backend, pods, dns, django_settings, request):
+    from django.core.cache import caches
+    from django.test import override_settings
+
+    if backend == "FastMCCache":
+        path = "fastmc.django.FastMCCache"
+    else:
+        request.getfixturevalue("as_pylibmc")
+        path = "django.core.cache.backends.memcached.PyLibMCCache"
+    pod_addresses = _on_pods(pods, dns)
+    caches_setting = {
+        "default": {
+            "BACKEND": path,
+            "LOCATION": "dns+mc.test:%d" % pods,
+            "KEY_PREFIX": "dj",
+            "OPTIONS": {"dns_nameservers": [dns.nameserver]},
+        }
+    }
+    with override_settings(CACHES=caches_setting):
+        cache = caches["default"]
+        cache.set("k", "v")
+        assert cache.get("k") == "v"
+        assert len(_held_by_pods(pod_addresses, cache.make_and_validate_key("k"))) == 1
+
+
+def test_flask_dogpile_and_aiocache_take_dns_names(pods, dns, as_pylibmc, monkeypatch):
+    """Flask-Caching and aiocache build their clients without fastmc's options: the
+    environment names the nameservers; dogpile passes its arguments."""
+    import fastmc.dogpile  # noqa: F401 (registers "fastmc")
+    from dogpile.cache import make_region
+    from fastmc.aiocache import FastMCCache
+    from flask import Flask
+    from flask_caching import Cache
+
+    pod_addresses = _on_pods(pods, dns)
+    name = "dns+mc.test:%d" % pods
+    region = make_region().configure(
+        "fastmc", arguments={"url": [name], "dns_nameservers": [dns.nameserver]}
+    )
+    region.set("dogpile", "v")
+    assert region.get("dogpile") == "v" and len(_held_by_pods(pod_addresses, "dogpile")) == 1
+    monkeypatch.setenv("FASTMC_DNS_NAMESERVERS", dns.nameserver)
+    app = Flask("fastmc_dns")
+    config = {
+        "CACHE_TYPE": "MemcachedCache",
+        "CACHE_MEMCACHED_SERVERS": [name],
+        "CACHE_KEY_PREFIX": "fl:",
+    }
+    cache = Cache(app, config=config)
+    with app.app_context():
+        assert cache.set("flask", "v") and cache.get("flask") == "v"
+    assert len(_held_by_pods(pod_addresses, "fl:flask")) == 1
+
+    async def main():
+        ac = FastMCCache(servers=[name])
+        await ac.set("aio", "v")
+        assert await ac.get("aio") == "v"
+        await ac.close()
+
+    asyncio.run(main())
+    assert len(_held_by_pods(pod_addresses, b"aio")) == 1
