@@ -305,3 +305,12 @@ def test_the_environment_names_the_nameservers_for_frameworks(dns, pods, monkeyp
         check=True,
     )
     assert out.stdout == b"VALUE cli 16 1\nv\n"
+
+
+def test_aaaa_records_follow_the_a_records_in_brackets(dns, pods):
+    dns.set_hosts(
+        [("mc6.test", "::1"), ("mc6.test", IPS[1]), ("mc6.test", IPS[0])],
+        wait=("mc6.test", {IPS[0], IPS[1]}),
+    )
+    mc = fastmc.Client(["dns+mc6.test:%d" % pods], dns_nameservers=[dns.nameserver])
+    assert mc.dns.servers == [*addrs(pods, 0, 1), "[::1]:%d" % pods]
