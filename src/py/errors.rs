@@ -345,6 +345,17 @@ pub fn no_result() -> PyErr {
     Error::new_err("no result")
 }
 
+/// A refused value's error, naming the key when there is one.
+pub fn refused(key: Option<&[u8]>, why: &str) -> PyErr {
+    match key {
+        Some(k) => RefusedValueError::new_err(format!(
+            "value of key {:?} refused: {why}",
+            String::from_utf8_lossy(k)
+        )),
+        None => RefusedValueError::new_err(format!("value refused: {why}")),
+    }
+}
+
 pub fn plain_error(msg: impl Into<String>) -> PyErr {
     Error::new_err(msg.into())
 }

@@ -11,6 +11,7 @@ pub mod fake;
 mod io;
 pub mod serde;
 pub mod servers;
+pub mod stored;
 pub mod structured;
 pub mod values;
 

@@ -14,23 +14,15 @@ use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyBool, PyBytes, PyInt, PyString, PyTuple};
 use pyo3::IntoPyObjectExt;
 
-use super::errors::{plain_error, value_allocation_failure};
+use super::errors::{plain_error, refused, value_allocation_failure};
 use super::io::released;
+use super::stored::{
+    py_bytes, FALLIBLE_FROM, FLAG_INTEGER, FLAG_LONG, FLAG_PICKLE, FLAG_TEXT, FLAG_ZLIB, FLAG_ZSTD,
+    TYPE_MASK,
+};
 use super::structured::{self, Serializer};
-use super::values::{refused, ValuePolicy};
+use super::values::ValuePolicy;
 use crate::compress::{self, Dictionary, Failure, Zstd};
-
-pub const FLAG_PICKLE: u32 = 1;
-pub const FLAG_INTEGER: u32 = 2;
-pub const FLAG_LONG: u32 = 4;
-pub const FLAG_ZLIB: u32 = 8;
-pub const FLAG_TEXT: u32 = 16;
-/// A zstd frame (fastmc's; written as `FLAG_ZSTD | FLAG_ZLIB`, read whenever the bit is set).
-/// Not pylibmc's bits (0 to 4), nor the signed bit (256, `crate::signing`), nor the bits other
-/// clients give zstd in formats of their own (meta-memcache-py: 32; php-memcached: 4 to 7).
-pub const FLAG_ZSTD: u32 = 1 << 9;
-/// The flag bits that say how a value was serialized (all but ZLIB and ZSTD).
-pub const TYPE_MASK: u32 = FLAG_PICKLE | FLAG_INTEGER | FLAG_LONG | FLAG_TEXT;
 
 static ZLIB_COMPRESS: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
 static ZLIB_DECOMPRESSOBJ: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
@@ -114,23 +106,6 @@ pub fn check_user_serialized(out: &Bound<'_, PyAny>) -> PyResult<(Vec<u8>, u32)>
         .extract()
         .map_err(|_| PyOverflowError::new_err("Python int too large to convert to C long"))?;
     Ok((data, f as u32))
-}
-
-/// Values from this size on are copied into Python objects fallibly: a failed allocation of a
-/// large value (whose size the server chose, up to `max_value_size`) raises `AllocationError`
-/// instead of panicking. Smaller ones take PyO3's plain constructors, which cannot report one.
-const FALLIBLE_FROM: usize = 64 << 10;
-
-/// A value's bytes as a Python `bytes` (see `FALLIBLE_FROM`).
-pub fn py_bytes<'py>(py: Python<'py>, data: &[u8]) -> PyResult<Bound<'py, PyBytes>> {
-    if data.len() < FALLIBLE_FROM {
-        return Ok(PyBytes::new(py, data));
-    }
-    PyBytes::new_with(py, data.len(), |b| {
-        b.copy_from_slice(data);
-        Ok(())
-    })
-    .map_err(|_| value_allocation_failure(data.len()))
 }
 
 /// A value's text as a Python `str` (see `FALLIBLE_FROM`), decoded straight from the fetched

@@ -12,7 +12,7 @@
 //! decoded by orjson or the standard library's `json`, or by the `msgpack` package. Every
 //! reader decodes both by their flags, whatever its own `serializer`.
 //!
-//! Uses `py::serde`'s flags and `py::errors`; the encoders are Python's (`fastmc._formats`,
+//! Uses `py::stored`'s flags and `py::errors`; the encoders are Python's (`fastmc._formats`,
 //! `msgpack`), imported on first use.
 
 use pyo3::exceptions::{PyMemoryError, PyTypeError, PyValueError};
@@ -20,9 +20,8 @@ use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyBool, PyBytes, PyDict, PyFloat, PyInt, PyList, PyString};
 
-use super::errors::{plain_error, value_allocation_failure};
-use super::serde::{FLAG_INTEGER, FLAG_LONG};
-use super::values::refused;
+use super::errors::{plain_error, refused, value_allocation_failure};
+use super::stored::{py_bytes, FLAG_INTEGER, FLAG_LONG, TYPE_MASK};
 
 /// A JSON value (with `MARK`).
 pub const FLAG_JSON: u32 = 1 << 10;
@@ -73,7 +72,7 @@ impl Serializer {
 
     /// The format stored `flags` name, if they name one of these.
     pub fn of_flags(flags: u32) -> Option<Serializer> {
-        if flags & (MARK | super::serde::TYPE_MASK) != MARK {
+        if flags & (MARK | TYPE_MASK) != MARK {
             return None;
         }
         match flags & (FLAG_JSON | FLAG_MSGPACK) {
@@ -256,14 +255,14 @@ pub fn decode(
         Serializer::Json => {
             std::str::from_utf8(data).map_err(|_| malformed("not UTF-8"))?;
             let loads = JSON_LOADS.import(py, FORMATS, "json_loads")?;
-            loads.call1((super::serde::py_bytes(py, data)?,))
+            loads.call1((py_bytes(py, data)?,))
         }
         _ => {
             let unpackb = msgpack(py, &MSGPACK_UNPACKB, "unpackb")?;
             let kw = PyDict::new(py);
             kw.set_item("raw", false)?;
             kw.set_item("strict_map_key", true)?;
-            unpackb.call((super::serde::py_bytes(py, data)?,), Some(&kw))
+            unpackb.call((py_bytes(py, data)?,), Some(&kw))
         }
     };
     out.map(Bound::unbind).map_err(|e| {

@@ -16,8 +16,8 @@ use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
 use pyo3::types::PyBytes;
 
-use super::errors::RefusedValueError;
-use super::serde::{py_bytes, FLAG_PICKLE, TYPE_MASK};
+use super::errors::refused;
+use super::stored::{py_bytes, FLAG_PICKLE, TYPE_MASK};
 use super::structured::{self, Serializer};
 use crate::compress::{Dictionary, Zstd};
 use crate::pickle_scan;
@@ -148,17 +148,6 @@ pub const PYLIBMCS: ValuePolicy = ValuePolicy {
     },
     serializer: Serializer::Pickle,
 };
-
-/// A refused value's error, naming the key when there is one.
-pub(crate) fn refused(key: Option<&[u8]>, why: &str) -> PyErr {
-    match key {
-        Some(k) => RefusedValueError::new_err(format!(
-            "value of key {:?} refused: {why}",
-            String::from_utf8_lossy(k)
-        )),
-        None => RefusedValueError::new_err(format!("value refused: {why}")),
-    }
-}
 
 impl ValuePolicy {
     /// Check the combination the user asked for.

@@ -15,6 +15,7 @@ use crate::py::args::*;
 use crate::py::errors::{self, Op};
 use crate::py::io::detached;
 use crate::py::serde;
+use crate::py::stored;
 
 /// The 22 stats libmemcached parses (and so pylibmc returns), in its order.
 const STAT_KEYS: [&str; 22] = [
@@ -154,7 +155,7 @@ pub(super) fn deserialize(
 ) -> PyResult<Py<PyAny>> {
     let py = slf.py();
     let flags = uint_mask(flags)?;
-    if flags & serde::TYPE_MASK == 0 {
+    if flags & stored::TYPE_MASK == 0 {
         return Ok(data.clone().unbind());
     }
     let bytes = data.cast::<PyBytes>().map_err(|_| {

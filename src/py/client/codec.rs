@@ -13,6 +13,7 @@ use pyo3::types::PyBytes;
 use super::PyClient;
 use crate::py::errors;
 use crate::py::serde;
+use crate::py::stored;
 use crate::py::values::{ValuePolicy, PYLIBMCS};
 use crate::signing::FLAG_SIGNED;
 
@@ -135,17 +136,17 @@ impl PyClient {
     ) -> PyResult<Option<Py<PyAny>>> {
         let py = slf.py();
         let user = self.user_deserialize.load(Ordering::Relaxed);
-        let packed = serde::FLAG_ZLIB | serde::FLAG_ZSTD;
+        let packed = stored::FLAG_ZLIB | stored::FLAG_ZSTD;
         let max = self.max_inflate.load(Ordering::Relaxed);
         // Plain values (no pickle, no signature, no compression) need neither the policy nor a
         // copy.
-        if !user && flags & (serde::FLAG_PICKLE | packed | FLAG_SIGNED) == 0 {
+        if !user && flags & (stored::FLAG_PICKLE | packed | FLAG_SIGNED) == 0 {
             return serde::deserialize(py, data, flags, &PYLIBMCS, Some(key), false, max).map(Some);
         }
-        let zstd = flags & serde::FLAG_ZSTD != 0;
+        let zstd = flags & stored::FLAG_ZSTD != 0;
         // The client's policy only where it decides: a pickle, a signed value, a zstd value
         // (its dictionary).
-        let decides = !user && flags & (serde::FLAG_PICKLE | FLAG_SIGNED) != 0;
+        let decides = !user && flags & (stored::FLAG_PICKLE | FLAG_SIGNED) != 0;
         let own = (decides || zstd).then(|| self.values());
         let policy = own.as_deref().unwrap_or(&PYLIBMCS);
         // A class that decodes for itself owns the signed bit too (it may use it otherwise).
@@ -160,14 +161,14 @@ impl PyClient {
             let dict = policy.compression.dictionary();
             unzstd = serde::unzstd(py, Some(key), data, max, dict)?;
             &unzstd
-        } else if flags & serde::FLAG_ZLIB != 0 {
+        } else if flags & stored::FLAG_ZLIB != 0 {
             inflated = serde::inflate(py, Some(key), data, max)?;
             inflated.as_bytes()
         } else {
             data
         };
         if user {
-            let data = serde::py_bytes(py, data)?;
+            let data = stored::py_bytes(py, data)?;
             match slf.call_method1(intern!(py, "deserialize"), (data, flags)) {
                 Ok(v) => Ok(Some(v.unbind())),
                 Err(e) if e.is_instance_of::<errors::CacheMiss>(py) => Ok(None),
