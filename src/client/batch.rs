@@ -9,6 +9,8 @@
 
 use std::borrow::Cow;
 
+use smallvec::SmallVec;
+
 use super::keys::{spare_bytes, spare_bytes_keep, Origin};
 use crate::metrics::Family;
 use crate::protocol::{binary, meta, text, ReplyKind};
@@ -25,6 +27,10 @@ const KEYS_PER_GET: usize = 1000;
 /// Keys per `gat`/`gats` line. memcached reads a line longer than its read buffer only for
 /// `get`/`gets` (it closes the connection on any other), so touching fetches stay short.
 const KEYS_PER_GAT: usize = 100;
+
+/// The batches of one operation, one per server: inline for one server (every single-key
+/// call), so that planning one allocates no list of them.
+pub(super) type Batches<'k> = SmallVec<[ServerBatch<'k>; 1]>;
 
 /// One request line (or command) in a server's pipeline and the keys it answers for.
 #[derive(Clone, Copy, Debug)]
@@ -53,9 +59,10 @@ pub(super) struct ServerBatch<'k> {
     /// before the byte of `wbuf` at its offset (ascending). Only where the batch lives no
     /// longer than the call's arguments (`into_owned` copies them in for a batch that must).
     pub ext: Vec<(usize, &'k [u8])>,
-    /// Operation-wide key indices, in the order this server's requests name them.
-    pub keys: Vec<u32>,
-    pub reqs: Vec<Request>,
+    /// Operation-wide key indices, in the order this server's requests name them (inline for
+    /// a few keys: a single-key call allocates none of these).
+    pub keys: SmallVec<[u32; 4]>,
+    pub reqs: SmallVec<[Request; 2]>,
     /// Where the open quiet meta segment starts in `keys`.
     quiet_start: u32,
     /// `noreply` writes sent without waiting for anything (`close_noreply`).
@@ -92,8 +99,8 @@ impl<'k> ServerBatch<'k> {
             server,
             wbuf,
             ext: Vec::new(),
-            keys: Vec::new(),
-            reqs: Vec::new(),
+            keys: SmallVec::new(),
+            reqs: SmallVec::new(),
             quiet_start: 0,
             forget: false,
             probe_after: false,
@@ -382,7 +389,7 @@ mod tests {
         let mut more = piece(&[0, 1], b"de", true);
         more.shift_keys(3);
         a.append(more);
-        assert_eq!(a.keys, [0, 1, 2, 3, 4]);
+        assert_eq!(a.keys[..], [0, 1, 2, 3, 4]);
         assert_eq!(ranges(&a.reqs), [(0, 3, true), (3, 2, true)]);
         assert_eq!(a.wbuf, b"abcmn\r\ndemn\r\n");
         assert_eq!(a.record_ends, [3, 9]);
@@ -424,6 +431,6 @@ mod tests {
             (&b"xymn\r\n"[..], &[2][..])
         );
         assert_eq!(ranges(&a.reqs), [(0, 1, true), (1, 2, true)]);
-        assert_eq!(a.keys, [0, 1, 2]);
+        assert_eq!(a.keys[..], [0, 1, 2]);
     }
 }

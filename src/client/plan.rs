@@ -9,7 +9,9 @@
 use std::borrow::Cow;
 use std::sync::Arc;
 
-use super::batch::ServerBatch;
+use smallvec::SmallVec;
+
+use super::batch::{Batches, ServerBatch};
 use super::snapshot::Snapshot;
 use crate::error::Error;
 use crate::protocol::{ReplyKind, StoreItem};
@@ -18,12 +20,16 @@ use crate::server::{MetaSupport, Server};
 /// What `plan` makes of an operation's keys.
 pub(super) struct Plan<'k> {
     /// Per key, its wire form (empty for a rejected key); only when asked for (`keep_wire`).
-    pub wire_keys: Vec<Cow<'k, [u8]>>,
+    /// Inline for one key.
+    pub wire_keys: WireList<'k>,
     /// One batch per involved server.
-    pub batches: Vec<ServerBatch<'k>>,
+    pub batches: Batches<'k>,
     /// Keys failed before anything is sent (an invalid key never reaches a server).
     pub rejected: Vec<(u32, Error)>,
 }
+
+/// The wire keys of a plan.
+pub(super) type WireList<'k> = SmallVec<[Cow<'k, [u8]>; 1]>;
 
 /// Which rules a key is validated by.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -93,8 +99,8 @@ where
 {
     let n = servers;
     let mut plan = Plan {
-        wire_keys: Vec::with_capacity(if keep_wire { keys.len() } else { 0 }),
-        batches: Vec::new(),
+        wire_keys: WireList::with_capacity(if keep_wire { keys.len() } else { 0 }),
+        batches: Batches::new(),
         rejected: Vec::new(),
     };
     let verify = check == KeyCheck::Behaviors && snap.behaviors.verify_keys;

@@ -13,7 +13,7 @@
 
 use std::borrow::Cow;
 
-use super::batch::ServerBatch;
+use super::batch::{Batches, ServerBatch};
 use super::sink::{fetch_arena, GetSink};
 use super::snapshot::Snapshot;
 use super::{Client, Fetched, Item};
@@ -57,7 +57,7 @@ pub(super) fn fails_over(e: &Error) -> bool {
 /// requests ride in the batch's closing NOOP.
 pub(super) fn add_writes<'k>(
     snap: &Snapshot,
-    batches: &mut Vec<ServerBatch>,
+    batches: &mut Batches,
     masters: &[(u32, usize)],
     wire: impl Fn(u32) -> Option<Cow<'k, [u8]>>,
     mut encode: impl FnMut(&mut ServerBatch, u32, u32, &[u8]),
@@ -179,7 +179,7 @@ impl Client {
     ) -> Fetched {
         let verify = snap.behaviors.verify_keys;
         let mut wire: Vec<Cow<'_, [u8]>> = Vec::with_capacity(round.len());
-        let mut batches: Vec<ServerBatch> = Vec::new();
+        let mut batches = Batches::new();
         for (j, &(i, s)) in round.iter().enumerate() {
             let w = keys
                 .get(i as usize)
@@ -279,7 +279,8 @@ mod tests {
     #[test]
     fn replica_writes_join_the_batches_and_answer_for_no_key() {
         let s = snap(3, 2, true);
-        let mut batches = vec![ServerBatch::new(2)];
+        let mut batches = Batches::new();
+        batches.push(ServerBatch::new(2));
         batches[0].keys.push(0);
         let wire = |i: u32| Some(Cow::Owned(vec![b'k', b'0' + i as u8]));
         let mut sent = Vec::new();
@@ -296,14 +297,14 @@ mod tests {
         let servers: Vec<usize> = batches.iter().map(|b| b.server).collect();
         assert_eq!(servers, vec![2, 0, 1]);
         // key 0 (server 2) goes to 0 and 1; key 1 (server 0) to 1 and 2
-        assert_eq!(batches[0].keys, vec![0, REPLICA]);
-        assert_eq!(batches[1].keys, vec![REPLICA]);
-        assert_eq!(batches[2].keys, vec![REPLICA, REPLICA]);
+        assert_eq!(batches[0].keys[..], [0, REPLICA]);
+        assert_eq!(batches[1].keys[..], [REPLICA]);
+        assert_eq!(batches[2].keys[..], [REPLICA, REPLICA]);
         assert_eq!(batches[0].wbuf, b"k1");
         assert_eq!(batches[2].wbuf, b"k0k1");
         // each request's opaque is its position in its batch
         assert_eq!(sent, vec![(0, 0), (0, 0), (1, 1), (1, 1)]);
-        let mut none = Vec::new();
+        let mut none = Batches::new();
         add_writes(
             &snap(3, 2, false),
             &mut none,

@@ -171,7 +171,7 @@ fn binary_hit(key: &[u8], value: &[u8], opaque: u32) -> Vec<u8> {
 fn binary_hits_are_matched_by_opaque_and_may_not_go_back() {
     let wire: Vec<Cow<'_, [u8]>> = vec![Cow::Borrowed(b"a"), Cow::Borrowed(b"b")];
     let mut batch = ServerBatch::new(0);
-    batch.keys = vec![0, 1];
+    batch.keys = [0, 1].into_iter().collect();
     batch.encode_gets(&wire, false, true, None);
     let mut sink = crate::client::sink::GetSink::new(&wire[..], 0);
     let mut replies = Replies::default();
@@ -215,7 +215,7 @@ fn a_value_header_announces_the_room_to_make_and_one_over_the_limit_is_refused()
         ..Replies::default()
     };
     let mut batch = ServerBatch::new(0);
-    batch.keys = vec![0, 1];
+    batch.keys = [0, 1].into_iter().collect();
     batch.encode_gets(&wire, false, true, None);
     let mut header = binary_hit(b"a", &[b'x'; 11], 0);
     header.truncate(24);

@@ -46,8 +46,9 @@ pub(super) enum Check {
     /// byte arrives there, the batch's deadline stays this one (sending the request again is
     /// not progress).
     Replayed(Instant),
-    /// A ping waits for its answer on a fresh connection.
-    Pinging(Connection),
+    /// A ping waits for its answer on a fresh connection (boxed: a batch in flight carries a
+    /// `Check`, and is moved whole on every call; a ping is rare).
+    Pinging(Box<Connection>),
     /// The server answered the ping: it is alive.
     Alive,
     /// No fresh connection could be opened, or the ping could not be sent or failed.
@@ -118,7 +119,7 @@ pub(super) fn start_ping(mut conn: Connection, binary: bool) -> Check {
         text::encode_version(&mut req);
     }
     match conn.send_nonblocking(&req) {
-        Ok(n) if n == req.len() && !conn.pending_write() => Check::Pinging(conn),
+        Ok(n) if n == req.len() && !conn.pending_write() => Check::Pinging(Box::new(conn)),
         _ => Check::Failed,
     }
 }

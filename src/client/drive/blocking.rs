@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use rustix::event::{PollFd, PollFlags};
 
-use crate::client::batch::ServerBatch;
+use crate::client::batch::{Batches, ServerBatch};
 use crate::client::inflight::InFlight;
 use crate::client::op::{Args, Operation};
 use crate::client::sink::Sink;
@@ -34,7 +34,7 @@ impl Client {
         &self,
         snap: &Snapshot,
         family: Family,
-        mut batches: Vec<ServerBatch>,
+        mut batches: Batches,
         rejected: Vec<(u32, Error)>,
         mut sink: S,
         replay_safe: bool,
@@ -131,7 +131,7 @@ impl Client {
     pub(in crate::client) fn run(
         &self,
         snap: &Snapshot,
-        batches: Vec<ServerBatch>,
+        batches: Batches,
         sink: &mut dyn Sink,
         replay_safe: bool,
     ) {

@@ -119,7 +119,7 @@ impl LineMap<()> for Flushed {
 }
 
 /// One batch per server with one request `encode` writes (its outcome is the server's).
-fn per_server(snap: &Snapshot, kind: ReplyKind, encode: impl Fn(&mut Vec<u8>)) -> Plan<'static> {
+fn per_server<'k>(snap: &Snapshot, kind: ReplyKind, encode: impl Fn(&mut Vec<u8>)) -> Plan<'k> {
     let batches = (0..snap.topo.servers.len())
         .map(|s| {
             let mut batch = ServerBatch::new(s);
@@ -129,7 +129,7 @@ fn per_server(snap: &Snapshot, kind: ReplyKind, encode: impl Fn(&mut Vec<u8>)) -
         })
         .collect();
     Plan {
-        wire_keys: Vec::new(),
+        wire_keys: Default::default(),
         batches,
         rejected: Vec::new(),
     }

@@ -240,7 +240,7 @@ fn plan_store<'k>(
         write_closing(bin, &modes, noreply, ReplyKind::Storage),
     );
     Plan {
-        wire_keys: Vec::new(),
+        wire_keys: Default::default(),
         batches: p.batches,
         rejected: p.rejected,
     }
