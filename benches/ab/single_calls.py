@@ -5,9 +5,11 @@ memcached's share is not counted. Also `import` (the whole process's instruction
 import, minus one that imports nothing) and the resident memory an import adds.
 
     python benches/ab/single_calls.py [--calls 2000] [--calls-list get_hit,get_miss,...]
-                                       [--top 0] [--clients fastmc,pylibmc]
+                                       [--top 0] [--clients fastmc,pylibmc] [--aio]
 
-Prints a table of instructions per call and fastmc ÷ pylibmc; with --top N, fastmc's N most
+With `--aio`, the asyncio clients instead (fastmc.aio, aiomcache, emcache): each call awaited
+alone in a running event loop, the loop's own work counted with the client's, and fastmc.aio ÷
+the best peer. Prints a table of instructions per call and fastmc ÷ pylibmc; with --top N, fastmc's N most
 costly functions per call (their own instructions, not their callees'). Needs valgrind and a
 fastmc build importable by this Python (a release build for figures worth quoting: `make
 develop-release`), and pylibmc (the venv has it). One memcached on a free port, text protocol,
@@ -17,6 +19,7 @@ develop-release`), and pylibmc (the venv has it). One memcached on a free port, 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import subprocess
 import sys
@@ -29,6 +32,7 @@ from per_key import costs as per_function  # noqa: E402 (callgrind_annotate's to
 
 CALLS = ("get_hit", "get_miss", "set", "delete_miss", "incr", "get_multi_10")
 CLIENTS = ("fastmc", "pylibmc")
+AIO_CLIENTS = ("fastmc.aio", "aiomcache", "emcache")
 VALUE = b"v" * 40
 
 
@@ -56,6 +60,70 @@ def child(client: str, call: str, address: str, n: int) -> None:
         f()
     for _ in range(n):
         f()
+
+
+def child_aio(client: str, call: str, address: str, n: int) -> None:
+    """The measured process of an asyncio client: a warm-up, then `n` awaited calls, one at a
+    time, in one running loop."""
+    import asyncio
+    import gc
+
+    gc.disable()
+    host, port = address.rsplit(":", 1)
+    keys = [b"sc:%d" % i for i in range(10)]
+
+    async def main() -> None:
+        if client == "fastmc.aio":
+            import fastmc.aio
+
+            mc = fastmc.aio.Client([address])
+            calls = {
+                "get_hit": lambda: mc.get(b"sc:0"),
+                "get_miss": lambda: mc.get(b"sc:gone"),
+                "set": lambda: mc.set(b"sc:1", VALUE),
+                "delete_miss": lambda: mc.delete(b"sc:gone"),
+                "incr": lambda: mc.incr(b"sc:n"),
+                "get_multi_10": lambda: mc.get_multi(keys),
+            }
+        elif client == "aiomcache":
+            import aiomcache
+
+            mc = aiomcache.Client(host, int(port))
+            calls = {
+                "get_hit": lambda: mc.get(b"sc:0"),
+                "get_miss": lambda: mc.get(b"sc:gone"),
+                "set": lambda: mc.set(b"sc:1", VALUE),
+                "delete_miss": lambda: mc.delete(b"sc:gone"),
+                "incr": lambda: mc.incr(b"sc:n"),
+                "get_multi_10": lambda: mc.multi_get(*keys),
+            }
+        else:
+            import emcache
+
+            mc = await emcache.create_client([emcache.MemcachedHostAddress(host, int(port))])
+
+            async def delete_miss() -> None:
+                with contextlib.suppress(emcache.NotFoundCommandError):  # raised for a miss
+                    await mc.delete(b"sc:gone")
+
+            calls = {
+                "get_hit": lambda: mc.get(b"sc:0"),
+                "get_miss": lambda: mc.get(b"sc:gone"),
+                "set": lambda: mc.set(b"sc:1", VALUE),
+                "delete_miss": delete_miss,
+                "incr": lambda: mc.increment(b"sc:n", 1),
+                "get_multi_10": lambda: mc.get_many(keys),
+            }
+        for k in keys:
+            await mc.set(k, VALUE)
+        await mc.set(b"sc:n", b"1")
+        f = calls[call]
+        for _ in range(200):
+            await f()
+        for _ in range(n):
+            await f()
+
+    asyncio.run(main())
 
 
 def instructions(client: str, call: str, address: str, n: int, out: str) -> int:
@@ -105,7 +173,12 @@ def main() -> None:
     ap.add_argument("--calls-list", default=",".join((*CALLS, "import")))
     ap.add_argument("--clients", default=",".join(CLIENTS))
     ap.add_argument("--top", type=int, default=0)
+    ap.add_argument("--aio", action="store_true", help="the asyncio clients instead")
     a = ap.parse_args()
+    if a.aio and a.clients == ",".join(CLIENTS):
+        a.clients = ",".join(AIO_CLIENTS)
+    if a.aio and "import" in a.calls_list.split(","):
+        a.calls_list = ",".join(CALLS)
     from memcached import Memcached
 
     clients = a.clients.split(",")
@@ -118,21 +191,25 @@ def main() -> None:
                 sys.exit(f"unknown call {call!r}: one of {', '.join(CALLS)}, import")
             row = {}
             for c in clients:
-                row[c], fns = per_call(
-                    c, call, server.address, a.calls, a.top if c == "fastmc" else 0
-                )
+                ours = c in ("fastmc", "fastmc.aio")
+                row[c], fns = per_call(c, call, server.address, a.calls, a.top if ours else 0)
                 if fns:
                     tops[call] = fns
             rows.append((call, row))
     finally:
         server.stop()
-    head = "| call | " + " | ".join(clients) + " | fastmc ÷ pylibmc |"
+    ratio = "fastmc.aio ÷ the best peer" if a.aio else "fastmc ÷ pylibmc"
+    head = "| call | " + " | ".join(clients) + f" | {ratio} |"
     print(head + "\n|" + "---|" * (len(clients) + 2))
     for call, row in rows:
         cells = " | ".join(f"{row[c]:,.0f}" for c in clients)
-        r = row["fastmc"] / row["pylibmc"] if {"fastmc", "pylibmc"} <= set(row) else None
+        if a.aio:
+            peers = [v for c, v in row.items() if c != "fastmc.aio"]
+            r = row["fastmc.aio"] / min(peers) if "fastmc.aio" in row and peers else None
+        else:
+            r = row["fastmc"] / row["pylibmc"] if {"fastmc", "pylibmc"} <= set(row) else None
         print(f"| {call} | {cells} | {'%.2f' % r if r else 'n/a'} |")
-    if "import" in a.calls_list:
+    if "import" in a.calls_list.split(","):
         mem = {c: resident_mib(c) for c in clients}
         print(
             "\nresident memory an import adds (MiB): "
@@ -146,6 +223,7 @@ def main() -> None:
 
 if __name__ == "__main__":
     if len(sys.argv) > 1 and sys.argv[1] == "--child":
-        child(sys.argv[2], sys.argv[3], sys.argv[4], int(sys.argv[5]))
+        run = child_aio if sys.argv[2] in AIO_CLIENTS else child
+        run(sys.argv[2], sys.argv[3], sys.argv[4], int(sys.argv[5]))
     else:
         main()
