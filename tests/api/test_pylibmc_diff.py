@@ -327,4 +327,12 @@ def test_a_key_the_namespace_makes_too_long_is_never_sent(relayed):
     assert ours.set(long, 1) is False
     assert ours.set_multi({long: 1, "x": 2}) == [long]
     assert ours.delete(long) is False
+    # a miss in get_multi under verify_keys too, and the other keys' values come back
+    # (pylibmc returns {} for the whole call)
+    assert ours.get_multi([long, "x"]) == {"x": 2}
+    theirs.behaviors = {"verify_keys": 1}
+    assert theirs.get_multi([long]) == {}
+    # a key that is bad on its own still fails the whole call, as in pylibmc
+    with pytest.raises(fastmc.BadKeyProvided):
+        ours.get_multi(["x", "bad\x80"])
     assert long.encode() not in relay.take()

@@ -17,7 +17,7 @@ use pyo3::types::{PyBytes, PyDict, PyList, PyString};
 use super::PyClient;
 use crate::client::Fetched;
 use crate::error::Error as CoreError;
-use crate::protocol::MAX_KEY_LEN;
+use crate::protocol::{is_text_key, MAX_KEY_LEN};
 use crate::py::args::*;
 use crate::py::errors::{self, Op};
 use crate::py::io::detached;
@@ -353,12 +353,15 @@ pub(crate) fn fetch_reply(
     let flags = this.flags()?;
     let raise_on_error = flags.get_multi_raise_on_error;
     // With verify_keys libmemcached refuses the whole batch for one bad key, before any value
-    // is decoded (so before a value that cannot be decoded raises).
+    // is decoded (so before a value that cannot be decoded raises). A key that is fine itself
+    // and too long only with the namespace is a miss, never sent, as without verify_keys
+    // (pylibmc sends it and returns nothing for the whole call: docs/migration.md).
     if flags.verify_keys {
-        if let Some(Err(CoreError::BadKey(m))) = results
-            .iter()
-            .find(|r| matches!(r, Err(CoreError::BadKey(_))))
-        {
+        let own_fault = results.iter().zip(full).find_map(|(r, k)| match r {
+            Err(CoreError::BadKey(m)) if !is_text_key(k, true) => Some(m),
+            _ => None,
+        });
+        if let Some(m) = own_fault {
             return Err(errors::bad_key(Op::Mget, m));
         }
     }
