@@ -336,3 +336,16 @@ def test_a_key_the_namespace_makes_too_long_is_never_sent(relayed):
     with pytest.raises(fastmc.BadKeyProvided):
         ours.get_multi(["x", "bad\x80"])
     assert long.encode() not in relay.take()
+
+
+@pytest.mark.parametrize("group", ["items", "slabs", "settings", "sizes", "conns"])
+def test_get_stats_of_a_group_is_pylibmcs_struct(server, group):
+    """A group has none of the 22 stats libmemcached parses (or not as numbers: `settings`'
+    `evictions on`): pylibmc returns its stat struct's initial values, pid -1, an empty
+    version, rusage 0.0, and 0 for the rest; so does fastmc."""
+    theirs = pylibmc.Client([server.address]).get_stats(group)
+    ours = fastmc.Client([server.address]).get_stats(group)
+    assert [s for s, _ in ours] == [s for s, _ in theirs]
+    assert ours[0][1] == theirs[0][1]
+    assert ours[0][1]["pid"] == b"-1" and ours[0][1]["version"] == b""
+    assert ours[0][1]["rusage_user"] == b"0.0"

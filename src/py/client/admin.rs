@@ -43,6 +43,31 @@ const STAT_KEYS: [&str; 22] = [
     "threads",
 ];
 
+/// What libmemcached's stat struct makes of one of `STAT_KEYS` (and so what pylibmc returns):
+/// one the server did not send keeps the struct's initial value (`pid` -1, `version` empty, the
+/// `rusage_` times 0.0, the rest 0), as for a group (`stats items`) that has none of them; a
+/// number that is not one (`stats settings`' `evictions on`) is what `strtoull` reads of it.
+fn stat_value<'v>(name: &str, value: Option<&'v [u8]>) -> &'v [u8] {
+    let Some(v) = value else {
+        return match name {
+            "pid" => b"-1",
+            "version" => b"",
+            "rusage_user" | "rusage_system" => b"0.0",
+            _ => b"0",
+        };
+    };
+    if matches!(name, "version" | "rusage_user" | "rusage_system") {
+        return v;
+    }
+    let sign = usize::from(name == "pid" && v.first() == Some(&b'-'));
+    let digits = v[sign..].iter().take_while(|b| b.is_ascii_digit()).count();
+    if digits == 0 {
+        b"0"
+    } else {
+        &v[..sign + digits]
+    }
+}
+
 /// Flush all data on all servers.
 pub(super) fn flush_all(slf: &Bound<'_, PyClient>, time: MaybeArg<'_, '_>) -> PyResult<bool> {
     let py = slf.py();
@@ -112,8 +137,8 @@ pub(crate) fn stats_reply(
             let v = stats
                 .iter()
                 .find(|(n, _)| n.as_slice() == name.as_bytes())
-                .map_or(&b"0"[..], |(_, v)| v.as_slice());
-            d.set_item(name, PyBytes::new(py, v))?;
+                .map(|(_, v)| v.as_slice());
+            d.set_item(name, PyBytes::new(py, stat_value(name, v)))?;
         }
         let label = format!("{} ({i})", addr.display_name());
         out.append((PyBytes::new(py, label.as_bytes()), d))?;
