@@ -145,17 +145,20 @@ def _stats(mc: Client, args: argparse.Namespace) -> int:
     for server in _servers(args.servers):
         one = _client(args, [server])
         try:
-            results = one.get_stats(args.arg) if args.arg else one.get_stats()
+            # every line the server sent, in its order (get_stats keeps pylibmc's 22 fields)
+            results = one._stats_lines(args.arg) if args.arg else one._stats_lines()
         except BadKeyProvided:
             raise
         except Error as e:
             _error("%s: %s: %s" % (server, type(e).__name__, _one_line(e)))
             status = EXIT_SERVER
             continue
-        for name, stats in results:
+        for name, lines in results:
             print(name.decode("utf-8", "replace"))
-            for key in sorted(stats):
-                print("  %s: %s" % (key, stats[key].decode("utf-8", "replace")))
+            for key, value in lines:
+                print(
+                    "  %s: %s" % (key.decode("utf-8", "replace"), value.decode("utf-8", "replace"))
+                )
     return status
 
 

@@ -99,8 +99,15 @@ def test_stats_and_a_stats_group(server, mc):
     fields = dict(line.strip().split(": ", 1) for line in lines[1:])
     assert int(fields["pid"]) == server.proc.pid
     assert fields["version"].count(".") == 2
-    r = run("stats", "settings", servers=server.address)
-    assert r.returncode == 0 and r.stdout.decode().startswith(server.address)
+    assert len(fields) > 22  # every stat the server sent, not pylibmc's 22
+    # a group: the server's own lines, in its order
+    mc.set("stats-item", "v")
+    for group, name in (("settings", "maxbytes"), ("items", "items:"), ("slabs", "active_slabs")):
+        r = run("stats", group, servers=server.address)
+        assert r.returncode == 0 and r.stdout.decode().startswith(server.address)
+        lines = r.stdout.decode().splitlines()[1:]
+        assert any(line.strip().startswith(name) for line in lines), (group, lines[:5])
+        assert not any(line.strip().startswith("rusage_user") for line in lines)
 
 
 def test_servers_from_environment(server, mc):

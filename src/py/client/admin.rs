@@ -101,6 +101,39 @@ pub(super) fn get_stats(
     stats_reply(py, results)
 }
 
+/// Every stat each server sent for the group, in its order, as `(label, [(name, value)])`
+/// (the CLI's `stats GROUP`: `get_stats` keeps pylibmc's 22 fields, which a group has none of).
+pub(super) fn stats_lines(
+    slf: &Bound<'_, PyClient>,
+    stat_args: MaybeArg<'_, '_>,
+) -> PyResult<Py<PyList>> {
+    let py = slf.py();
+    let args = stats_args(stat_args)?;
+    let results = detached(py, slf.get(), |core| Ok(core.stats(&args)))?;
+    let out = PyList::empty(py);
+    for (i, (addr, r)) in results.into_iter().enumerate() {
+        let stats = stats_or_error(r)?;
+        let lines = PyList::empty(py);
+        for (name, value) in &stats {
+            lines.append((PyBytes::new(py, name), PyBytes::new(py, value)))?;
+        }
+        let label = format!("{} ({i})", addr.display_name());
+        out.append((PyBytes::new(py, label.as_bytes()), lines))?;
+    }
+    Ok(out.unbind())
+}
+
+/// A server's stats, or get_stats' error for them.
+fn stats_or_error(r: crate::error::Result<crate::client::Stats>) -> PyResult<crate::client::Stats> {
+    match r {
+        Ok(s) => Ok(s),
+        Err(CoreError::UnknownCommand) | Err(CoreError::ClientError(_)) => {
+            Err(errors::invalid_arguments(Op::GetStats, None))
+        }
+        Err(e) => Err(errors::some_errors(Op::GetStats, &e)),
+    }
+}
+
 /// get_stats's group, as pylibmc converts and checks it.
 pub(crate) fn stats_args(stat_args: MaybeArg<'_, '_>) -> PyResult<Vec<u8>> {
     let args = stat_args.map_or(None, |a| {
@@ -125,13 +158,7 @@ pub(crate) fn stats_reply(
 ) -> PyResult<Py<PyList>> {
     let out = PyList::empty(py);
     for (i, (addr, r)) in results.into_iter().enumerate() {
-        let stats = match r {
-            Ok(s) => s,
-            Err(CoreError::UnknownCommand) | Err(CoreError::ClientError(_)) => {
-                return Err(errors::invalid_arguments(Op::GetStats, None))
-            }
-            Err(e) => return Err(errors::some_errors(Op::GetStats, &e)),
-        };
+        let stats = stats_or_error(r)?;
         let d = PyDict::new(py);
         for name in STAT_KEYS {
             let v = stats

@@ -415,6 +415,12 @@ impl PyClient {
         admin::get_stats(slf, stat_args)
     }
 
+    /// Every stat each server sent, in its order (the command line's `stats GROUP`).
+    #[pyo3(signature = (stat_args=MaybeArg::Missing, /))]
+    fn _stats_lines(slf: &Bound<'_, Self>, stat_args: MaybeArg<'_, '_>) -> PyResult<Py<PyList>> {
+        admin::stats_lines(slf, stat_args)
+    }
+
     /// fastmc extension: call `callback(server, event, detail)` on a server state change:
     /// "server_down", "server_up", "server_ejected", "server_rejoined", and on a change of the
     /// server list: "server_added", "server_removed".
