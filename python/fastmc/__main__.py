@@ -9,8 +9,9 @@ memrm/memflush::
 
 Servers come from ``--servers``, else the ``MEMCACHED_SERVERS`` environment variable, else
 ``127.0.0.1:11211``. Exit status: 0 on success, 1 when a key is missing or not stored, 2 on a
-usage error, 3 when a server cannot be reached or answers with an error; every failure prints one
-line on standard error.
+usage error, 3 when a server cannot be reached or answers with an error, 4 when ``get --decode``
+refuses a stored value (a pickle without ``--unpickle``); every failure prints one line on
+standard error, with a reason.
 
 ``get`` prints what is stored, as memcached's text protocol shows it (``VALUE KEY FLAGS BYTES``,
 then the bytes, then a newline; a compressed value is inflated, at most ``max_inflate``), and
@@ -33,6 +34,12 @@ EXIT_OK = 0
 EXIT_MISSING = 1
 EXIT_USAGE = 2
 EXIT_SERVER = 3
+EXIT_REFUSED = 4
+
+# What a failure says when its exception carries no message (pylibmc raises TooBig bare).
+_BARE = {
+    "TooBig": "the value is larger than the server's item size limit (memcached -I)",
+}
 
 DEFAULT_SERVERS = "127.0.0.1:11211"
 
@@ -236,9 +243,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     except RefusedValueError as e:
         hint = " (--unpickle runs it)" if "pickle" in str(e) else ""
         _error("%s%s" % (_one_line(e), hint))
-        return EXIT_SERVER
+        return EXIT_REFUSED
     except Error as e:
-        _error("%s (servers: %s): %s" % (type(e).__name__, args.servers, _one_line(e)))
+        name = type(e).__name__
+        reason = _one_line(e) or _BARE.get(name, "no detail given")
+        _error("%s (servers: %s): %s" % (name, args.servers, reason))
         return EXIT_SERVER
     except ValueError as e:
         _error("invalid argument: %s" % _one_line(e))

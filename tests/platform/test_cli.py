@@ -168,10 +168,30 @@ def test_get_never_runs_a_pickle_unless_asked(server, mc, tmp_path):
     assert (r.returncode, r.stdout) == (0, b"VALUE boom 1 %d\n%s\n" % (len(payload), payload))
     env = {"FASTMC_PICKLE": "allow"}
     r = run("get", "boom", "--decode", servers=server.address, env=env)
-    assert r.returncode == 3 and b"refuses pickles (--unpickle runs it)" in r.stderr
+    assert r.returncode == 4 and b"refuses pickles (--unpickle runs it)" in r.stderr
     assert not ran.exists()
     r = run("get", "boom", "--unpickle", servers=server.address)
     assert r.returncode == 2 and b"--unpickle goes with --decode" in r.stderr
     assert not ran.exists()
     r = run("get", "boom", "--decode", "--unpickle", servers=server.address)
     assert r.returncode == 0 and ran.exists()
+
+
+def test_every_exit_status_and_its_reason(server, mc):
+    """docs/integrations.md: 0, 1, 2, 3 and 4, each failure one line with a reason."""
+    assert run("set", "ok", "v", servers=server.address).returncode == 0
+    r = run("get", "nothing-here", servers=server.address)
+    assert r.returncode == 1 and r.stderr == b"fastmc: key not found: nothing-here\n"
+    r = run("get", "has space", servers=server.address)
+    assert r.returncode == 2 and r.stderr.startswith(b"fastmc: invalid key: ")
+    big = b"a" * (2 << 20)
+    r = run("set", "big", "-", servers=server.address, stdin=big)
+    assert r.returncode == 3
+    line = r.stderr.decode()
+    assert line.startswith("fastmc: TooBig (servers: %s): " % server.address)
+    assert "item size limit" in line and line.count("\n") == 1
+    mc.set("pickled", [1, 2])
+    r = run("get", "pickled", "--decode", servers=server.address)
+    assert r.returncode == 4 and b"(--unpickle runs it)" in r.stderr
+    r = run("get", "pickled", "--decode", "--unpickle", servers=server.address)
+    assert r.returncode == 0 and r.stdout == b"[1, 2]\n"
