@@ -10,7 +10,7 @@ export PATH := $(abspath $(BIN)):$(PATH)
 
 .PHONY: help test bench bench-full develop develop-release lint check-rust pytest memcached venv \
 	fuzz soak random-diff wheels clean bench-net bench-net-soak net-tools test-sid test-py314 \
-	test-py315 memcached-proxy ends
+	test-py315 memcached-proxy ends django-matrix
 
 help: ## list the targets
 	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | expand -t 18
@@ -75,6 +75,11 @@ pytest: memcached memcached-proxy venv develop ## the Python test suite against 
 # fresh venv, then release/smoke.py against a plain and a TLS memcached (about a minute).
 ends: memcached venv ## the smoke test of release/smoke.py on CPython 3.9 and 3.13 (pyenv's)
 	$(BIN)/python release/ends.py
+
+# Django's own cache tests on each supported Django, each on a CPython it supports (Django 6 needs
+# 3.12 or later): a wheel per CPython into a fresh venv, Django from PyPI. `make test` runs 5.2.
+django-matrix: memcached venv ## Django's own cache tests on Django 5.2, 6.0 and 6.1 (pyenv's CPython 3.12 and 3.13; a few minutes)
+	$(BIN)/python release/django_matrix.py
 
 test: memcached venv check-rust develop lint pytest ends ## every check and test (what CI runs)
 
