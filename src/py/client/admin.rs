@@ -95,10 +95,21 @@ pub(super) fn get_stats(
     slf: &Bound<'_, PyClient>,
     stat_args: MaybeArg<'_, '_>,
 ) -> PyResult<Py<PyList>> {
-    let py = slf.py();
+    stats_reply(slf.py(), fetch_stats(slf, stat_args)?)
+}
+
+/// Each server's answer to `stats [GROUP]`, with its address.
+fn fetch_stats(
+    slf: &Bound<'_, PyClient>,
+    stat_args: MaybeArg<'_, '_>,
+) -> PyResult<
+    Vec<(
+        crate::connection::Address,
+        crate::error::Result<crate::client::Stats>,
+    )>,
+> {
     let args = stats_args(stat_args)?;
-    let results = detached(py, slf.get(), |core| Ok(core.stats(&args)))?;
-    stats_reply(py, results)
+    detached(slf.py(), slf.get(), |core| Ok(core.stats(&args)))
 }
 
 /// Every stat each server sent for the group, in its order, as `(label, [(name, value)])`
@@ -108,10 +119,8 @@ pub(super) fn stats_lines(
     stat_args: MaybeArg<'_, '_>,
 ) -> PyResult<Py<PyList>> {
     let py = slf.py();
-    let args = stats_args(stat_args)?;
-    let results = detached(py, slf.get(), |core| Ok(core.stats(&args)))?;
     let out = PyList::empty(py);
-    for (i, (addr, r)) in results.into_iter().enumerate() {
+    for (i, (addr, r)) in fetch_stats(slf, stat_args)?.into_iter().enumerate() {
         let stats = stats_or_error(r)?;
         let lines = PyList::empty(py);
         for (name, value) in &stats {
