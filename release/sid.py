@@ -165,7 +165,11 @@ class Sid:
 # What a CPython cannot install at all, and why; the tests that need it skip, saying so.
 CANNOT_INSTALL = {
     # tests/platform/test_tracing_ddtrace.py
-    "3.15": {"ddtrace": "ddtrace 4.16.0 requires Python < 3.15, and no release supports 3.15"},
+    "3.15": {
+        "ddtrace": "ddtrace 4.16.0 requires Python < 3.15, and no release supports 3.15",
+        # tests/api/test_serializers.py: serializer="json" uses the standard library's json
+        "orjson": "orjson 3.13.0 has no CPython 3.15 wheel",
+    },
 }
 
 

@@ -224,7 +224,8 @@ def test_json_without_orjson_writes_and_reads_the_same_values(server):
     what it reads, value for value."""
     import fastmc._formats
 
-    assert fastmc._formats.JSON == "orjson"  # the test environment has it
+    if fastmc._formats.JSON != "orjson":  # release/sid.py: no orjson wheel for CPython 3.15
+        pytest.skip("orjson is not installed for this CPython: nothing to compare with")
     mc = fastmc.Client([server.address], serializer="json")
     for i, v in enumerate(values("json")):
         mc.set("o%d" % i, v)
