@@ -270,9 +270,8 @@ impl Default for ErrorCounts {
 
 impl ServerMetrics {
     /// One batch of `keys` keys of `family` took `elapsed`, sending `out` and reading `inn`
-    /// bytes; `failed` when it ended with an error.
-    /// One request to the server: `elapsed` is its latency, `None` for `noreply` writes, whose
-    /// answer nobody waits for (they are counted, not timed).
+    /// bytes: `elapsed` is its latency, `None` for `noreply` writes, whose answer nobody waits
+    /// for (they are counted, not timed). Errors are counted apart (`error`).
     pub fn batch(
         &self,
         family: Family,

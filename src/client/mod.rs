@@ -7,17 +7,23 @@
 //! - `config`: behaviors, namespace and server list changed, each published as a new snapshot;
 //! - `snapshot`: the configuration one operation runs with (ring, behaviors, socket options);
 //! - `topology`: the server set a snapshot routes over, and how a new list is matched to it;
-//! - `plan`: keys validated, routed and encoded into one `ServerBatch` per server;
+//! - `plan`: keys validated, routed and encoded into one `ServerBatch` per server (`batch`);
+//!   `keys`: keys in one buffer, for a request that outlives its caller's arguments, and the
+//!   buffers a thread keeps for its next call;
 //! - `op`: the operations, one type each (its plan, sink, metrics family, replay safety and
 //!   settling), and the blocking methods that run them;
+//! - `calls`: the blocking methods the binding calls, each an operation run;
+//! - `replicas`: a key's replica servers, their writes and the read fail-over (`num_replicas`);
 //! - `drive`: connections checked out and driven to completion: blocking (`poll`), by an event
 //!   loop's selector (asyncio, the blocking driver taking over whatever would wait), or a lone
 //!   `noreply` write;
 //! - `stall`: a stalled batch checked on a fresh connection before it counts against its server;
 //! - `probe`: whether a server speaks the meta protocol, asked on a connection of its own;
 //! - `inflight`: one batch on its connection (writes, reads handed to `replies`);
-//! - `replies`: each reply unit matched to the request and keys it answers (no socket);
-//! - `sink`: replies turned into per-key outcomes (no socket).
+//! - `replies`: each reply unit matched to the request and keys it answers (no socket), a quiet
+//!   meta segment settled by `quiet`;
+//! - `sink`: replies turned into per-key outcomes (no socket); a large value keeping its read
+//!   buffer (`claim`); a fetch's result (`fetched`).
 //!
 //! This file: `Client`, its construction, the snapshot an operation takes, events and metrics,
 //! and the public result types. Depends on `server`,
@@ -235,11 +241,6 @@ impl Client {
     /// The servers as given, in order (the constructor's list or the last `set_servers`).
     pub fn addresses(&self) -> Vec<Address> {
         self.topo().addresses()
-    }
-
-    /// The current server list with the weights given.
-    pub fn server_specs(&self) -> Vec<ServerSpec> {
-        self.topo().specs.clone()
     }
 
     /// Bumped by every change of the server list.

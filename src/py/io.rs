@@ -1,5 +1,5 @@
-//! The one way from a Python method into the core: `detached` (and `released`, for the one piece
-//! of blocking work that needs no core). Owns the rule below; uses `client::PyClient` for its core
+//! The one way from a Python method into the core: `detached` (and `released`, for blocking work
+//! that needs no core handle: a TLS setup, a large value compressed, an asyncio call's wait). Owns the rule below; uses `client::PyClient` for its core
 //! handle and `crate::client::Client`; builds no result and no message of its own.
 //!
 //! The rule, for every method that does I/O or takes a core lock:

@@ -50,14 +50,6 @@ impl PickleMode {
             ))),
         }
     }
-
-    fn name(self) -> &'static str {
-        match self {
-            PickleMode::Allow => "allow",
-            PickleMode::Refuse => "refuse",
-            PickleMode::Signed => "signed",
-        }
-    }
 }
 
 /// A client's value policy, fixed at construction (and copied by `clone`).
@@ -285,15 +277,5 @@ impl ValuePolicy {
             _ => PICKLE_LOADS.import(py, "pickle", "loads")?.clone(),
         };
         loads.call1((py_bytes(py, data)?,)).map(Bound::unbind)
-    }
-
-    /// The policy as `Client.value_policy` shows it (never the keys).
-    pub fn describe(&self) -> (&'static str, usize, bool, bool) {
-        (
-            self.mode.name(),
-            self.signer.as_ref().map_or(0, Signer::len),
-            self.accept_unsigned,
-            self.loads.is_some(),
-        )
     }
 }

@@ -11,11 +11,9 @@ use std::time::Instant;
 
 use super::MAX_UNSYNCED;
 
-/// About how many bytes a delete or touch request takes besides its key
-/// (`touch <key> <10 digits> noreply\r\n`).
-const REQUEST_BYTES: usize = 40;
 use crate::client::batch::ServerBatch;
 use crate::client::inflight::InFlight;
+use crate::client::op::REQUEST_BYTES;
 use crate::client::sink::{unexpected, LineSink, Tally};
 use crate::client::snapshot::Snapshot;
 use crate::client::{Client, StoreStatus};

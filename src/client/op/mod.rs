@@ -33,8 +33,9 @@ use crate::metrics::Family;
 use crate::protocol::{ReplyKind, StoreItem};
 
 /// About how many bytes a delete, incr/decr or touch request takes besides its key (the binary
-/// header is 24 bytes, `incr <key> <20 digits> noreply\r\n` 36).
-const REQUEST_BYTES: usize = 40;
+/// header is 24 bytes, `incr <key> <20 digits> noreply\r\n` 36, `touch <key> <10 digits>
+/// noreply\r\n` 26); also what the `noreply` driver counts for one.
+pub(in crate::client) const REQUEST_BYTES: usize = 40;
 
 /// What an operation is applied to: the keys it names, or the items a store sends (a store's
 /// keys are its items'). Whole-client commands take neither.
