@@ -19,8 +19,8 @@ import mcbench
 
 from .columns import load_fastmc
 from .context import Ctx
+from .files import write_files
 from .measure import perf_counter, pinned
-from .report import write_files
 from .scenarios import SCENARIOS, UNPINNED, large_memory, memory
 from .servers import ITEM_SIZE_MAX, server_info, start_memcached
 from .settings import BANNER, FASTMC_MODULE_ENV, VALUE_SIZE, Settings

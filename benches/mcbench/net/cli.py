@@ -12,8 +12,9 @@ import signal
 import sys
 
 from ..cli import INTERRUPTED, OK, _sigterm, environment, exit_status, import_fastmc
+from ..files import markdown, summary
 from ..measure import perf_counter
-from ..report import fmt_num, markdown, md_table, summary
+from ..report import fmt_num, md_table
 from ..servers import server_info
 from ..settings import REPO_DIR, Settings
 from . import calibrate, soak

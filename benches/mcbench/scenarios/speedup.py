@@ -5,8 +5,9 @@ from __future__ import annotations
 
 from ..columns import Column, fastmc_col, peer_cols
 from ..context import Ctx
+from ..files import draw_speedup
 from ..measure import Samples
-from ..report import best_floor, draw_speedup, fmt_ratio, md_table, pin_note, ratio
+from ..report import best_floor, fmt_ratio, md_table, pin_note, ratio
 from .steps import Steps, interleaved, workload
 
 SIZES = (1, 2, 5, 10, 20, 50, 100, 200, 500, 1_000)
