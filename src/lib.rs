@@ -25,3 +25,4 @@ pub mod ring;
 pub mod security;
 pub mod server;
 pub mod signing;
+pub mod structured_scan;
