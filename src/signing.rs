@@ -64,16 +64,6 @@ impl Signer {
         Ok(Signer { keys })
     }
 
-    /// How many keys verify.
-    pub fn len(&self) -> usize {
-        self.keys.len()
-    }
-
-    /// Never true: a `Signer` has at least one key.
-    pub fn is_empty(&self) -> bool {
-        self.keys.is_empty()
-    }
-
     fn tag(k: &hmac::Key, key: &[u8], flags: u32, body: &[u8]) -> hmac::Tag {
         let mut ctx = hmac::Context::with_key(k);
         ctx.update(CONTEXT);
