@@ -150,7 +150,7 @@ def test_cancelled_lone_requests_never_leave_a_reply_for_another(server):
 
 def test_lone_requests_on_uvloop(server):
     """uvloop watches the client's epoll descriptor like asyncio's loop does."""
-    import uvloop
+    uvloop = pytest.importorskip("uvloop", reason="uvloop is not installed")
 
     async def main():
         async with fastmc.aio.Client([server.address]) as mc:

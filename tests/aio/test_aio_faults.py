@@ -275,7 +275,7 @@ def test_one_loop_at_a_time(server):
 
 
 def test_uvloop(server):
-    import uvloop
+    uvloop = pytest.importorskip("uvloop", reason="uvloop is not installed")
 
     async def main():
         async with fastmc.aio.Client([server.address]) as mc:
