@@ -67,9 +67,9 @@ def _dotted(cls: _Class) -> tuple[str, str]:
 
 
 class _AllowListUnpickler(_pickle.Unpickler):
-    def __init__(self, data: bytes, allowed: frozenset[tuple[str, str]]) -> None:
-        super().__init__(io.BytesIO(data))
-        self.allowed = allowed
+    # Set on each instance after construction: PyPy's Unpickler takes its file in __new__ as
+    # well, so a subclass __init__ with other arguments would hand it the bytes.
+    allowed: frozenset[tuple[str, str]] = frozenset()
 
     def find_class(self, module: str, name: str) -> Any:
         if (module, name) not in self.allowed:
@@ -87,7 +87,9 @@ def allow_list_loads(classes: Iterable[_Class]) -> Callable[[bytes], Any]:
     allowed = _PLAIN | {_dotted(c) for c in classes}
 
     def loads(data: bytes) -> Any:
-        return _AllowListUnpickler(data, allowed).load()
+        unpickler = _AllowListUnpickler(io.BytesIO(data))
+        unpickler.allowed = allowed
+        return unpickler.load()
 
     return loads
 
