@@ -43,7 +43,7 @@ pub const ALL_BEHAVIORS: [&str; 30] = [
 ];
 
 /// fastmc's own behaviors (not in pylibmc): applied after pylibmc's, read back with them.
-pub const FASTMC_BEHAVIORS: [&str; 4] = [
+pub const FASTMC_BEHAVIORS: [&str; 6] = [
     // 1: get_multi raises when a server fails instead of leaving its keys out of the result.
     "get_multi_raise_on_error",
     // 1: a timeout marks the server down at once, as libmemcached does: no check of a stalled
@@ -55,6 +55,12 @@ pub const FASTMC_BEHAVIORS: [&str; 4] = [
     // Bytes: the largest value a server may send (default `DEFAULT_MAX_VALUE_SIZE`); a larger
     // one raises AllocationError and drops the connection before its bytes are read.
     "max_value_size",
+    // Percent (0 to 100): each relative expiry a write sends is shortened by up to this share of
+    // itself (`Jitter`), so keys written together do not expire together.
+    "ttl_jitter",
+    // 1: the share taken off is a hash of the key, not random: every client (and every
+    // replica write) with the same settings gives a key the same expiry.
+    "ttl_jitter_by_key",
 ];
 
 /// `max_value_size`'s default: 128 MiB. memcached stores at most 1 MiB unless started with a
@@ -72,6 +78,81 @@ pub const RC_INVALID_ARGUMENTS: u32 = 38;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Rejected {
     pub rc: u32,
+}
+
+/// memcached reads an expiry above 30 days as an absolute Unix time, not a number of seconds.
+pub const RELATIVE_EXPIRY_MAX: u32 = 60 * 60 * 24 * 30;
+
+/// TTL jitter: each relative expiry a write sends (a store's, a touch's, the one incr/decr
+/// creates a key with) is shortened by a share of itself up to `percent`, never lengthened, and
+/// never below one second. 0 (the default) leaves every expiry as given; so are 0 (no expiry)
+/// and absolute Unix times (above 30 days). The share is uniform: random, or with `by_key` a
+/// hash of the wire key (FNV-1a, mixed), so that every client with the same settings gives a key the
+/// same expiry.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Jitter {
+    pub percent: u8,
+    pub by_key: bool,
+}
+
+impl Jitter {
+    /// The expiry a write of `key` (its wire form) sends for the `exptime` asked.
+    #[inline]
+    pub fn apply(self, exptime: u32, key: &[u8]) -> u32 {
+        if self.percent == 0 || exptime == 0 || exptime > RELATIVE_EXPIRY_MAX {
+            return exptime;
+        }
+        let unit = if self.by_key {
+            key_unit(key)
+        } else {
+            random_unit()
+        };
+        shorten(exptime, self.percent, unit)
+    }
+}
+
+/// `exptime` less `unit` (a fraction in 2^-32ths) of its `percent` share, at least 1.
+fn shorten(exptime: u32, percent: u8, unit: u32) -> u32 {
+    let span = u64::from(exptime) * u64::from(percent) / 100;
+    let cut = ((span + 1) * u64::from(unit)) >> 32;
+    (u64::from(exptime) - cut).max(1) as u32
+}
+
+/// A key's share: its 64-bit FNV-1a hash, mixed (MurmurHash3's finalizer: FNV leaves keys
+/// that differ in their last bytes close together in the high bits), the high half.
+fn key_unit(key: &[u8]) -> u32 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for &b in key {
+        h = (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3);
+    }
+    h ^= h >> 33;
+    h = h.wrapping_mul(0xff51_afd7_ed55_8ccd);
+    h ^= h >> 33;
+    h = h.wrapping_mul(0xc4ce_b9fe_1a85_ec53);
+    h ^= h >> 33;
+    (h >> 32) as u32
+}
+
+/// A random share: xorshift64*, one state per thread, seeded from the standard library's
+/// per-process random hasher keys.
+fn random_unit() -> u32 {
+    use std::cell::Cell;
+    use std::hash::{BuildHasher, Hasher};
+    thread_local! {
+        static STATE: Cell<u64> = Cell::new({
+            let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+            h.write_u8(0);
+            h.finish() | 1
+        });
+    }
+    STATE.with(|s| {
+        let mut x = s.get();
+        x ^= x >> 12;
+        x ^= x << 25;
+        x ^= x >> 27;
+        s.set(x);
+        (x.wrapping_mul(0x2545_f491_4f6c_dd1d) >> 32) as u32
+    })
 }
 
 /// Every behavior of a client, as pylibmc stores them (and reads them back).
@@ -104,6 +185,8 @@ pub struct Behaviors {
     pub mark_down_at_once: bool,
     /// The largest value a server may send, in bytes.
     pub max_value_size: usize,
+    /// How relative expiries are spread (`ttl_jitter`, `ttl_jitter_by_key`).
+    pub jitter: Jitter,
     /// Speak the binary protocol (pylibmc's `binary=True`); fixed at construction.
     pub binary: bool,
     /// SASL credentials and TLS settings (constructor arguments, not behaviors in pylibmc).
@@ -140,6 +223,7 @@ impl Default for Behaviors {
             get_multi_raise_on_error: false,
             mark_down_at_once: false,
             max_value_size: DEFAULT_MAX_VALUE_SIZE,
+            jitter: Jitter::default(),
             binary: false,
             security: Default::default(),
         }
@@ -221,6 +305,11 @@ impl Behaviors {
                 Ok(n) if (1..=MAX_MAX_VALUE_SIZE).contains(&n) => self.max_value_size = n,
                 _ => return reject,
             },
+            "ttl_jitter" => match u8::try_from(value) {
+                Ok(p) if p <= 100 => self.jitter.percent = p,
+                _ => return reject,
+            },
+            "ttl_jitter_by_key" => self.jitter.by_key = on,
             _ => {}
         }
         Ok(())
@@ -262,6 +351,8 @@ impl Behaviors {
             "get_multi_raise_on_error" => b(self.get_multi_raise_on_error),
             "mark_down_at_once" => b(self.mark_down_at_once),
             "max_value_size" => Some(self.max_value_size as i64),
+            "ttl_jitter" => Some(i64::from(self.jitter.percent)),
+            "ttl_jitter_by_key" => b(self.jitter.by_key),
             _ => None,
         }
     }
@@ -339,6 +430,39 @@ mod tests {
         assert_eq!(b.get("num_replicas"), Some(4294967295));
         b.set("tcp_nodelay", 7, false).unwrap();
         assert_eq!(b.get("tcp_nodelay"), Some(1));
+    }
+
+    #[test]
+    fn ttl_jitter_shortens_relative_expiries_only_and_within_its_share() {
+        let mut b = Behaviors::default();
+        assert_eq!(b.get("ttl_jitter"), Some(0));
+        assert!(b.set("ttl_jitter", 101, false).is_err());
+        assert!(b.set("ttl_jitter", -1, false).is_err());
+        assert_eq!(b.jitter.apply(1000, b"k"), 1000);
+        b.set("ttl_jitter", 20, false).unwrap();
+        let got: Vec<u32> = (0..2000).map(|_| b.jitter.apply(1000, b"k")).collect();
+        assert!(got.iter().all(|&t| (800..=1000).contains(&t)), "{got:?}");
+        let distinct: std::collections::BTreeSet<_> = got.iter().collect();
+        assert!(distinct.len() > 150, "{}", distinct.len());
+        // no expiry, and absolute times, as given
+        for t in [0, RELATIVE_EXPIRY_MAX + 1, u32::MAX] {
+            assert_eq!(b.jitter.apply(t, b"k"), t);
+        }
+        assert!(b.jitter.apply(RELATIVE_EXPIRY_MAX, b"k") <= RELATIVE_EXPIRY_MAX);
+        // never below one second
+        b.set("ttl_jitter", 100, false).unwrap();
+        assert!((0..1000).all(|_| b.jitter.apply(1, b"k") == 1));
+        assert!((0..1000).all(|_| (1..=2).contains(&b.jitter.apply(2, b"k"))));
+        // by key: the same for a key, spread over keys
+        b.set("ttl_jitter", 50, false).unwrap();
+        b.set("ttl_jitter_by_key", 1, false).unwrap();
+        assert_eq!(b.get("ttl_jitter_by_key"), Some(1));
+        let a = b.jitter.apply(600, b"user:1");
+        assert!((0..100).all(|_| b.jitter.apply(600, b"user:1") == a));
+        let spread: std::collections::BTreeSet<_> = (0..500)
+            .map(|i| b.jitter.apply(600, format!("user:{i}").as_bytes()))
+            .collect();
+        assert!(spread.len() > 100 && spread.iter().all(|&t| (300..=600).contains(&t)));
     }
 
     #[test]

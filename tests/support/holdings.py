@@ -43,3 +43,15 @@ def put(addrs: list[str], keys: list[str], value: bytes) -> None:
 def flush(addrs: list[str]) -> None:
     for a in addrs:
         raw(a, b"flush_all\r\n", end=b"\r\n")
+
+
+def ttls(addr: str, keys: list[str]) -> dict[str, int]:
+    """The seconds each of `keys` has left on `addr` (meta `mg <key> t`; -1: no expiry), for
+    the keys it holds."""
+    command = b"".join(b"mg %s k t\r\n" % k.encode() for k in keys) + b"mn\r\n"
+    left = {}
+    for line in raw(addr, command, end=b"MN\r\n").split(b"\r\n"):
+        if line.startswith(b"HD "):
+            flags = {f[:1]: f[1:] for f in line.split()[1:]}
+            left[flags[b"k"].decode()] = int(flags[b"t"])
+    return left

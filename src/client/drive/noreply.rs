@@ -57,7 +57,14 @@ impl Client {
     ) -> Quick<StoreStatus> {
         let verify = snap.behaviors.verify_keys;
         let (size, ok) = (it.data.len() + REQUEST_BYTES, StoreStatus::Stored);
-        let encode = |buf: &mut Vec<u8>, w: &[u8]| text::encode_store(buf, cmd, w, it, true);
+        let jitter = snap.behaviors.jitter;
+        let encode = |buf: &mut Vec<u8>, w: &[u8]| {
+            let it = StoreItem {
+                exptime: jitter.apply(it.exptime, w),
+                ..*it
+            };
+            text::encode_store(buf, cmd, w, &it, true)
+        };
         let f = Family::Store;
         self.forget_start(snap, f, it.key, verify, size, ok, encode, may_connect)
     }
@@ -83,7 +90,10 @@ impl Client {
         key: &[u8],
         exptime: u32,
     ) -> Quick<bool> {
-        let encode = |buf: &mut Vec<u8>, w: &[u8]| text::encode_touch(buf, w, exptime, true);
+        let jitter = snap.behaviors.jitter;
+        let encode = |buf: &mut Vec<u8>, w: &[u8]| {
+            text::encode_touch(buf, w, jitter.apply(exptime, w), true)
+        };
         let (f, n) = (Family::Touch, REQUEST_BYTES);
         self.forget_start(snap, f, key, false, n, true, encode, true)
     }

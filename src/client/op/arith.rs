@@ -100,13 +100,14 @@ impl Operation for Arith {
                     .get(b.server)
                     .is_some_and(|s| s.meta_support() == MetaSupport::Yes)
             });
+            let expiry = |c: Create| snap.behaviors.jitter.apply(c.exptime, w);
             if bin {
                 let opaque = b.next_opaque();
-                let c = create.map(|c| (c.initial, c.exptime));
+                let c = create.map(|c| (c.initial, expiry(c)));
                 binary::encode_arith_create(&mut b.wbuf, incr, w, delta, c, opaque);
                 b.push_req(ReplyKind::Arith, i);
             } else if let Some(c) = meta_create {
-                meta::encode_arith_create(&mut b.wbuf, incr, w, delta, c.initial, c.exptime);
+                meta::encode_arith_create(&mut b.wbuf, incr, w, delta, c.initial, expiry(c));
                 b.push_req(ReplyKind::MetaCmd, i);
             } else {
                 text::encode_arith(&mut b.wbuf, incr, w, delta, false);

@@ -8,6 +8,7 @@
 //! Uses the plan and `LineSink`; `protocol` encoders.
 
 use super::{read_back, write_closing, writes_stream, Args, Operation};
+use crate::behaviors::Jitter;
 use crate::client::batch::ServerBatch;
 use crate::client::plan::{close_batches, plan, Plan, WriteMode, WriteModes};
 use crate::client::replicas;
@@ -111,6 +112,7 @@ impl Operation for Store {
 struct StoreEncoder<'a, 'k> {
     cmd: StoreCmd,
     items: &'a [StoreItem<'k>],
+    jitter: Jitter,
     binary: bool,
     tls: bool,
     noreply: bool,
@@ -118,9 +120,18 @@ struct StoreEncoder<'a, 'k> {
 }
 
 impl<'k> StoreEncoder<'_, 'k> {
+    /// Item `i` as it goes out to wire key `w`: its expiry jittered (`Jitter`).
+    fn item(&self, i: u32, w: &[u8]) -> StoreItem<'k> {
+        let it = self.items[i as usize];
+        StoreItem {
+            exptime: self.jitter.apply(it.exptime, w),
+            ..it
+        }
+    }
+
     /// Append item `i` (wire key `w`) to `batch`; `Err` for a value too big to send.
     fn encode(&self, batch: &mut ServerBatch<'k>, i: u32, w: &[u8]) -> Result<()> {
-        let it = &self.items[i as usize];
+        let it = &self.item(i, w);
         if self.binary {
             // Quiet opcodes: only failures answer, then the closing NOOP.
             if !binary::body_fits(w, it.data.len()) {
@@ -199,6 +210,7 @@ fn plan_store<'k>(
     let encoder = StoreEncoder {
         cmd,
         items,
+        jitter: snap.behaviors.jitter,
         binary: bin,
         tls: snap.opts.security.tls.is_some(),
         noreply,
@@ -230,7 +242,8 @@ fn plan_store<'k>(
             .and_then(|it| snap.wire_key(it.key, false).ok())
     };
     replicas::add_writes(snap, &mut p.batches, &masters, wire, |b, opaque, i, w| {
-        if let Some(it) = items.get(i as usize) {
+        if items.get(i as usize).is_some() {
+            let it = &encoder.item(i, w);
             binary::encode_store(&mut b.wbuf, cmd, w, it, true, opaque);
             encoder.end_record(b);
         }

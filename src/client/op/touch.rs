@@ -64,7 +64,9 @@ impl Operation for Touch {
         let n = snap.topo.servers.len();
         let check = KeyCheck::Protocol;
         let keys = args.keys;
+        let jitter = snap.behaviors.jitter;
         let mut p = plan_checked(snap, n, keys, check, false, REQUEST_BYTES, |b, i, w| {
+            let exptime = jitter.apply(exptime, w);
             if bin {
                 let opaque = b.next_opaque();
                 binary::encode_touch(&mut b.wbuf, w, exptime, opaque);
