@@ -8,3 +8,9 @@ import logging
 
 LOGGER = logging.getLogger("fastmc")
 LOGGER.addHandler(logging.NullHandler())
+
+
+def warm_up_failures(failed: dict[str, Exception]) -> None:
+    """Log each server a constructor's ``warm_up`` could not warm (it never raises for them)."""
+    for address, error in failed.items():
+        LOGGER.warning("warm-up of %s failed: %s", address, error)

@@ -17,6 +17,7 @@ then wake the loop once for all of them (docs/aio.md).
 from __future__ import annotations
 
 import asyncio
+import functools
 import inspect
 import linecache
 import weakref
@@ -31,6 +32,7 @@ from .client import (
     _dns_follow,
     _native_init_args,
     _set_servers,
+    _warmed,
     _with_dns,
 )
 from .consts import BehaviorDict
@@ -133,9 +135,11 @@ class Client(_fastmc.aio_client):
         serializer: str | None = None,
         dns_refresh: float | None = None,
         dns_nameservers: Iterable[str] | None = None,
+        warm_up: int = 0,
     ) -> None:
         self.binary = binary
         self.addresses = list(servers)
+        self._warm_connections = warm_up
         self._readers: tuple[asyncio.AbstractEventLoop, list[int]] | None = None
         super().__init__(
             **_native_init_args(
@@ -216,7 +220,14 @@ class Client(_fastmc.aio_client):
         self.disconnect_all()
 
     async def __aenter__(self) -> Self:
+        if self._warm_connections:
+            _warmed(await self.warm_up(self._warm_connections))
         return self
+
+    async def warm_up(self, connections: int = 1) -> dict[str, Exception]:  # type: ignore[override]
+        """:meth:`fastmc.Client.warm_up` on a worker thread: the loop goes on meanwhile."""
+        warm = functools.partial(_fastmc.aio_client.warm_up, self, connections)
+        return await asyncio.get_running_loop().run_in_executor(None, warm)
 
     async def __aexit__(
         self,

@@ -92,6 +92,14 @@ def translate_server_specs(
     return addr_tups
 
 
+def _warmed(failed: dict[str, Exception]) -> None:
+    """A constructor's ``warm_up``: the servers that failed are logged, never raised."""
+    if failed:
+        from ._log import warm_up_failures
+
+        warm_up_failures(failed)
+
+
 def _has_dns(servers: list[Any]) -> bool:
     return any(isinstance(s, str) and s.startswith(("dns+", "dnssrv+")) for s in servers)
 
@@ -262,6 +270,7 @@ class Client(_fastmc.client):
         serializer: str | None = None,
         dns_refresh: float | None = None,
         dns_nameservers: Iterable[str] | None = None,
+        warm_up: int = 0,
     ) -> None:
         self.binary = binary
         self.addresses = list(servers)
@@ -284,6 +293,8 @@ class Client(_fastmc.client):
             **compression_arguments(compression, zstd_level, zstd_dict, zstd_min_len),
         )
         _dns_follow(self, _fastmc.client.set_servers)
+        if warm_up:
+            _warmed(self.warm_up(warm_up))
 
     def __repr__(self) -> str:
         return "%s(%r, binary=%r)" % (self.__class__.__name__, self.addresses, self.binary)

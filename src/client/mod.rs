@@ -47,6 +47,7 @@ mod sink;
 mod snapshot;
 mod stall;
 mod topology;
+mod warm;
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;

@@ -135,6 +135,7 @@ pub enum Op {
     GetStats,
     BehaviorSet,
     CallbackSet,
+    WarmUp,
 }
 
 impl Op {
@@ -161,6 +162,8 @@ impl Op {
             Op::FlushAll => "flush_all",
             Op::GetStats => "get_stats",
             Op::BehaviorSet => "memcached_behavior_set",
+            // fastmc's own
+            Op::WarmUp => "warm_up",
             Op::CallbackSet => "memcached_callback_set",
         }
     }

@@ -5,7 +5,7 @@
 
 use std::sync::atomic::Ordering;
 
-use pyo3::exceptions::PyTypeError;
+use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList};
 
@@ -88,6 +88,29 @@ pub(crate) fn flush_reply(results: Vec<crate::error::Result<()>>) -> PyResult<bo
         return Err(errors::some_errors(Op::FlushAll, &e));
     }
     Ok(true)
+}
+
+/// The most connections `warm_up` opens per server: what a server's pool keeps idle.
+const MOST_WARM: usize = 64;
+
+/// Open and check `connections` connections to every server (`Client::warm_up`); the servers
+/// that failed, by address, each with the exception its failure raises elsewhere.
+pub(super) fn warm_up(slf: &Bound<'_, PyClient>, connections: usize) -> PyResult<Py<PyDict>> {
+    if !(1..=MOST_WARM).contains(&connections) {
+        return Err(PyValueError::new_err(format!(
+            "connections must be between 1 and {MOST_WARM}"
+        )));
+    }
+    let py = slf.py();
+    let report = detached(py, slf.get(), |core| Ok(core.warm_up(connections)))?;
+    let failed = PyDict::new(py);
+    for (addr, r) in report {
+        if let Err(e) = r {
+            let exc = errors::op_error(Op::WarmUp, None, &e).into_value(py);
+            failed.set_item(addr.display_name(), exc)?;
+        }
+    }
+    Ok(failed.unbind())
 }
 
 /// Retrieve statistics from all memcached servers.

@@ -447,6 +447,14 @@ impl PyClient {
         metrics::metrics(slf)
     }
 
+    /// Open and check `connections` connections to every server before traffic (fastmc's own);
+    /// the servers that failed, by address, with their exceptions: an empty dict when every
+    /// server is warm. Never raises for a server.
+    #[pyo3(signature = (connections=1))]
+    fn warm_up(slf: &Bound<'_, Self>, connections: usize) -> PyResult<Py<PyDict>> {
+        admin::warm_up(slf, connections)
+    }
+
     /// Disconnect from all servers and reset their failure state.
     fn disconnect_all(slf: &Bound<'_, Self>) -> PyResult<()> {
         admin::disconnect_all(slf)

@@ -1,0 +1,108 @@
+//! Warm-up: before traffic, open and check connections to every server, so that the first
+//! requests of a fresh process find them in the pool instead of dialling under load. Each
+//! server is warmed on a thread of its own (a dead one costs its connect timeout, once, beside
+//! the others); a connection counts once it answered a round trip (`version`, or a binary
+//! NOOP). Uses `server` (the pool) and `connection`; no operation, no ring.
+
+use crate::connection::{Address, Connection, SocketOptions};
+use crate::error::{Error, Result};
+use crate::protocol::{binary, parse_text_reply, text, Parsed, ReplyKind};
+use crate::server::{Peek, Server};
+
+use super::Client;
+
+impl Client {
+    /// Make the pool of every server of the current list hold `n` connections that answered a
+    /// round trip just now (the idle ones it holds are checked first, then new ones opened).
+    /// Per server, in list order: its address and how many it holds now, or the error that
+    /// stopped it. Never raises for a server: the caller decides what a partial fleet means.
+    pub fn warm_up(&self, n: usize) -> Vec<(Address, Result<usize>)> {
+        let snap = self.snapshot();
+        let (opts, binary) = (&snap.opts, snap.behaviors.binary);
+        std::thread::scope(|scope| {
+            let warming: Vec<_> = snap
+                .topo
+                .servers
+                .iter()
+                .map(|server| (server, scope.spawn(move || warm(server, opts, binary, n))))
+                .collect();
+            warming
+                .into_iter()
+                .map(|(server, t)| {
+                    let r = t
+                        .join()
+                        .unwrap_or_else(|_| Err(Error::Protocol("warm-up".into())));
+                    (server.address.clone(), r)
+                })
+                .collect()
+        })
+    }
+}
+
+/// `n` checked connections into `server`'s pool.
+fn warm(server: &Server, opts: &SocketOptions, binary: bool, n: usize) -> Result<usize> {
+    let mut ready = Vec::with_capacity(n);
+    let mut outcome = Ok(());
+    while ready.len() < n {
+        let conn = match server.checkout_idle(Peek::Never) {
+            Some(c) => c,
+            None => match server.connect(opts) {
+                Ok(c) => c,
+                Err(e) => {
+                    outcome = Err(e);
+                    break;
+                }
+            },
+        };
+        match ping(conn, binary) {
+            Ok(c) => ready.push(c),
+            Err(e) => {
+                outcome = Err(e);
+                break;
+            }
+        }
+    }
+    let count = ready.len();
+    for c in ready {
+        server.checkin(c);
+    }
+    outcome.map(|()| count)
+}
+
+/// One round trip on `conn`, within its socket timeouts; the connection back, clean.
+fn ping(mut conn: Connection, binary: bool) -> Result<Connection> {
+    let mut req = Vec::with_capacity(binary::HEADER_LEN);
+    if binary {
+        binary::encode_noop(&mut req, binary::NOOP_OPAQUE);
+    } else {
+        text::encode_version(&mut req);
+    }
+    // A fresh or idle connection's socket buffer takes these few bytes at once.
+    if conn.send_nonblocking(&req)? != req.len() || conn.pending_write() {
+        return Err(Error::Protocol(
+            "warm-up: the request did not go out".into(),
+        ));
+    }
+    loop {
+        let used = if binary {
+            match binary::parse_response(conn.unread())? {
+                Parsed::Done(_, used) => Some(used),
+                Parsed::NeedMore => None,
+            }
+        } else {
+            match parse_text_reply(ReplyKind::Version, conn.unread())? {
+                Parsed::Done(_, used) => Some(used),
+                Parsed::NeedMore => None,
+            }
+        };
+        if let Some(used) = used {
+            conn.consume(used);
+            return Ok(conn);
+        }
+        if conn.recv_blocking()? == 0 {
+            return Err(Error::Protocol(
+                "warm-up: the server closed the connection".into(),
+            ));
+        }
+    }
+}
