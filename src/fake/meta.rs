@@ -5,8 +5,7 @@
 //! the requested return flags in the order they were asked, then `Z`, `X`, `W`; `q` hides only `HD`
 //! (and `EN` for `mg`). Not spoken: base64 keys (`b`); `h`/`l`/`u` answer 0.
 
-use super::store::{parse_u64, Delta, Item, Mode, Store, Stored, Times};
-use super::text::{py_int, KEY_MAX};
+use super::store::{parse_u64, py_int, Delta, Item, Mode, Store, Stored, Times, KEY_MAX};
 
 const BAD: &[u8] = b"CLIENT_ERROR bad command line format\r\n";
 const BAD_TOKEN: &[u8] = b"CLIENT_ERROR bad token in command line format\r\n";

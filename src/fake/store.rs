@@ -4,7 +4,8 @@
 //! time on an injectable clock, expiry times relative up to 30 days and absolute beyond, one CAS
 //! counter per server, the item size limit counted as memcached counts an item, `flush_all` with a
 //! delay, `incr`/`decr` parsing a value as `strtoull` does and writing a shorter result in place
-//! padded with spaces. Owns no I/O.
+//! padded with spaces; and how the protocols read a number (`parse_u64`, `py_int`) and the
+//! longest key. Owns no I/O.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -102,6 +103,40 @@ pub struct Item {
     pub time: i64,
     pub stale: bool,
     pub token_sent: bool,
+}
+
+/// The longest key memcached takes.
+pub const KEY_MAX: usize = 250;
+
+/// `tok` read as Python's `int()` reads bytes: white space around, a sign, digits with single
+/// underscores between them. Values far out of any range saturate.
+pub fn py_int(tok: &[u8]) -> Option<i128> {
+    let tok = tok.trim_ascii();
+    let (neg, digits) = match tok.first() {
+        Some(b'-') => (true, &tok[1..]),
+        Some(b'+') => (false, &tok[1..]),
+        _ => (false, tok),
+    };
+    if digits.is_empty() || digits.first() == Some(&b'_') || digits.last() == Some(&b'_') {
+        return None;
+    }
+    let mut n: i128 = 0;
+    let mut prev_underscore = false;
+    for &c in digits {
+        if c == b'_' {
+            if prev_underscore {
+                return None;
+            }
+            prev_underscore = true;
+            continue;
+        }
+        if !c.is_ascii_digit() {
+            return None;
+        }
+        prev_underscore = false;
+        n = (n * 10 + i128::from(c - b'0')).min(1 << 100);
+    }
+    Some(if neg { -n } else { n })
 }
 
 /// `data` read as memcached's `safe_strtoull` reads a value: leading white space, an optional

@@ -8,46 +8,14 @@
 
 use std::io::Write;
 
-use super::store::{parse_u64, Delta, Mode, Store, Stored};
+use super::store::{parse_u64, py_int, Delta, Mode, Store, Stored, KEY_MAX};
 use super::{binary, meta};
 
-pub const KEY_MAX: usize = 250;
 pub const BAD_FORMAT: &[u8] = b"CLIENT_ERROR bad command line format\r\n";
 const BAD_EXPTIME: &[u8] = b"CLIENT_ERROR invalid exptime argument\r\n";
 
 /// A command line memcached would refuse: its error line.
 pub struct BadLine(pub &'static [u8]);
-
-/// `tok` read as Python's `int()` reads bytes: white space around, a sign, digits with single
-/// underscores between them. Values far out of any range saturate.
-pub fn py_int(tok: &[u8]) -> Option<i128> {
-    let tok = tok.trim_ascii();
-    let (neg, digits) = match tok.first() {
-        Some(b'-') => (true, &tok[1..]),
-        Some(b'+') => (false, &tok[1..]),
-        _ => (false, tok),
-    };
-    if digits.is_empty() || digits.first() == Some(&b'_') || digits.last() == Some(&b'_') {
-        return None;
-    }
-    let mut n: i128 = 0;
-    let mut prev_underscore = false;
-    for &c in digits {
-        if c == b'_' {
-            if prev_underscore {
-                return None;
-            }
-            prev_underscore = true;
-            continue;
-        }
-        if !c.is_ascii_digit() {
-            return None;
-        }
-        prev_underscore = false;
-        n = (n * 10 + i128::from(c - b'0')).min(1 << 100);
-    }
-    Some(if neg { -n } else { n })
-}
 
 /// A signed 32-bit number as memcached reads a time or a length: any 64-bit number, cut to 32
 /// bits (`strict`: refused beyond 32 bits, as 1.6.45 refuses a `touch`/`gat` time).
