@@ -83,6 +83,8 @@ COMPOSED = {
     "invalidate",
     # stampede.aget_or_set, a Python function over _alease_get/_alease_release.
     "get_or_set",
+    # the blocking warm_up on a worker thread (run_in_executor): it opens connections.
+    "warm_up",
 }
 
 # The blocking client's internal rows and their asyncio twins (used by fastmc.stampede).
