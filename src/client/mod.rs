@@ -38,6 +38,7 @@ mod fetched;
 mod inflight;
 mod keys;
 pub mod op;
+pub mod pin;
 mod plan;
 mod probe;
 mod quiet;
@@ -262,15 +263,24 @@ impl Client {
     /// The snapshot in place, for a step that never blocks (the `*_now` writes): the read lock
     /// is held only while it runs. `None` when the ring may need a rebuild (`snapshot` does it).
     fn snapshot_in_place(&self) -> Option<parking_lot::RwLockReadGuard<'_, Arc<Snapshot>>> {
-        if self.maybe_ejected.load(Ordering::Relaxed) {
+        if self.maybe_ejected.load(Ordering::Relaxed) || pin::pinned() {
             return None;
         }
         Some(self.snapshot.read())
     }
 
     /// The snapshot for one operation; rebuilds the ring first if a server was ejected or came
-    /// back.
+    /// back. Pinned to the group key's server while one is pinned on this thread (`pin`).
     fn snapshot(&self) -> Arc<Snapshot> {
+        let snap = self.snapshot_live();
+        match pin::current() {
+            None => snap,
+            Some(group) => Arc::new(snap.pinned(&group)),
+        }
+    }
+
+    /// `snapshot`, unpinned.
+    fn snapshot_live(&self) -> Arc<Snapshot> {
         let snap = self.snapshot.read().clone();
         if !self.maybe_ejected.load(Ordering::Relaxed) {
             return snap;

@@ -17,6 +17,7 @@ use crate::protocol::{is_text_key, validate_binary_key, validate_text_key};
 use crate::ring::Ring;
 use crate::server::health::FailurePolicy;
 
+#[derive(Clone)]
 pub(super) struct Snapshot {
     pub behaviors: Behaviors,
     pub namespace: Vec<u8>,
@@ -27,6 +28,8 @@ pub(super) struct Snapshot {
     pub live: Vec<bool>,
     pub opts: SocketOptions,
     pub policy: FailurePolicy,
+    /// Every key goes to this server (a call with a group key: `pin`).
+    pub pin: Option<usize>,
 }
 
 impl Snapshot {
@@ -67,6 +70,21 @@ impl Snapshot {
             live,
             opts,
             policy,
+            pin: None,
+        }
+    }
+
+    /// This snapshot for a call whose keys all go where `group` goes (libmemcached's
+    /// `memcached_generate_hash_with_redistribution` of the group key: the namespace hashed
+    /// with it when `_hash_with_prefix_key` is on).
+    pub fn pinned(&self, group: &[u8]) -> Snapshot {
+        let mut wire = Vec::with_capacity(self.namespace.len() + group.len());
+        wire.extend_from_slice(&self.namespace);
+        wire.extend_from_slice(group);
+        let server = self.ring.server_for(self.hashed(group, &wire));
+        Snapshot {
+            pin: Some(server),
+            ..self.clone()
         }
     }
 
@@ -107,19 +125,25 @@ impl Snapshot {
 
     /// The server a key maps to (`wire`: the key with the namespace).
     pub fn route(&self, key: &[u8], wire: &[u8]) -> usize {
-        self.ring.server_for(self.hashed(key, wire))
+        match self.pin {
+            Some(server) => server,
+            None => self.ring.server_for(self.hashed(key, wire)),
+        }
     }
 
     /// `route` of every key, for keys whose server depends on the key alone
     /// (`routes_by_key`).
     pub fn route_all<'a, K>(&self, keys: &[K], key: impl Fn(&K) -> &'a [u8]) -> Vec<u16> {
-        self.ring.servers_for(keys, key)
+        match self.pin {
+            Some(server) => vec![server as u16; keys.len()],
+            None => self.ring.servers_for(keys, key),
+        }
     }
 
     /// Whether a key's server depends on the key alone, not on its wire form: no namespace, or
     /// the namespace left out of the hash.
     pub fn routes_by_key(&self) -> bool {
-        self.namespace.is_empty() || !self.behaviors.hash_with_prefix_key
+        self.pin.is_some() || self.namespace.is_empty() || !self.behaviors.hash_with_prefix_key
     }
 
     /// What the ring hashes for a key: with the namespace (`wire`) if the behaviors say so.

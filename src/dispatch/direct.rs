@@ -170,7 +170,10 @@ impl<P> Direct<P> {
         if self.running.is_some() {
             return Err((req, payload));
         }
-        let Some(begun) = req.with_args(|args| client.begin(&req.op, args)) else {
+        let pinned = crate::client::pin::pin(req.route.clone());
+        let begun = req.with_args(|args| client.begin(&req.op, args));
+        drop(pinned);
+        let Some(begun) = begun else {
             return Err((req, payload));
         };
         self.running = Some(Running {

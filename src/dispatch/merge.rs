@@ -12,9 +12,10 @@ use super::request::{execute_merged, Op, Request};
 use super::{Done, Job};
 use crate::client::Client;
 
-/// What a request may share one blocking call with (`None`: it runs alone).
+/// What a request may share one blocking call with (`None`: it runs alone, as one placed by a
+/// group key does).
 fn kind(req: &Request) -> Option<&Op> {
-    req.op.merge_key()
+    req.op.merge_key().filter(|_| req.route.is_none())
 }
 
 /// Run a worker's batch: every job's `Done` is called (or dropped, which reports it lost).

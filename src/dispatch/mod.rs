@@ -329,6 +329,11 @@ impl Dispatcher {
             let _ = workers.admin.send(Job { req, done });
             return;
         };
+        // Placed by a group key: the spanning worker, where it runs alone, pinned.
+        if req.route.is_some() {
+            workers.spanning.submit(Job { req, done });
+            return;
+        }
         // One server: no routing to do (the blocking call routes again anyway).
         if workers.servers.len() == 1 {
             if let Some(tx) = workers.servers.first() {

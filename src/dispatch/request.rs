@@ -3,6 +3,9 @@
 //! worker or the loop's thread ran the request. No threads, no I/O. Uses `client` and
 //! `protocol` (`StoreItem`).
 
+use std::sync::Arc;
+
+use crate::client::pin;
 pub use crate::client::{Args, Keys, Op, Outcome};
 use crate::client::{Client, StoreItem};
 
@@ -103,6 +106,9 @@ impl Items {
 pub struct Request {
     pub op: Op,
     args: Owned,
+    /// The group key its keys are placed by (`server_key=`), pinned on the thread that made it
+    /// (`client::pin`), pinned again where it runs.
+    pub route: Option<Arc<[u8]>>,
 }
 
 /// A request's own copy of its arguments (see `client::Args`).
@@ -121,6 +127,7 @@ impl Request {
         Request {
             op: op.into(),
             args: Owned::Keys(keys),
+            route: pin::current(),
         }
     }
 
@@ -129,6 +136,7 @@ impl Request {
         Request {
             op: op.into(),
             args: Owned::Items(items),
+            route: pin::current(),
         }
     }
 
@@ -137,6 +145,7 @@ impl Request {
         Request {
             op: op.into(),
             args: Owned::None,
+            route: pin::current(),
         }
     }
 
@@ -160,6 +169,7 @@ impl Request {
 
     /// Run it on the blocking client (the worker's thread).
     pub(super) fn execute(&self, client: &Client) -> Outcome {
+        let _pin = pin::pin(self.route.clone());
         self.with_args(|args| self.op.call(client, args))
     }
 }
