@@ -184,8 +184,8 @@ class client:
     def binary_protocol(self) -> bool: ...
     @property
     def serializer(self) -> str: ...
-    def get(self, key: _Key, default: Any = None, /) -> Any: ...
-    def gets(self, key: _Key, /) -> tuple[Any, int | None]: ...
+    def get(self, key: _Key, default: Any = None, /, *, server_key: _Key | None = None) -> Any: ...
+    def gets(self, key: _Key, /, *, server_key: _Key | None = None) -> tuple[Any, int | None]: ...
     def set(
         self,
         key: _Key,
@@ -195,6 +195,7 @@ class client:
         compress_level: int = -1,
         *,
         noreply: bool = False,
+        server_key: _Key | None = None,
     ) -> bool: ...
     def add(
         self,
@@ -205,6 +206,7 @@ class client:
         compress_level: int = -1,
         *,
         noreply: bool = False,
+        server_key: _Key | None = None,
     ) -> bool: ...
     def replace(
         self,
@@ -215,6 +217,7 @@ class client:
         compress_level: int = -1,
         *,
         noreply: bool = False,
+        server_key: _Key | None = None,
     ) -> bool: ...
     def append(
         self,
@@ -225,6 +228,7 @@ class client:
         compress_level: int = -1,
         *,
         noreply: bool = False,
+        server_key: _Key | None = None,
     ) -> bool: ...
     def prepend(
         self,
@@ -235,19 +239,42 @@ class client:
         compress_level: int = -1,
         *,
         noreply: bool = False,
+        server_key: _Key | None = None,
     ) -> bool: ...
-    def cas(self, key: _Key, val: Any, cas: int, time: int = 0) -> bool: ...
-    def delete(self, key: _Key, /, *, noreply: bool = False) -> bool: ...
-    def touch(self, key: _Key, time: int, /, *, noreply: bool = False) -> bool: ...
+    def cas(
+        self, key: _Key, val: Any, cas: int, time: int = 0, *, server_key: _Key | None = None
+    ) -> bool: ...
+    def delete(
+        self, key: _Key, /, *, noreply: bool = False, server_key: _Key | None = None
+    ) -> bool: ...
+    def touch(
+        self, key: _Key, time: int, /, *, noreply: bool = False, server_key: _Key | None = None
+    ) -> bool: ...
     def incr(
-        self, key: _Key, delta: int = 1, /, *, initial: int | None = None, time: int = 0
+        self,
+        key: _Key,
+        delta: int = 1,
+        /,
+        *,
+        initial: int | None = None,
+        time: int = 0,
+        server_key: _Key | None = None,
     ) -> int: ...
     def decr(
-        self, key: _Key, delta: int = 1, /, *, initial: int | None = None, time: int = 0
+        self,
+        key: _Key,
+        delta: int = 1,
+        /,
+        *,
+        initial: int | None = None,
+        time: int = 0,
+        server_key: _Key | None = None,
     ) -> int: ...
-    def get_multi(self, keys: Collection[_K], key_prefix: _Key = b"") -> dict[_K, Any]: ...
+    def get_multi(
+        self, keys: Collection[_K], key_prefix: _Key = b"", *, server_key: _Key | None = None
+    ) -> dict[_K, Any]: ...
     def gets_multi(
-        self, keys: Collection[_K], key_prefix: _Key = b""
+        self, keys: Collection[_K], key_prefix: _Key = b"", *, server_key: _Key | None = None
     ) -> dict[_K, tuple[Any, int]]: ...
     def set_multi(
         self,
@@ -258,6 +285,7 @@ class client:
         compress_level: int = -1,
         *,
         noreply: bool = False,
+        server_key: _Key | None = None,
     ) -> list[_K]: ...
     def add_multi(
         self,
@@ -268,6 +296,7 @@ class client:
         compress_level: int = -1,
         *,
         noreply: bool = False,
+        server_key: _Key | None = None,
     ) -> list[_K]: ...
     def replace_multi(
         self,
@@ -278,12 +307,23 @@ class client:
         compress_level: int = -1,
         *,
         noreply: bool = False,
+        server_key: _Key | None = None,
     ) -> list[_K]: ...
     def delete_multi(
-        self, keys: Collection[_Key], key_prefix: _Key = b"", *, noreply: bool = False
+        self,
+        keys: Collection[_Key],
+        key_prefix: _Key = b"",
+        *,
+        noreply: bool = False,
+        server_key: _Key | None = None,
     ) -> bool: ...
     def incr_multi(
-        self, keys: Collection[_Key], key_prefix: _Key = b"", delta: int = 1
+        self,
+        keys: Collection[_Key],
+        key_prefix: _Key = b"",
+        delta: int = 1,
+        *,
+        server_key: _Key | None = None,
     ) -> None: ...
     def touch_multi(
         self,
@@ -292,17 +332,36 @@ class client:
         key_prefix: _Key = b"",
         *,
         noreply: bool = False,
+        server_key: _Key | None = None,
     ) -> list[_K]: ...
-    def gat(self, key: _Key, time: int, default: Any = None) -> Any: ...
+    def gat(
+        self, key: _Key, time: int, default: Any = None, *, server_key: _Key | None = None
+    ) -> Any: ...
     def gat_multi(
-        self, keys: Collection[_K], time: int, key_prefix: _Key = b""
+        self,
+        keys: Collection[_K],
+        time: int,
+        key_prefix: _Key = b"",
+        *,
+        server_key: _Key | None = None,
     ) -> dict[_K, Any]: ...
-    def invalidate(self, key: _Key, stale_time: int = 0) -> bool: ...
-    def invalidate_multi(
-        self, keys: Collection[_Key], stale_time: int = 0, key_prefix: _Key = b""
+    def invalidate(
+        self, key: _Key, stale_time: int = 0, *, server_key: _Key | None = None
     ) -> bool: ...
-    def _lease_get(self, key: _Key, lease: int, recache: int) -> tuple[str, Any, int]: ...
-    def _lease_release(self, key: _Key, cas: int, stale: bool) -> bool: ...
+    def invalidate_multi(
+        self,
+        keys: Collection[_Key],
+        stale_time: int = 0,
+        key_prefix: _Key = b"",
+        *,
+        server_key: _Key | None = None,
+    ) -> bool: ...
+    def _lease_get(
+        self, key: _Key, lease: int, recache: int, *, server_key: _Key | None = None
+    ) -> tuple[str, Any, int]: ...
+    def _lease_release(
+        self, key: _Key, cas: int, stale: bool, *, server_key: _Key | None = None
+    ) -> bool: ...
     def flush_all(self, time: int = 0) -> bool: ...
     def get_stats(self, stat_args: str = ..., /) -> list[tuple[bytes, dict[str, bytes]]]: ...
     def _stats_lines(
@@ -418,8 +477,12 @@ class aio_client:
     # Each returns a future of what the blocking method of the same name (``_store``: ``cmd``'s,
     # ``_arith``: ``incr``/``decr``, ``_get_multi``: ``get_multi``/``gets_multi``) returns; a
     # left-out argument (``...``) is the blocking method's default. fastmc.aio forwards to them.
-    def _get(self, key: _Key, default: Any = None) -> aio_future[Any]: ...
-    def _gets(self, key: _Key) -> aio_future[tuple[Any, int | None]]: ...
+    def _get(
+        self, key: _Key, default: Any = None, *, server_key: _Key | None = None
+    ) -> aio_future[Any]: ...
+    def _gets(
+        self, key: _Key, *, server_key: _Key | None = None
+    ) -> aio_future[tuple[Any, int | None]]: ...
     def _store(
         self,
         cmd: str,
@@ -429,10 +492,18 @@ class aio_client:
         min_compress_len: int = ...,
         compress_level: int = ...,
         noreply: bool = False,
+        *,
+        server_key: _Key | None = None,
     ) -> aio_future[bool]: ...
-    def _cas(self, key: _Key, val: Any, cas: int, time: int = ...) -> aio_future[bool]: ...
-    def _delete(self, key: _Key, noreply: bool) -> aio_future[bool]: ...
-    def _touch(self, key: _Key, time: int, noreply: bool) -> aio_future[bool]: ...
+    def _cas(
+        self, key: _Key, val: Any, cas: int, time: int = ..., *, server_key: _Key | None = None
+    ) -> aio_future[bool]: ...
+    def _delete(
+        self, key: _Key, noreply: bool, *, server_key: _Key | None = None
+    ) -> aio_future[bool]: ...
+    def _touch(
+        self, key: _Key, time: int, noreply: bool, *, server_key: _Key | None = None
+    ) -> aio_future[bool]: ...
     def _arith(
         self,
         incr: bool,
@@ -440,10 +511,17 @@ class aio_client:
         delta: int = ...,
         initial: int | None = None,
         time: int = ...,
+        *,
+        server_key: _Key | None = None,
     ) -> aio_future[int]: ...
     # dict[_K, Any] serves both: gets_multi's values are (value, cas) pairs.
     def _get_multi(
-        self, keys: Collection[_K], key_prefix: _Key = ..., with_cas: bool = False
+        self,
+        keys: Collection[_K],
+        key_prefix: _Key = ...,
+        with_cas: bool = False,
+        *,
+        server_key: _Key | None = None,
     ) -> aio_future[dict[_K, Any]]: ...
     def _store_multi(
         self,
@@ -454,31 +532,63 @@ class aio_client:
         min_compress_len: int = ...,
         compress_level: int = ...,
         noreply: bool = False,
+        *,
+        server_key: _Key | None = None,
     ) -> aio_future[list[_K]]: ...
     def _delete_multi(
-        self, keys: Collection[_Key], key_prefix: _Key = ..., noreply: bool = False
+        self,
+        keys: Collection[_Key],
+        key_prefix: _Key = ...,
+        noreply: bool = False,
+        *,
+        server_key: _Key | None = None,
     ) -> aio_future[bool]: ...
     def _incr_multi(
-        self, keys: Collection[_Key], key_prefix: _Key = ..., delta: int = ...
+        self,
+        keys: Collection[_Key],
+        key_prefix: _Key = ...,
+        delta: int = ...,
+        *,
+        server_key: _Key | None = None,
     ) -> aio_future[None]: ...
     def _touch_multi(
-        self, keys: Collection[_K], time: int = ..., key_prefix: _Key = ..., noreply: bool = False
+        self,
+        keys: Collection[_K],
+        time: int = ...,
+        key_prefix: _Key = ...,
+        noreply: bool = False,
+        *,
+        server_key: _Key | None = None,
     ) -> aio_future[list[_K]]: ...
     def _flush_all(self, time: int = ...) -> aio_future[bool]: ...
     def _get_stats(
         self, stat_args: str = ...
     ) -> aio_future[list[tuple[bytes, dict[str, bytes]]]]: ...
-    def _gat(self, key: _Key, time: int, default: Any = None) -> aio_future[Any]: ...
+    def _gat(
+        self, key: _Key, time: int, default: Any = None, *, server_key: _Key | None = None
+    ) -> aio_future[Any]: ...
     def _gat_multi(
-        self, keys: Collection[_K], time: int, key_prefix: _Key = ...
+        self,
+        keys: Collection[_K],
+        time: int,
+        key_prefix: _Key = ...,
+        *,
+        server_key: _Key | None = None,
     ) -> aio_future[dict[_K, Any]]: ...
     def _alease_get(
-        self, key: _Key, lease: int, recache: int
+        self, key: _Key, lease: int, recache: int, *, server_key: _Key | None = None
     ) -> aio_future[tuple[str, Any, int]]: ...
-    def _alease_release(self, key: _Key, cas: int, stale: bool) -> aio_future[bool]: ...
+    def _alease_release(
+        self, key: _Key, cas: int, stale: bool, *, server_key: _Key | None = None
+    ) -> aio_future[bool]: ...
     # (every key found, the keys on servers without the meta protocol, to delete instead)
     def _invalidate_multi(
-        self, keys: Collection[_Key], stale_time: int = 0, key_prefix: _Key = ...
+        self,
+        keys: Collection[_Key],
+        stale_time: int = 0,
+        key_prefix: _Key = ...,
+        *,
+        server_key: _Key | None = None,
     ) -> aio_future[tuple[bool, list[_Key]]]: ...
     def _shutdown(self) -> None: ...
 

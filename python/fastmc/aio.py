@@ -54,9 +54,10 @@ if TYPE_CHECKING:
     _R = TypeVar("_R")
 
 
-def _parameters(method: Any) -> tuple[str, tuple[str, ...], tuple[Any, ...]]:
+def _parameters(method: Any) -> tuple[str, tuple[str, ...], tuple[Any, ...], int]:
     """A native method's parameter list as Python source, from its text signature (what
-    ``inspect.signature`` shows), its parameters' names without ``self``, and its defaults."""
+    ``inspect.signature`` shows), its parameters' names without ``self``, its defaults, and
+    how many of the names may be passed by position (the rest are keyword-only)."""
     text = method.__text_signature__.replace("$self", "self", 1)
     namespace: dict[str, Any] = {}
     exec("def f%s: pass" % (text,), namespace)
@@ -65,7 +66,8 @@ def _parameters(method: Any) -> tuple[str, tuple[str, ...], tuple[Any, ...]]:
     if code.co_flags & (inspect.CO_VARARGS | inspect.CO_VARKEYWORDS):
         raise TypeError("%s: *args and **kwargs are written out" % (method.__name__,))
     defaults = (f.__defaults__ or ()) + tuple((f.__kwdefaults__ or {}).values())
-    return text, code.co_varnames[1 : code.co_argcount + code.co_kwonlyargcount], defaults
+    names = code.co_varnames[1 : code.co_argcount + code.co_kwonlyargcount]
+    return text, names, defaults, code.co_argcount - 1
 
 
 def _coroutine(
@@ -79,13 +81,16 @@ def _coroutine(
     A core method whose parameters are not the blocking method's and ``selector`` fails the
     import."""
     name = blocking.__name__
-    params, names, defaults = _parameters(blocking)
-    _, core_names, _ = _parameters(getattr(_fastmc.aio_client, core))
+    params, names, defaults, _ = _parameters(blocking)
+    _, core_names, _, positional = _parameters(getattr(_fastmc.aio_client, core))
     if Ellipsis in defaults:
         raise TypeError("%s: an argument without a default value (...) is written out" % (name,))
     if sorted(core_names) != sorted(names + tuple(selector)):
         raise TypeError("%s: %s does not take %s's arguments" % (name, core, name))
-    call = ", ".join(repr(selector[n]) if n in selector else n for n in core_names)
+    args = [repr(selector[n]) if n in selector else n for n in core_names]
+    call = ", ".join(
+        a if i < positional else "%s=%s" % (n, a) for i, (n, a) in enumerate(zip(core_names, args))
+    )
     source = "async def %s%s:\n    return await self.%s(%s)\n" % (name, params, core, call)
     filename = "<fastmc.aio.Client.%s>" % (name,)
     # Tracebacks show the line (as attrs does for the methods it writes).
@@ -289,15 +294,24 @@ class Client(_fastmc.aio_client):
     # ``fastmc.Client.get_or_set`` as a coroutine (one frame less than a wrapper: the hot path).
     get_or_set = stampede.aget_or_set
 
-    async def invalidate(self, key: _Key, stale_time: int = 0) -> bool:
-        return await self.invalidate_multi([key], stale_time)
+    async def invalidate(
+        self, key: _Key, stale_time: int = 0, *, server_key: _Key | None = None
+    ) -> bool:
+        return await self.invalidate_multi([key], stale_time, server_key=server_key)
 
     async def invalidate_multi(
-        self, keys: Collection[_Key], stale_time: int = 0, key_prefix: _Key = b""
+        self,
+        keys: Collection[_Key],
+        stale_time: int = 0,
+        key_prefix: _Key = b"",
+        *,
+        server_key: _Key | None = None,
     ) -> bool:
-        found, no_meta = await self._invalidate_multi(keys, stale_time, key_prefix)
+        found, no_meta = await self._invalidate_multi(
+            keys, stale_time, key_prefix, server_key=server_key
+        )
         if no_meta:
             # Servers without the meta protocol have no stale values: delete, as the blocking
             # client does.
-            found = await self.delete_multi(no_meta, key_prefix) and found
+            found = await self.delete_multi(no_meta, key_prefix, server_key=server_key) and found
         return bool(found)

@@ -359,6 +359,7 @@ class Client(_fastmc.client):
         wait: float | None = None,
         recompute_early: int = 0,
         on_wait_timeout: _OnWaitTimeout = "compute",
+        server_key: _Key | None = None,
     ) -> Any:
         """The value of ``key``; on a miss, ``default`` (a value, or a function called with no
         arguments) is stored for ``time`` seconds and returned, computed by exactly one caller
@@ -371,6 +372,8 @@ class Client(_fastmc.client):
           storing) or ``"raise"`` (``TimeoutError``).
         - ``recompute_early``: when fewer seconds than this are left before expiry, one caller
           recomputes while the others keep getting the current value.
+        - ``server_key``: every read and write it makes is placed by this group key, as the
+          other methods' ``server_key`` (docs/operations.md#routing-keys-keys-that-live-together).
         """
         return stampede.get_or_set(
             self,
@@ -381,6 +384,7 @@ class Client(_fastmc.client):
             wait=wait,
             recompute_early=recompute_early,
             on_wait_timeout=on_wait_timeout,
+            server_key=server_key,
         )
 
     def clone(self) -> Self:

@@ -161,8 +161,9 @@ def get_or_set(
     wait: float | None = None,
     recompute_early: int = 0,
     on_wait_timeout: _OnWaitTimeout = "compute",
+    server_key: _Key | None = None,
 ) -> Any:
-    """The policy on a blocking client."""
+    """The policy on a blocking client (``server_key``: every step placed by that group key)."""
 
     def step(s: _Step) -> Any:
         name, *args = s
@@ -171,14 +172,14 @@ def get_or_set(
         if name == "sleep":
             return _time.sleep(args[0])
         if name == "lease_get":
-            return mc._lease_get(*args)
+            return mc._lease_get(*args, server_key=server_key)
         if name == "lease_release":
-            return mc._lease_release(*args)
-        return getattr(mc, name)(*args)
+            return mc._lease_release(*args, server_key=server_key)
+        return getattr(mc, name)(*args, server_key=server_key)
 
     lease, early = _lease_args(lease, recompute_early, on_wait_timeout)
     # The common case, a value to serve, in one call: the policy only runs past it.
-    first = mc._lease_get(key, lease, early)
+    first = mc._lease_get(key, lease, early, server_key=server_key)
     if first[0] in _SERVED:
         return first[1]
     return _drive(_policy(key, time, lease, wait, early, on_wait_timeout, first), step)
@@ -219,6 +220,7 @@ async def aget_or_set(
     wait: float | None = None,
     recompute_early: int = 0,
     on_wait_timeout: _OnWaitTimeout = "compute",
+    server_key: _Key | None = None,
 ) -> Any:
     """``fastmc.Client.get_or_set`` as a coroutine; ``default`` may also be a coroutine
     function (awaited by the one caller that recomputes). It is ``fastmc.aio.Client.get_or_set``
@@ -228,7 +230,7 @@ async def aget_or_set(
 
     mc = self
     lease, early = _lease_args(lease, recompute_early, on_wait_timeout)
-    first = await mc._alease_get(key, lease, early)
+    first = await mc._alease_get(key, lease, early, server_key=server_key)
     if first[0] in _SERVED:
         return first[1]
     gen = _policy(key, time, lease, wait, early, on_wait_timeout, first)
@@ -248,10 +250,10 @@ async def aget_or_set(
             elif name == "sleep":
                 await asyncio.sleep(args[0])
             elif name == "lease_get":
-                result = await mc._alease_get(*args)
+                result = await mc._alease_get(*args, server_key=server_key)
             elif name == "lease_release":
-                result = await mc._alease_release(*args)
+                result = await mc._alease_release(*args, server_key=server_key)
             else:
-                result = await getattr(mc, name)(*args)
+                result = await getattr(mc, name)(*args, server_key=server_key)
         except BaseException as e:  # handed to the policy (its finally gives the lease back)
             error = e

@@ -398,3 +398,33 @@ pub fn sized_items<'py>(keys: &Bound<'py, PyAny>) -> PyResult<Vec<Bound<'py, PyA
     }
     Ok(v)
 }
+
+/// `server_key=`: pin the group key a call's keys are placed by (libmemcached's `*_by_key`;
+/// `client::pin`) for as long as the returned guard lives. `None` (the default) pins nothing and
+/// costs nothing; a str is its UTF-8 bytes, as a key's; anything else is a `TypeError`.
+#[inline(always)]
+pub fn pin(server_key: Option<&Bound<'_, PyAny>>) -> PyResult<Option<crate::client::pin::Pinned>> {
+    match server_key {
+        None => Ok(None),
+        Some(group) => pin_group(group),
+    }
+}
+
+/// `pin` of a `server_key` given.
+#[inline(never)]
+fn pin_group(group: &Bound<'_, PyAny>) -> PyResult<Option<crate::client::pin::Pinned>> {
+    if group.is_none() {
+        return Ok(None);
+    }
+    let bytes = if let Ok(s) = group.cast::<PyString>() {
+        s.to_str()?.as_bytes()
+    } else if let Ok(b) = group.cast::<PyBytes>() {
+        b.as_bytes()
+    } else {
+        return Err(PyTypeError::new_err(format!(
+            "server_key must be str or bytes, not {}",
+            type_name(group)
+        )));
+    };
+    Ok(Some(crate::client::pin::pin(Some(bytes.into()))))
+}

@@ -36,7 +36,7 @@ use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyTuple};
 
-use super::args::MaybeArg;
+use super::args::{pin, MaybeArg};
 use super::client::admin::{flush_delay, stats_args};
 use super::client::multi::StoreMultiArgs;
 use super::client::single::{cas_args, StoreArgs};
@@ -95,22 +95,30 @@ impl PyAioClient {
         })
     }
 
-    #[pyo3(signature = (key, default=None))]
+    #[pyo3(signature = (key, default=None, *, server_key=None))]
     fn _get(
         slf: &Bound<'_, Self>,
         key: &Bound<'_, PyAny>,
         default: Option<Py<PyAny>>,
+        server_key: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Py<PyAny>> {
+        let _pin = pin(server_key)?;
         Self::submit(slf, prepare::get(key, default)?)
     }
 
-    fn _gets(slf: &Bound<'_, Self>, key: &Bound<'_, PyAny>) -> PyResult<Py<PyAny>> {
+    #[pyo3(signature = (key, *, server_key=None))]
+    fn _gets(
+        slf: &Bound<'_, Self>,
+        key: &Bound<'_, PyAny>,
+        server_key: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<Py<PyAny>> {
+        let _pin = pin(server_key)?;
         Self::submit(slf, prepare::gets(slf.as_super(), key)?)
     }
 
     /// The arguments as the blocking method's; a left-out one is `MaybeArg::Missing`.
     #[pyo3(signature = (cmd, key, val, time=MaybeArg::Missing, min_compress_len=MaybeArg::Missing,
-                        compress_level=MaybeArg::Missing, noreply=false))]
+                        compress_level=MaybeArg::Missing, noreply=false, *, server_key=None))]
     #[allow(clippy::too_many_arguments)]
     fn _store(
         slf: &Bound<'_, Self>,
@@ -121,20 +129,24 @@ impl PyAioClient {
         min_compress_len: MaybeArg<'_, '_>,
         compress_level: MaybeArg<'_, '_>,
         noreply: bool,
+        server_key: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Py<PyAny>> {
+        let _pin = pin(server_key)?;
         let cmd = store_cmd(cmd)?;
         let args = StoreArgs::parse(key, time, min_compress_len, compress_level, noreply)?;
         Self::submit(slf, prepare::store(slf.as_super(), cmd, val, args)?)
     }
 
-    #[pyo3(signature = (key, val, cas, time=MaybeArg::Missing))]
+    #[pyo3(signature = (key, val, cas, time=MaybeArg::Missing, *, server_key=None))]
     fn _cas(
         slf: &Bound<'_, Self>,
         key: &Bound<'_, PyAny>,
         val: &Bound<'_, PyAny>,
         cas: &Bound<'_, PyAny>,
         time: MaybeArg<'_, '_>,
+        server_key: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Py<PyAny>> {
+        let _pin = pin(server_key)?;
         let args = cas_args(slf.as_super(), key, cas, time)?;
         Self::submit(
             slf,
@@ -142,24 +154,30 @@ impl PyAioClient {
         )
     }
 
+    #[pyo3(signature = (key, noreply, *, server_key=None))]
     fn _delete(
         slf: &Bound<'_, Self>,
         key: &Bound<'_, PyAny>,
         noreply: bool,
+        server_key: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Py<PyAny>> {
+        let _pin = pin(server_key)?;
         Self::submit(slf, prepare::delete(key, noreply)?)
     }
 
+    #[pyo3(signature = (key, time, noreply, *, server_key=None))]
     fn _touch(
         slf: &Bound<'_, Self>,
         key: &Bound<'_, PyAny>,
         time: &Bound<'_, PyAny>,
         noreply: bool,
+        server_key: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Py<PyAny>> {
+        let _pin = pin(server_key)?;
         Self::submit(slf, prepare::touch(key, time, noreply)?)
     }
 
-    #[pyo3(signature = (incr, key, delta=MaybeArg::Missing, initial=None, time=MaybeArg::Missing))]
+    #[pyo3(signature = (incr, key, delta=MaybeArg::Missing, initial=None, time=MaybeArg::Missing, *, server_key=None))]
     fn _arith(
         slf: &Bound<'_, Self>,
         incr: bool,
@@ -167,23 +185,27 @@ impl PyAioClient {
         delta: MaybeArg<'_, '_>,
         initial: Option<&Bound<'_, PyAny>>,
         time: MaybeArg<'_, '_>,
+        server_key: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Py<PyAny>> {
+        let _pin = pin(server_key)?;
         Self::submit(slf, prepare::arith(incr, key, delta, initial, time)?)
     }
 
-    #[pyo3(signature = (keys, key_prefix=MaybeArg::Missing, with_cas=false))]
+    #[pyo3(signature = (keys, key_prefix=MaybeArg::Missing, with_cas=false, *, server_key=None))]
     fn _get_multi(
         slf: &Bound<'_, Self>,
         keys: &Bound<'_, PyAny>,
         key_prefix: MaybeArg<'_, '_>,
         with_cas: bool,
+        server_key: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Py<PyAny>> {
+        let _pin = pin(server_key)?;
         Self::submit(slf, prepare::fetch(keys, key_prefix, with_cas)?)
     }
 
     #[pyo3(signature = (cmd, keys, time=MaybeArg::Missing, key_prefix=MaybeArg::Missing,
                         min_compress_len=MaybeArg::Missing, compress_level=MaybeArg::Missing,
-                        noreply=false))]
+                        noreply=false, *, server_key=None))]
     #[allow(clippy::too_many_arguments)]
     fn _store_multi(
         slf: &Bound<'_, Self>,
@@ -194,7 +216,9 @@ impl PyAioClient {
         min_compress_len: MaybeArg<'_, '_>,
         compress_level: MaybeArg<'_, '_>,
         noreply: bool,
+        server_key: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Py<PyAny>> {
+        let _pin = pin(server_key)?;
         let cmd = store_cmd(cmd)?;
         let args = StoreMultiArgs::parse(
             keys,
@@ -207,34 +231,40 @@ impl PyAioClient {
         Self::submit(slf, prepare::store_multi(slf.as_super(), cmd, args)?)
     }
 
-    #[pyo3(signature = (keys, key_prefix=MaybeArg::Missing, noreply=false))]
+    #[pyo3(signature = (keys, key_prefix=MaybeArg::Missing, noreply=false, *, server_key=None))]
     fn _delete_multi(
         slf: &Bound<'_, Self>,
         keys: &Bound<'_, PyAny>,
         key_prefix: MaybeArg<'_, '_>,
         noreply: bool,
+        server_key: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Py<PyAny>> {
+        let _pin = pin(server_key)?;
         Self::submit(slf, prepare::delete_multi(keys, key_prefix, noreply)?)
     }
 
-    #[pyo3(signature = (keys, key_prefix=MaybeArg::Missing, delta=MaybeArg::Missing))]
+    #[pyo3(signature = (keys, key_prefix=MaybeArg::Missing, delta=MaybeArg::Missing, *, server_key=None))]
     fn _incr_multi(
         slf: &Bound<'_, Self>,
         keys: &Bound<'_, PyAny>,
         key_prefix: MaybeArg<'_, '_>,
         delta: MaybeArg<'_, '_>,
+        server_key: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Py<PyAny>> {
+        let _pin = pin(server_key)?;
         Self::submit(slf, prepare::incr_multi(keys, key_prefix, delta)?)
     }
 
-    #[pyo3(signature = (keys, time=MaybeArg::Missing, key_prefix=MaybeArg::Missing, noreply=false))]
+    #[pyo3(signature = (keys, time=MaybeArg::Missing, key_prefix=MaybeArg::Missing, noreply=false, *, server_key=None))]
     fn _touch_multi(
         slf: &Bound<'_, Self>,
         keys: &Bound<'_, PyAny>,
         time: MaybeArg<'_, '_>,
         key_prefix: MaybeArg<'_, '_>,
         noreply: bool,
+        server_key: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Py<PyAny>> {
+        let _pin = pin(server_key)?;
         Self::submit(slf, prepare::touch_multi(keys, time, key_prefix, noreply)?)
     }
 
@@ -256,54 +286,66 @@ impl PyAioClient {
         )
     }
 
-    #[pyo3(signature = (key, time, default=None))]
+    #[pyo3(signature = (key, time, default=None, *, server_key=None))]
     fn _gat(
         slf: &Bound<'_, Self>,
         key: &Bound<'_, PyAny>,
         time: &Bound<'_, PyAny>,
         default: Option<Py<PyAny>>,
+        server_key: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Py<PyAny>> {
+        let _pin = pin(server_key)?;
         Self::submit(slf, prepare::gat(key, time, default)?)
     }
 
-    #[pyo3(signature = (keys, time, key_prefix=MaybeArg::Missing))]
+    #[pyo3(signature = (keys, time, key_prefix=MaybeArg::Missing, *, server_key=None))]
     fn _gat_multi(
         slf: &Bound<'_, Self>,
         keys: &Bound<'_, PyAny>,
         time: &Bound<'_, PyAny>,
         key_prefix: MaybeArg<'_, '_>,
+        server_key: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Py<PyAny>> {
+        let _pin = pin(server_key)?;
         Self::submit(slf, prepare::gat_multi(keys, time, key_prefix)?)
     }
 
     /// The lease read of `get_or_set`: a future of `(state, value, cas)`.
+    #[pyo3(signature = (key, lease, recache, *, server_key=None))]
     fn _alease_get(
         slf: &Bound<'_, Self>,
         key: &Bound<'_, PyAny>,
         lease: u32,
         recache: u32,
+        server_key: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Py<PyAny>> {
+        let _pin = pin(server_key)?;
         Self::submit(slf, prepare::lease_get(key, lease, recache)?)
     }
 
     /// Give a lease back: a future of whether it was.
+    #[pyo3(signature = (key, cas, stale, *, server_key=None))]
     fn _alease_release(
         slf: &Bound<'_, Self>,
         key: &Bound<'_, PyAny>,
         cas: u64,
         stale: bool,
+        server_key: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Py<PyAny>> {
+        let _pin = pin(server_key)?;
         Self::submit(slf, prepare::lease_release(key, cas, stale)?)
     }
 
     /// Mark keys stale: a future of `(every key found, [keys on servers without meta])`.
-    #[pyo3(signature = (keys, stale_time=0, key_prefix=MaybeArg::Missing))]
+    #[pyo3(signature = (keys, stale_time=0, key_prefix=MaybeArg::Missing, *, server_key=None))]
     fn _invalidate_multi(
         slf: &Bound<'_, Self>,
         keys: &Bound<'_, PyAny>,
         stale_time: u32,
         key_prefix: MaybeArg<'_, '_>,
+        server_key: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Py<PyAny>> {
+        let _pin = pin(server_key)?;
         let items = super::args::sized_items(keys)?;
         Self::submit(
             slf,

@@ -20,7 +20,7 @@ use std::sync::atomic::Ordering;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList, PyTuple};
 
-use super::args::MaybeArg;
+use super::args::{pin, MaybeArg};
 use crate::protocol::StoreCmd;
 use single::StoreArgs;
 pub(in crate::py) use state::not_initialized;
@@ -87,27 +87,36 @@ impl PyClient {
     }
 
     /// Retrieve a key from a memcached.
-    #[pyo3(signature = (key, default=None, /))]
+    #[pyo3(signature = (key, default=None, /, *, server_key=None))]
     fn get(
         slf: &Bound<'_, Self>,
         key: &Bound<'_, PyAny>,
         default: Option<Py<PyAny>>,
+        server_key: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Py<PyAny>> {
+        let _pin = pin(server_key)?;
         single::get(slf, key, default)
     }
 
     /// Retrieve a key and cas_id from a memcached.
-    #[pyo3(signature = (key, /))]
-    fn gets(slf: &Bound<'_, Self>, key: &Bound<'_, PyAny>) -> PyResult<(Py<PyAny>, Py<PyAny>)> {
+    #[pyo3(signature = (key, /, *, server_key=None))]
+    fn gets(
+        slf: &Bound<'_, Self>,
+        key: &Bound<'_, PyAny>,
+        server_key: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<(Py<PyAny>, Py<PyAny>)> {
+        let _pin = pin(server_key)?;
         single::gets(slf, key)
     }
 
     /// Set a key unconditionally.
     #[pyo3(
         signature = (key, val, time=MaybeArg::Missing, min_compress_len=MaybeArg::Missing,
-                     compress_level=MaybeArg::Missing, *, noreply=false),
-        text_signature = "($self, key, val, time=0, min_compress_len=0, compress_level=-1, *, noreply=False)"
+                     compress_level=MaybeArg::Missing, *, noreply=false, server_key=None),
+        text_signature = "($self, key, val, time=0, min_compress_len=0, compress_level=-1, *, noreply=False, server_key=None)"
     )]
+    // Python's signature, as pylibmc's (and `server_key`)
+    #[allow(clippy::too_many_arguments)]
     fn set(
         slf: &Bound<'_, Self>,
         key: &Bound<'_, PyAny>,
@@ -116,7 +125,9 @@ impl PyClient {
         min_compress_len: MaybeArg<'_, '_>,
         compress_level: MaybeArg<'_, '_>,
         noreply: bool,
+        server_key: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<bool> {
+        let _pin = pin(server_key)?;
         let args = StoreArgs::parse(key, time, min_compress_len, compress_level, noreply)?;
         single::store(slf, StoreCmd::Set, val, args)
     }
@@ -124,9 +135,11 @@ impl PyClient {
     /// Add a key if it does not exist.
     #[pyo3(
         signature = (key, val, time=MaybeArg::Missing, min_compress_len=MaybeArg::Missing,
-                     compress_level=MaybeArg::Missing, *, noreply=false),
-        text_signature = "($self, key, val, time=0, min_compress_len=0, compress_level=-1, *, noreply=False)"
+                     compress_level=MaybeArg::Missing, *, noreply=false, server_key=None),
+        text_signature = "($self, key, val, time=0, min_compress_len=0, compress_level=-1, *, noreply=False, server_key=None)"
     )]
+    // Python's signature, as pylibmc's (and `server_key`)
+    #[allow(clippy::too_many_arguments)]
     fn add(
         slf: &Bound<'_, Self>,
         key: &Bound<'_, PyAny>,
@@ -135,7 +148,9 @@ impl PyClient {
         min_compress_len: MaybeArg<'_, '_>,
         compress_level: MaybeArg<'_, '_>,
         noreply: bool,
+        server_key: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<bool> {
+        let _pin = pin(server_key)?;
         let args = StoreArgs::parse(key, time, min_compress_len, compress_level, noreply)?;
         single::store(slf, StoreCmd::Add, val, args)
     }
@@ -143,9 +158,11 @@ impl PyClient {
     /// Replace a key if it exists.
     #[pyo3(
         signature = (key, val, time=MaybeArg::Missing, min_compress_len=MaybeArg::Missing,
-                     compress_level=MaybeArg::Missing, *, noreply=false),
-        text_signature = "($self, key, val, time=0, min_compress_len=0, compress_level=-1, *, noreply=False)"
+                     compress_level=MaybeArg::Missing, *, noreply=false, server_key=None),
+        text_signature = "($self, key, val, time=0, min_compress_len=0, compress_level=-1, *, noreply=False, server_key=None)"
     )]
+    // Python's signature, as pylibmc's (and `server_key`)
+    #[allow(clippy::too_many_arguments)]
     fn replace(
         slf: &Bound<'_, Self>,
         key: &Bound<'_, PyAny>,
@@ -154,7 +171,9 @@ impl PyClient {
         min_compress_len: MaybeArg<'_, '_>,
         compress_level: MaybeArg<'_, '_>,
         noreply: bool,
+        server_key: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<bool> {
+        let _pin = pin(server_key)?;
         let args = StoreArgs::parse(key, time, min_compress_len, compress_level, noreply)?;
         single::store(slf, StoreCmd::Replace, val, args)
     }
@@ -162,9 +181,11 @@ impl PyClient {
     /// Append data to a key.
     #[pyo3(
         signature = (key, val, time=MaybeArg::Missing, min_compress_len=MaybeArg::Missing,
-                     compress_level=MaybeArg::Missing, *, noreply=false),
-        text_signature = "($self, key, val, time=0, min_compress_len=0, compress_level=-1, *, noreply=False)"
+                     compress_level=MaybeArg::Missing, *, noreply=false, server_key=None),
+        text_signature = "($self, key, val, time=0, min_compress_len=0, compress_level=-1, *, noreply=False, server_key=None)"
     )]
+    // Python's signature, as pylibmc's (and `server_key`)
+    #[allow(clippy::too_many_arguments)]
     fn append(
         slf: &Bound<'_, Self>,
         key: &Bound<'_, PyAny>,
@@ -173,7 +194,9 @@ impl PyClient {
         min_compress_len: MaybeArg<'_, '_>,
         compress_level: MaybeArg<'_, '_>,
         noreply: bool,
+        server_key: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<bool> {
+        let _pin = pin(server_key)?;
         let args = StoreArgs::parse(key, time, min_compress_len, compress_level, noreply)?;
         single::store(slf, StoreCmd::Append, val, args)
     }
@@ -181,9 +204,11 @@ impl PyClient {
     /// Prepend data to a key.
     #[pyo3(
         signature = (key, val, time=MaybeArg::Missing, min_compress_len=MaybeArg::Missing,
-                     compress_level=MaybeArg::Missing, *, noreply=false),
-        text_signature = "($self, key, val, time=0, min_compress_len=0, compress_level=-1, *, noreply=False)"
+                     compress_level=MaybeArg::Missing, *, noreply=false, server_key=None),
+        text_signature = "($self, key, val, time=0, min_compress_len=0, compress_level=-1, *, noreply=False, server_key=None)"
     )]
+    // Python's signature, as pylibmc's (and `server_key`)
+    #[allow(clippy::too_many_arguments)]
     fn prepend(
         slf: &Bound<'_, Self>,
         key: &Bound<'_, PyAny>,
@@ -192,15 +217,17 @@ impl PyClient {
         min_compress_len: MaybeArg<'_, '_>,
         compress_level: MaybeArg<'_, '_>,
         noreply: bool,
+        server_key: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<bool> {
+        let _pin = pin(server_key)?;
         let args = StoreArgs::parse(key, time, min_compress_len, compress_level, noreply)?;
         single::store(slf, StoreCmd::Prepend, val, args)
     }
 
     /// Attempt to compare-and-store a key by CAS ID.
     #[pyo3(
-        signature = (key, val, cas, time=MaybeArg::Missing),
-        text_signature = "($self, key, val, cas, time=0)"
+        signature = (key, val, cas, time=MaybeArg::Missing, *, server_key=None),
+        text_signature = "($self, key, val, cas, time=0, *, server_key=None)"
     )]
     fn cas(
         slf: &Bound<'_, Self>,
@@ -208,7 +235,9 @@ impl PyClient {
         val: &Bound<'_, PyAny>,
         cas: &Bound<'_, PyAny>,
         time: MaybeArg<'_, '_>,
+        server_key: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<bool> {
+        let _pin = pin(server_key)?;
         single::cas(slf, key, val, cas, time)
     }
 
@@ -216,34 +245,38 @@ impl PyClient {
     /// The rest of the positional arguments is gathered only for pylibmc's message ("delete()
     /// takes exactly 1 argument (N given)"): with one argument no tuple is built.
     #[pyo3(
-        signature = (key = MaybeArg::Missing, /, *rest, noreply=false),
-        text_signature = "($self, key, /, *, noreply=False)"
+        signature = (key = MaybeArg::Missing, /, *rest, noreply=false, server_key=None),
+        text_signature = "($self, key, /, *, noreply=False, server_key=None)"
     )]
     fn delete(
         slf: &Bound<'_, Self>,
         key: MaybeArg<'_, '_>,
         rest: &Bound<'_, PyTuple>,
         noreply: bool,
+        server_key: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<bool> {
+        let _pin = pin(server_key)?;
         single::delete(slf, key.exactly_one(rest, "delete")?, noreply)
     }
 
     /// Change the expiry time of a key.
-    #[pyo3(signature = (key, time, /, *, noreply=false))]
+    #[pyo3(signature = (key, time, /, *, noreply=false, server_key=None))]
     fn touch(
         slf: &Bound<'_, Self>,
         key: &Bound<'_, PyAny>,
         time: &Bound<'_, PyAny>,
         noreply: bool,
+        server_key: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<bool> {
+        let _pin = pin(server_key)?;
         single::touch(slf, key, time, noreply)
     }
 
     /// Increment a key by a delta; with `initial=`, a missing key is created at that value (which
     /// is returned) with expiry `time`, in one round trip where the server speaks meta.
     #[pyo3(
-        signature = (key, delta=MaybeArg::Missing, /, *, initial=None, time=MaybeArg::Missing),
-        text_signature = "($self, key, delta=1, /, *, initial=None, time=0)"
+        signature = (key, delta=MaybeArg::Missing, /, *, initial=None, time=MaybeArg::Missing, server_key=None),
+        text_signature = "($self, key, delta=1, /, *, initial=None, time=0, server_key=None)"
     )]
     fn incr(
         slf: &Bound<'_, Self>,
@@ -251,15 +284,17 @@ impl PyClient {
         delta: MaybeArg<'_, '_>,
         initial: Option<&Bound<'_, PyAny>>,
         time: MaybeArg<'_, '_>,
+        server_key: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<u64> {
+        let _pin = pin(server_key)?;
         single::arith(slf, true, key, delta, initial, time)
     }
 
     /// Decrement a key by a delta; with `initial=`, a missing key is created at that value (which
     /// is returned) with expiry `time`, in one round trip where the server speaks meta.
     #[pyo3(
-        signature = (key, delta=MaybeArg::Missing, /, *, initial=None, time=MaybeArg::Missing),
-        text_signature = "($self, key, delta=1, /, *, initial=None, time=0)"
+        signature = (key, delta=MaybeArg::Missing, /, *, initial=None, time=MaybeArg::Missing, server_key=None),
+        text_signature = "($self, key, delta=1, /, *, initial=None, time=0, server_key=None)"
     )]
     fn decr(
         slf: &Bound<'_, Self>,
@@ -267,33 +302,39 @@ impl PyClient {
         delta: MaybeArg<'_, '_>,
         initial: Option<&Bound<'_, PyAny>>,
         time: MaybeArg<'_, '_>,
+        server_key: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<u64> {
+        let _pin = pin(server_key)?;
         single::arith(slf, false, key, delta, initial, time)
     }
 
     /// Get multiple keys at once; misses are absent from the result.
     #[pyo3(
-        signature = (keys, key_prefix=MaybeArg::Missing),
-        text_signature = "($self, keys, key_prefix=b'')"
+        signature = (keys, key_prefix=MaybeArg::Missing, *, server_key=None),
+        text_signature = "($self, keys, key_prefix=b'', *, server_key=None)"
     )]
     fn get_multi(
         slf: &Bound<'_, Self>,
         keys: &Bound<'_, PyAny>,
         key_prefix: MaybeArg<'_, '_>,
+        server_key: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Py<PyDict>> {
+        let _pin = pin(server_key)?;
         multi::fetch(slf, keys, key_prefix, false, None)
     }
 
     /// fastmc extension: `get_multi` with CAS tokens: `{key: (value, cas)}`.
     #[pyo3(
-        signature = (keys, key_prefix=MaybeArg::Missing),
-        text_signature = "($self, keys, key_prefix=b'')"
+        signature = (keys, key_prefix=MaybeArg::Missing, *, server_key=None),
+        text_signature = "($self, keys, key_prefix=b'', *, server_key=None)"
     )]
     fn gets_multi(
         slf: &Bound<'_, Self>,
         keys: &Bound<'_, PyAny>,
         key_prefix: MaybeArg<'_, '_>,
+        server_key: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Py<PyDict>> {
+        let _pin = pin(server_key)?;
         multi::fetch(slf, keys, key_prefix, true, None)
     }
 
@@ -301,9 +342,11 @@ impl PyClient {
     #[pyo3(
         signature = (keys, time=MaybeArg::Missing, key_prefix=MaybeArg::Missing,
                      min_compress_len=MaybeArg::Missing, compress_level=MaybeArg::Missing, *,
-                     noreply=false),
-        text_signature = "($self, keys, time=0, key_prefix=b'', min_compress_len=0, compress_level=-1, *, noreply=False)"
+                     noreply=false, server_key=None),
+        text_signature = "($self, keys, time=0, key_prefix=b'', min_compress_len=0, compress_level=-1, *, noreply=False, server_key=None)"
     )]
+    // Python's signature, as pylibmc's (and `server_key`)
+    #[allow(clippy::too_many_arguments)]
     fn set_multi(
         slf: &Bound<'_, Self>,
         keys: &Bound<'_, PyAny>,
@@ -312,7 +355,9 @@ impl PyClient {
         min_compress_len: MaybeArg<'_, '_>,
         compress_level: MaybeArg<'_, '_>,
         noreply: bool,
+        server_key: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Py<PyList>> {
+        let _pin = pin(server_key)?;
         let opts = (time, key_prefix, min_compress_len, compress_level);
         multi::store(slf, StoreCmd::Set, keys, opts, noreply)
     }
@@ -321,9 +366,11 @@ impl PyClient {
     #[pyo3(
         signature = (keys, time=MaybeArg::Missing, key_prefix=MaybeArg::Missing,
                      min_compress_len=MaybeArg::Missing, compress_level=MaybeArg::Missing, *,
-                     noreply=false),
-        text_signature = "($self, keys, time=0, key_prefix=b'', min_compress_len=0, compress_level=-1, *, noreply=False)"
+                     noreply=false, server_key=None),
+        text_signature = "($self, keys, time=0, key_prefix=b'', min_compress_len=0, compress_level=-1, *, noreply=False, server_key=None)"
     )]
+    // Python's signature, as pylibmc's (and `server_key`)
+    #[allow(clippy::too_many_arguments)]
     fn add_multi(
         slf: &Bound<'_, Self>,
         keys: &Bound<'_, PyAny>,
@@ -332,7 +379,9 @@ impl PyClient {
         min_compress_len: MaybeArg<'_, '_>,
         compress_level: MaybeArg<'_, '_>,
         noreply: bool,
+        server_key: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Py<PyList>> {
+        let _pin = pin(server_key)?;
         let opts = (time, key_prefix, min_compress_len, compress_level);
         multi::store(slf, StoreCmd::Add, keys, opts, noreply)
     }
@@ -341,9 +390,11 @@ impl PyClient {
     #[pyo3(
         signature = (keys, time=MaybeArg::Missing, key_prefix=MaybeArg::Missing,
                      min_compress_len=MaybeArg::Missing, compress_level=MaybeArg::Missing, *,
-                     noreply=false),
-        text_signature = "($self, keys, time=0, key_prefix=b'', min_compress_len=0, compress_level=-1, *, noreply=False)"
+                     noreply=false, server_key=None),
+        text_signature = "($self, keys, time=0, key_prefix=b'', min_compress_len=0, compress_level=-1, *, noreply=False, server_key=None)"
     )]
+    // Python's signature, as pylibmc's (and `server_key`)
+    #[allow(clippy::too_many_arguments)]
     fn replace_multi(
         slf: &Bound<'_, Self>,
         keys: &Bound<'_, PyAny>,
@@ -352,43 +403,49 @@ impl PyClient {
         min_compress_len: MaybeArg<'_, '_>,
         compress_level: MaybeArg<'_, '_>,
         noreply: bool,
+        server_key: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Py<PyList>> {
+        let _pin = pin(server_key)?;
         let opts = (time, key_prefix, min_compress_len, compress_level);
         multi::store(slf, StoreCmd::Replace, keys, opts, noreply)
     }
 
     /// Delete multiple keys at once; True only if every key was deleted.
     #[pyo3(
-        signature = (keys, key_prefix=MaybeArg::Missing, *, noreply=false),
-        text_signature = "($self, keys, key_prefix=b'', *, noreply=False)"
+        signature = (keys, key_prefix=MaybeArg::Missing, *, noreply=false, server_key=None),
+        text_signature = "($self, keys, key_prefix=b'', *, noreply=False, server_key=None)"
     )]
     fn delete_multi(
         slf: &Bound<'_, Self>,
         keys: &Bound<'_, PyAny>,
         key_prefix: MaybeArg<'_, '_>,
         noreply: bool,
+        server_key: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<bool> {
+        let _pin = pin(server_key)?;
         multi::delete_multi(slf, keys, key_prefix, noreply)
     }
 
     /// Increment multiple keys by a delta; returns None.
     #[pyo3(
-        signature = (keys, key_prefix=MaybeArg::Missing, delta=MaybeArg::Missing),
-        text_signature = "($self, keys, key_prefix=b'', delta=1)"
+        signature = (keys, key_prefix=MaybeArg::Missing, delta=MaybeArg::Missing, *, server_key=None),
+        text_signature = "($self, keys, key_prefix=b'', delta=1, *, server_key=None)"
     )]
     fn incr_multi(
         slf: &Bound<'_, Self>,
         keys: &Bound<'_, PyAny>,
         key_prefix: MaybeArg<'_, '_>,
         delta: MaybeArg<'_, '_>,
+        server_key: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<()> {
+        let _pin = pin(server_key)?;
         multi::incr_multi(slf, keys, key_prefix, delta)
     }
 
     /// fastmc extension: touch multiple keys; returns the keys that were not found.
     #[pyo3(
-        signature = (keys, time=MaybeArg::Missing, key_prefix=MaybeArg::Missing, *, noreply=false),
-        text_signature = "($self, keys, time=0, key_prefix=b'', *, noreply=False)"
+        signature = (keys, time=MaybeArg::Missing, key_prefix=MaybeArg::Missing, *, noreply=false, server_key=None),
+        text_signature = "($self, keys, time=0, key_prefix=b'', *, noreply=False, server_key=None)"
     )]
     fn touch_multi(
         slf: &Bound<'_, Self>,
@@ -396,7 +453,9 @@ impl PyClient {
         time: MaybeArg<'_, '_>,
         key_prefix: MaybeArg<'_, '_>,
         noreply: bool,
+        server_key: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Py<PyList>> {
+        let _pin = pin(server_key)?;
         multi::touch_multi(slf, keys, time, key_prefix, noreply)
     }
 
@@ -510,73 +569,85 @@ impl PyClient {
     }
 
     /// fastmc extension: get a key and set its expiry in one round trip.
-    #[pyo3(signature = (key, time, default=None))]
+    #[pyo3(signature = (key, time, default=None, *, server_key=None))]
     fn gat(
         slf: &Bound<'_, Self>,
         key: &Bound<'_, PyAny>,
         time: &Bound<'_, PyAny>,
         default: Option<Py<PyAny>>,
+        server_key: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Py<PyAny>> {
+        let _pin = pin(server_key)?;
         lease::gat(slf, key, time, default)
     }
 
     /// fastmc extension: `get_multi` that sets the expiry of the keys found.
     #[pyo3(
-        signature = (keys, time, key_prefix=MaybeArg::Missing),
-        text_signature = "($self, keys, time, key_prefix=b'')"
+        signature = (keys, time, key_prefix=MaybeArg::Missing, *, server_key=None),
+        text_signature = "($self, keys, time, key_prefix=b'', *, server_key=None)"
     )]
     fn gat_multi(
         slf: &Bound<'_, Self>,
         keys: &Bound<'_, PyAny>,
         time: &Bound<'_, PyAny>,
         key_prefix: MaybeArg<'_, '_>,
+        server_key: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Py<PyDict>> {
+        let _pin = pin(server_key)?;
         lease::gat_multi(slf, keys, time, key_prefix)
     }
 
     /// fastmc extension: mark a key stale instead of deleting it (see docs/stampede.md).
-    #[pyo3(signature = (key, stale_time=0))]
+    #[pyo3(signature = (key, stale_time=0, *, server_key=None))]
     fn invalidate(
         slf: &Bound<'_, Self>,
         key: &Bound<'_, PyAny>,
         stale_time: u32,
+        server_key: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<bool> {
+        let _pin = pin(server_key)?;
         lease::invalidate(slf, key, stale_time)
     }
 
     /// fastmc extension: `invalidate` for many keys; True only if every key was found.
     #[pyo3(
-        signature = (keys, stale_time=0, key_prefix=MaybeArg::Missing),
-        text_signature = "($self, keys, stale_time=0, key_prefix=b'')"
+        signature = (keys, stale_time=0, key_prefix=MaybeArg::Missing, *, server_key=None),
+        text_signature = "($self, keys, stale_time=0, key_prefix=b'', *, server_key=None)"
     )]
     fn invalidate_multi(
         slf: &Bound<'_, Self>,
         keys: &Bound<'_, PyAny>,
         stale_time: u32,
         key_prefix: MaybeArg<'_, '_>,
+        server_key: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<bool> {
+        let _pin = pin(server_key)?;
         lease::invalidate_iterable(slf, keys, stale_time, key_prefix)
     }
 
     /// The lease read of `get_or_set`: `(state, value, cas)`.
-    #[pyo3(signature = (key, lease, recache))]
+    #[pyo3(signature = (key, lease, recache, *, server_key=None))]
     fn _lease_get(
         slf: &Bound<'_, Self>,
         key: &Bound<'_, PyAny>,
         lease: u32,
         recache: u32,
+        server_key: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<(&'static str, Py<PyAny>, u64)> {
+        let _pin = pin(server_key)?;
         lease::lease_get(slf, key, lease, recache)
     }
 
     /// Give back a lease `_lease_get` won, if the item is unchanged since (its `cas`).
-    #[pyo3(signature = (key, cas, stale))]
+    #[pyo3(signature = (key, cas, stale, *, server_key=None))]
     fn _lease_release(
         slf: &Bound<'_, Self>,
         key: &Bound<'_, PyAny>,
         cas: u64,
         stale: bool,
+        server_key: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<bool> {
+        let _pin = pin(server_key)?;
         lease::lease_release(slf, key, cas, stale)
     }
 }
