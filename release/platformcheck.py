@@ -141,6 +141,7 @@ def macos_problems(wheel: Path, target: str) -> tuple[list[str], str]:
             if im.source_of(sym) != want:
                 problems.append(f"{so}: {sym} is bound to {im.source_of(sym)}, not {want}")
                 break
+    problems += abi_problems(wheel.name, {s[1:] for s in images[0].imports})
     minimum = ".".join(map(str, images[0].minos or ()))
     python = [s for s in images[0].imports if s.startswith(("_Py", "__Py"))]
     how = f"Mach-O {arch}, minimum macOS {minimum}, links only libSystem"
@@ -163,6 +164,7 @@ def platform_problems(wheel: Path, target: str) -> tuple[list[str], str]:
         problems.append(f"{so} is {facts['machine']}, not {arch}")
     if Path(so).name != extension_name(wheel.name, target):
         problems.append(f"{so} is not named {extension_name(wheel.name, target)}")
+    problems += abi_problems(wheel.name, facts["undefined"])
     if target.endswith("-gnu"):
         if report["overall_tag"] != tag:
             problems.append(f"auditwheel: {report['overall_tag']}, not {tag}")
@@ -208,10 +210,38 @@ def platform_problems(wheel: Path, target: str) -> tuple[list[str], str]:
 
 
 def extension_name(wheel_name: str, target: str) -> str:
-    """The file name CPython looks for: its SOABI for the target (before 3.11, CPython on musl
-    still called itself linux-gnu; on macOS it names no architecture)."""
-    minor = int(wheel_name.split("-")[2][3:])
+    """The file name the interpreter looks for: its SOABI for the target (before 3.11, CPython on
+    musl still called itself linux-gnu; on macOS it names no architecture)."""
+    _, _, python_tag, abi_tag, _ = wheel_name[: -len(".whl")].split("-")
+    abi = wheelcheck.soabi(python_tag, abi_tag)
     if target.endswith("-apple-darwin"):
-        return f"_fastmc.cpython-3{minor}-darwin.so"
+        return f"_fastmc.{abi}-darwin.so"
+    minor = int(python_tag[3:])
     libc = "musl" if target.endswith("-musl") and minor >= 11 else "gnu"
-    return f"_fastmc.cpython-3{minor}-{target.split('-')[0]}-linux-{libc}.so"
+    return f"_fastmc.{abi}-{target.split('-')[0]}-linux-{libc}.so"
+
+
+# The free-threaded ABI in an extension's imports: PyO3 built for it counts references through
+# CPython's functions (the object header's counts are not touched inline there), and the GIL
+# build's inline decrement calls _Py_Dealloc instead.
+FREE_THREADED_IMPORTS = {"_Py_IncRef", "_Py_DecRef"}
+GIL_IMPORTS = {"_Py_Dealloc"}
+
+
+def abi_problems(wheel_name: str, imports: set[str]) -> list[str]:
+    """Whether a CPython extension was compiled for the ABI its tag names (free-threaded or
+    not), from the Python symbols it imports (`imports`: without macOS's leading underscore)."""
+    _, _, python_tag, abi_tag, _ = wheel_name[: -len(".whl")].split("-")
+    if not python_tag.startswith("cp") or abi_tag == "abi3":
+        return []
+    if abi_tag.endswith("t"):
+        want, unwanted = FREE_THREADED_IMPORTS, GIL_IMPORTS
+    else:
+        want, unwanted = GIL_IMPORTS, FREE_THREADED_IMPORTS
+    problems = []
+    if not want <= imports or imports & unwanted:
+        kind = "free-threaded" if abi_tag.endswith("t") else "GIL"
+        problems.append(
+            f"imports {sorted(imports & (want | unwanted))}: not built for the {kind} ABI its tag names"
+        )
+    return problems

@@ -18,9 +18,30 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 # 3.14 and 3.15: where this machine lacks them, release/wheels.py runs Debian's (release/sid.py)
 PYTHONS = ("3.9", "3.10", "3.11", "3.12", "3.13", "3.14", "3.15")
+# The free-threaded builds a wheel is made for as well (cp314t, cp315t): built against maturin's
+# own record of their configuration where no such interpreter can be had (docs/packaging.md).
+FREE_THREADED = ("3.14", "3.15")
+# PyPy: the interpreter the PyPy wheel is built with and run on (Debian unstable's `pypy3`,
+# release/sid.py), its wheel's tags, and the one target it is built for.
+PYPY = "pypy3"
+PYPY_TAGS = "pp311-pypy311_pp80"
+PYPY_TARGET = "x86_64-unknown-linux-gnu"
 
-# The extension module: per-version (cpython-313-x86_64-linux-gnu), abi3, or macOS (darwin).
-EXTENSION = re.compile(r"^fastmc/_fastmc\.(cpython-3\d+-[a-z0-9_-]+|abi3)\.so$")
+# The extension module: per-version (cpython-313-x86_64-linux-gnu, cpython-314t-...), PyPy's
+# (pypy311-pp80-x86_64-linux-gnu), abi3, or macOS (darwin).
+EXTENSION = re.compile(
+    r"^fastmc/_fastmc\.(cpython-3\d+t?-[a-z0-9_-]+|pypy3\d+-pp\d+-[a-z0-9_-]+|abi3)\.so$"
+)
+
+
+def soabi(python_tag: str, abi_tag: str) -> str:
+    """The start of the extension's SOABI a wheel's tags call for: cpython-313, cpython-314t
+    (free-threaded), pypy311-pp80, or abi3."""
+    if abi_tag == "abi3":
+        return "abi3"
+    if python_tag.startswith("pp"):
+        return abi_tag.replace("_", "-")
+    return f"cpython-{abi_tag[2:]}"
 
 
 def cargo_version() -> str:
@@ -154,7 +175,8 @@ def wheel_problems(path: Path, version: str | None = None) -> list[str]:
         problems.append(f"expected one extension module, found {extensions}")
     else:
         (ext,) = extensions
-        want = ".abi3.so" if abi_tag == "abi3" else f".cpython-{python_tag[2:]}-"
+        abi = soabi(python_tag, abi_tag)
+        want = ".abi3.so" if abi == "abi3" else f".{abi}-"
         if want not in ext:
             problems.append(f"extension {ext} does not match the tag {python_tag}-{abi_tag}")
     if license_text.strip() != (ROOT / "LICENSE").read_text().strip():

@@ -4,7 +4,8 @@
 
 With no step named, all three run, in that order:
 
-- build: for every Rust target, the wheels for CPython 3.9 to 3.15 with maturin and zig (no
+- build: for every Rust target, the wheels for CPython 3.9 to 3.15 and the free-threaded 3.14t
+  and 3.15t (and, for x86_64 glibc, Debian's PyPy 8 unless --no-pypy) with maturin and zig (no
   container): `manylinux2014` (glibc 2.17) for the -gnu targets, `musllinux_1_2` for the -musl
   ones, `macosx_10_12_x86_64` and `macosx_11_0_arm64` for the -apple-darwin ones (cross-built:
   no Apple SDK, zig's own macOS stubs). One wheel per CPython version, not abi3 (the measurement
@@ -52,6 +53,8 @@ from memcached import Memcached  # noqa: E402
 from platformcheck import MACOS_MIN, TARGETS, platform_problems, wheel_target  # noqa: E402
 
 PYTHONS = wheelcheck.PYTHONS
+FREE_THREADED = wheelcheck.FREE_THREADED
+PYPY = wheelcheck.PYPY
 
 
 def say(msg: str) -> None:
@@ -84,14 +87,17 @@ def find_python(minor: str) -> Path | None:
     return None
 
 
-def pythons() -> dict[str, Path]:
-    """Each CPython of PYTHONS; those this machine lacks but Debian's unstable suite has (3.14,
-    3.15) come from release/sid.py's root, run through scripts that chroot into it."""
-    found = {m: find_python(m) for m in PYTHONS}
-    lacking = [m for m, p in found.items() if p is None and m in sid.PYTHONS]
+def pythons(pypy: bool = True) -> dict[str, Path]:
+    """Each CPython of PYTHONS, and PyPy; those this machine lacks but Debian's unstable suite
+    has (3.14, 3.15, PyPy) come from release/sid.py's root, run through scripts that chroot into
+    it."""
+    found: dict[str, Path | None] = {m: find_python(m) for m in PYTHONS}
+    if pypy:
+        found[PYPY] = None
+    lacking = [m for m, p in found.items() if p is None and (m in sid.PYTHONS or m == PYPY)]
     if lacking:
         bins = sid.Sid().wrappers(sid.WORK / "bin")
-        found.update({m: bins / f"python{m}" for m in lacking})
+        found.update({m: bins / sid.executable(m) for m in lacking})
     missing = [m for m, p in found.items() if p is None]
     if missing:
         sys.exit(
@@ -103,14 +109,17 @@ def pythons() -> dict[str, Path]:
 # ------------------------------------------------------------------------------------- build
 
 
-def build_command(target: str, out: Path) -> list[str]:
-    """The maturin command for one target: a wheel for each CPython (.github/workflows/release.yml
-    runs the same)."""
+def build_command(target: str, out: Path, pypy: bool = True) -> list[str]:
+    """The maturin command for one target: a wheel for each CPython, each free-threaded one
+    (maturin knows their configuration: no interpreter needed) and, for PYPY_TARGET, PyPy
+    (.github/workflows/release.yml runs the same, less PyPy)."""
     compatibility, _ = TARGETS[target]
     cmd = ["maturin", "build", "--release", "--locked", "--strip", "--zig"]
     cmd += ["--target", target, "--out", str(out)]
     cmd += ["--compatibility", compatibility] if compatibility else []
-    return cmd + [arg for m in PYTHONS for arg in ("-i", f"python{m}")]
+    names = [f"python{m}" for m in PYTHONS] + [f"python{m}t" for m in FREE_THREADED]
+    names += [PYPY] if pypy and target == wheelcheck.PYPY_TARGET else []
+    return cmd + [arg for name in names for arg in ("-i", name)]
 
 
 def build_env(target: str) -> dict[str, str]:
@@ -149,10 +158,10 @@ def build(out: Path, targets: list[str], interpreters: dict[str, Path]) -> None:
         # maturin finds `-i python3.X` on the PATH: a directory of links to the interpreters
         # found goes first (python3 itself stays the venv's, which has zig).
         for minor, python in interpreters.items():
-            (Path(links) / f"python{minor}").symlink_to(python)
+            (Path(links) / sid.executable(minor)).symlink_to(python)
         env = dict(os.environ, PATH=os.pathsep.join([links, os.environ["PATH"]]))
         for target in targets:
-            cmd = build_command(target, out)
+            cmd = build_command(target, out, PYPY in interpreters)
             t0 = time.monotonic()
             extra = build_env(target)
             say(" ".join([*(f"{k}={v!r}" for k, v in extra.items()), *cmd]))
@@ -163,15 +172,22 @@ def build(out: Path, targets: list[str], interpreters: dict[str, Path]) -> None:
 # ------------------------------------------------------------------------------------- check
 
 
-def expected_wheels(targets: list[str], version: str) -> set[str]:
+def expected_wheels(targets: list[str], version: str, pypy: bool = True) -> set[str]:
     tags = [f"cp3{m[2:]}-cp3{m[2:]}" for m in PYTHONS]
+    tags += [f"cp3{m[2:]}-cp3{m[2:]}t" for m in FREE_THREADED]
     names = set()
     for t in targets:
         _, tag = TARGETS[t]
         if tag.startswith("manylinux_2_17_"):  # maturin names both spellings of the tag
             tag = f"manylinux2014_{tag[len('manylinux_2_17_') :]}.{tag}"
-        names |= {f"fastmc-{version}-{py}-{tag}.whl" for py in tags}
+        more = [wheelcheck.PYPY_TAGS] if pypy and t == wheelcheck.PYPY_TARGET else []
+        names |= {f"fastmc-{version}-{py}-{tag}.whl" for py in [*tags, *more]}
     return names
+
+
+def free_threaded(name: str) -> bool:
+    """A cp314t/cp315t wheel: no interpreter here runs it (docs/packaging.md)."""
+    return name.split("-")[3].endswith("t")
 
 
 def host_runs(target: str) -> bool:
@@ -191,7 +207,7 @@ def runner(minor: str, python: Path, *binds: Path) -> tuple[list[str], Path]:
     through the prefix that enters the root with `binds` at their own paths."""
     if not in_sid(python):
         return [], python
-    return sid.Sid().prefix(*binds), Path(f"/usr/bin/python{minor}")
+    return sid.Sid().prefix(*binds), Path(f"/usr/bin/{sid.executable(minor)}")
 
 
 def fresh_venv(python: Path, where: Path, *pre: str) -> tuple[Path, dict]:
@@ -337,7 +353,7 @@ def check(out: Path, targets: list[str], interpreters: dict[str, Path]) -> list[
     problems: list[str] = []
     wheels = sorted(out.glob("fastmc-*.whl"))
     names = {w.name for w in wheels}
-    want = expected_wheels(targets, version)
+    want = expected_wheels(targets, version, PYPY in interpreters)
     problems += [f"{name}: not built" for name in sorted(want - names)]
     problems += [f"{name}: not expected (a leftover?)" for name in sorted(names - want)]
     verified: dict[str, list[str]] = {}
@@ -349,6 +365,8 @@ def check(out: Path, targets: list[str], interpreters: dict[str, Path]) -> list[
         plat, how = platform_problems(wheel, target)
         found += [f"{wheel.name}: {p}" for p in plat]
         problems += found
+        if free_threaded(wheel.name) and not found:
+            how += "; the free-threaded ABI's imports (not run: no such interpreter here)"
         verified[wheel.name] = [how] if not found else ["FAILED"]
         say(f"{wheel.name}: {'; '.join(found) or how}")
     emulate = any(t.startswith("aarch64-") and t.endswith("-gnu") for t in targets)
@@ -359,7 +377,11 @@ def check(out: Path, targets: list[str], interpreters: dict[str, Path]) -> list[
     problems += failed
     for name, notes in ran.items():
         verified.setdefault(name, []).extend(notes)
-    runnable = {w.name for w in wheels if (t := wheel_target(w.name)) and host_runs(t)}
+    runnable = {
+        w.name
+        for w in wheels
+        if (t := wheel_target(w.name)) and host_runs(t) and not free_threaded(w.name)
+    }
     for name in sorted(runnable - set(ran)):
         problems.append(f"{name}: no Python version picked it, so it was never run")
     say("summary:")
@@ -411,11 +433,16 @@ def main() -> int:
     ap.add_argument("steps", nargs="*", help="build, check, sdist (default: all three)")
     ap.add_argument("--out", type=Path, default=ROOT / "dist")
     ap.add_argument("--targets", nargs="+", default=list(TARGETS), choices=list(TARGETS))
+    ap.add_argument(
+        "--no-pypy",
+        action="store_true",
+        help="no PyPy wheel (the release workflow: its runners have no PyPy 8)",
+    )
     args = ap.parse_args()
     steps = args.steps or ["build", "check", "sdist"]
     if set(steps) - {"build", "check", "sdist"}:
         ap.error(f"unknown step in {steps}")
-    interpreters = pythons()
+    interpreters = pythons(pypy=not args.no_pypy)
     args.out.mkdir(parents=True, exist_ok=True)
     problems: list[str] = []
     t0 = time.monotonic()

@@ -13,10 +13,21 @@ import macho
 import pytest
 from platformcheck import macos_problems
 
+TARGET = "aarch64-apple-darwin"
+
 SOURCE = """
 #include <stdio.h>
 extern void *PyLong_FromLong(long);
+extern void _Py_Dealloc(void *);
 void *make(long x) { puts("made"); return PyLong_FromLong(x); }
+void drop(void *o) { _Py_Dealloc(o); }
+"""
+# What an extension built for the free-threaded ABI imports instead of _Py_Dealloc
+FREE_THREADED = """
+extern void *PyLong_FromLong(long);
+extern void _Py_IncRef(void *);
+extern void _Py_DecRef(void *);
+void *make(long x) { void *o = PyLong_FromLong(x); _Py_IncRef(o); _Py_DecRef(o); return o; }
 """
 SSL = """
 extern void *SSL_new(void *);
@@ -85,12 +96,25 @@ def test_what_is_not_a_macho_file_is_refused():
         macho.read(struct.pack("<8I", macho.MH_MAGIC_64, 0x0100000C, 0, 6, 1, 4, 0, 0) + bytes(4))
 
 
-def wheel_of(tmp_path, data, tag):
+def wheel_of(tmp_path, data, tag, abi="cp313"):
     """A wheel holding `data` as the extension (all the macOS checks look at)."""
-    path = tmp_path / f"fastmc-0.1.0-cp313-cp313-{tag}.whl"
+    path = tmp_path / f"fastmc-0.1.0-{abi[:5]}-{abi}-{tag}.whl"
     with zipfile.ZipFile(path, "w") as zf:
-        zf.writestr("fastmc/_fastmc.cpython-313-darwin.so", data)
+        zf.writestr(f"fastmc/_fastmc.cpython-{abi[2:]}-darwin.so", data)
     return path
+
+
+def test_the_wheel_check_tells_the_free_threaded_abi_from_the_gil_one(tmp_path):
+    """A cp314t wheel must hold an extension built for the free-threaded ABI, and a cp314 one
+    must not."""
+    gil = zig_link(tmp_path, "aarch64-macos.11.0")
+    free = zig_link(tmp_path, "aarch64-macos.11.0", FREE_THREADED)
+    for data, abi in ((gil, "cp314"), (free, "cp314t")):
+        problems, _ = macos_problems(wheel_of(tmp_path, data, "macosx_11_0_arm64", abi), TARGET)
+        assert problems == [], (abi, problems)
+    for data, abi in ((gil, "cp314t"), (free, "cp314")):
+        problems, _ = macos_problems(wheel_of(tmp_path, data, "macosx_11_0_arm64", abi), TARGET)
+        assert any("not built for the" in p for p in problems), (abi, problems)
 
 
 def test_the_wheel_check_passes_a_library_as_the_release_builds_it(tmp_path):
