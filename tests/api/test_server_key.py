@@ -164,7 +164,9 @@ def every_write(mc, g, k):
     assert mc.set(k + "ctr", 5, server_key=g) and mc.incr(k + "ctr", server_key=g) == 6
     assert mc.decr(k + "ctr", server_key=g) == 5
     assert mc.incr(k + "new", 1, initial=7, time=60, server_key=g) == 7
-    return [k + s for s in ("set", "add", "rep", "app", "pre", "nr", "m1", "m2", "am", "ctr", "new")]
+    return [
+        k + s for s in ("set", "add", "rep", "app", "pre", "nr", "m1", "m2", "am", "ctr", "new")
+    ]
 
 
 def test_every_method_of_the_blocking_client_follows_the_group(three):
@@ -180,6 +182,7 @@ def test_every_method_of_the_blocking_client_follows_the_group(three):
         assert set(got) == set(written)
         assert mc.get(k + "set", server_key=g) == 1
         value, token = mc.gets(k + "set", server_key=g)
+        assert value == 1
         assert mc.cas(k + "set", 2, token, server_key=g)
         assert mc.gets_multi([k + "set"], server_key=g)[k + "set"][0] == 2
         assert mc.gat(k + "set", 60, server_key=g) == 2
