@@ -9,7 +9,7 @@ export VIRTUAL_ENV := $(abspath $(VENV))
 export PATH := $(abspath $(BIN)):$(PATH)
 
 .PHONY: help test bench bench-full develop develop-release lint check-rust pytest memcached venv \
-	fuzz soak random-diff wheels clean bench-net bench-net-soak net-tools test-sid test-pypy test-py314 \
+	fuzz soak random-diff wheels clean bench-net bench-net-soak net-tools test-sid test-pypy bench-pypy test-py314 \
 	test-py315 memcached-proxy ends django-matrix
 
 help: ## list the targets
@@ -162,6 +162,11 @@ test-py315: $(BIN)/.release-tools ## the whole suite on Debian's CPython 3.15, m
 # PyPy's gaps (docs/packaging.md): where pylibmc under PyPy is not the oracle, or PyPy differs.
 test-pypy: $(BIN)/.release-tools ## the suite on Debian's PyPy 8, less its named gaps (slow)
 	$(BIN)/python release/sid.py test pypy3
+
+# The single and multi rows on PyPy 8, fastmc against pymemcache and the other peers that run
+# there (release/pypy_bench.py; pylibmc does not run on PyPy), into results-pypy/.
+bench-pypy: memcached $(BIN)/.release-tools ## the benchmark's single and multi rows on Debian's PyPy 8
+	$(BIN)/python release/pypy_bench.py --out results-pypy
 
 $(BIN)/.release-tools: release/requirements.txt $(BIN)/.installed
 	$(BIN)/pip install -q -r release/requirements.txt

@@ -17,7 +17,7 @@ from typing import Any
 
 import mcbench
 
-from .columns import load_fastmc
+from .columns import PEERS, load_fastmc
 from .context import Ctx
 from .files import write_files
 from .measure import perf_counter, pinned
@@ -44,6 +44,12 @@ def parser() -> argparse.ArgumentParser:
     ap.add_argument("--scenarios", help="comma-separated subset (default: all)")
     ap.add_argument("--out", default="results", help="folder for the Markdown and the chart")
     ap.add_argument("--strict", action="store_true", help="exit 3 when a target fails")
+    ap.add_argument(
+        "--peers",
+        default=",".join(PEERS),
+        help="the peers' columns of the single-, multi- and threads-style tables, comma-separated "
+        "(default: %(default)s; release/pypy_bench.py names those that run on PyPy)",
+    )
     ap.add_argument("--memory-child", help=argparse.SUPPRESS)  # internal: scenario memory
     ap.add_argument("--memory-rounds", type=int, default=0, help=argparse.SUPPRESS)
     ap.add_argument("--memory-keys", type=int, default=0, help=argparse.SUPPRESS)
@@ -65,6 +71,9 @@ def _sigterm(signum: int, frame: Any) -> None:
 
 
 def wanted_scenarios(ap: argparse.ArgumentParser, args: argparse.Namespace) -> list:
+    unknown_peers = set(args.peers.split(",")) - set(PEERS) - {""}
+    if unknown_peers:
+        ap.error(f"unknown peer(s) {sorted(unknown_peers)}; choose from {', '.join(PEERS)}")
     if not args.scenarios:
         return list(SCENARIOS)
     wanted = [s.strip() for s in args.scenarios.split(",") if s.strip()]
@@ -120,6 +129,7 @@ def setup(args: argparse.Namespace, wanted: list) -> tuple[Ctx, dict]:
         run_id=f"{random.randrange(16**3):03x}",
         out=args.out,
         limit_maxbytes=infos[0].get("limit_maxbytes"),
+        peers=tuple(p.strip() for p in args.peers.split(",") if p.strip()),
     )
     if procs and args.pin == "auto" and hasattr(os, "sched_setaffinity"):
         ctx.pin_pids = [p.proc.pid for p in procs]

@@ -24,6 +24,7 @@ class Ctx:
     run_id: str
     out: str = "results"  # folder of the Markdown, the JSON and the chart
     limit_maxbytes: int | None = None  # the first server's memory
+    peers: tuple = PEERS  # the peers' columns (bench.py --peers)
     pin_pids: list = field(default_factory=list)  # servers pinned with us to one CPU
     pinned_now: bool = False
     failures: Failures = field(default_factory=Failures)
@@ -59,7 +60,7 @@ class Ctx:
                 cols.append(make_fastmc(self.fastmc_mod, self.fastmc_name, servers, next(tags)))
             except Exception as e:  # reported loudly, the run goes on
                 self.failures.add("setup", "fastmc", f"Client({servers}) raised {e!r}")
-        for name in PEERS:
+        for name in self.peers:
             try:
                 cols.append(PEER_MAKERS[name](servers, next(tags)))
             except Exception as e:
