@@ -182,6 +182,8 @@ class FakeDNS:
                 data, peer = self.sock.recvfrom(4096)
             except OSError:
                 return
+            if peer is None:  # PyPy: the socket was closed under the call
+                return
             self.queries.set()
             out = self.reply(data)
             if out is not None:
