@@ -402,9 +402,13 @@ pub fn sized_items<'py>(keys: &Bound<'py, PyAny>) -> PyResult<Vec<Bound<'py, PyA
 /// `server_key=`: pin the group key a call's keys are placed by (libmemcached's `*_by_key`;
 /// `client::pin`) for as long as the returned guard lives. `None` (the default) pins nothing and
 /// costs nothing; a str is its UTF-8 bytes, as a key's; anything else is a `TypeError`.
+/// A call without one pins "no group" only when a group is pinned already: a call made from
+/// inside another (a value's `__reduce__` calling the client) must not inherit its group.
 #[inline(always)]
 pub fn pin(server_key: Option<&Bound<'_, PyAny>>) -> PyResult<Option<crate::client::pin::Pinned>> {
+    use crate::client::pin;
     match server_key {
+        None if pin::pinned() => Ok(Some(pin::pin(None))),
         None => Ok(None),
         Some(group) => pin_group(group),
     }
@@ -414,7 +418,7 @@ pub fn pin(server_key: Option<&Bound<'_, PyAny>>) -> PyResult<Option<crate::clie
 #[inline(never)]
 fn pin_group(group: &Bound<'_, PyAny>) -> PyResult<Option<crate::client::pin::Pinned>> {
     if group.is_none() {
-        return Ok(None);
+        return pin(None);
     }
     let bytes = if let Ok(s) = group.cast::<PyString>() {
         s.to_str()?.as_bytes()

@@ -233,6 +233,32 @@ def test_every_method_of_the_asyncio_client_follows_the_group(three):
     asyncio.run(main())
 
 
+def test_a_call_made_inside_a_grouped_call_has_no_group_of_its_own(three):
+    """A value whose pickling calls the client (with no server_key) places its key by itself,
+    not by the group of the call that is pickling it."""
+    mc = fastmc.Client(three, behaviors={"ketama": True})
+    inner = ["inner:%d" % i for i in range(12)]
+
+    class Noisy:
+        def __reduce__(self):
+            for k in inner:
+                mc.set(k, 1)
+            return (int, (0,))
+
+    assert mc.set("outer", Noisy(), server_key="user:1")
+    assert holder(three, "outer") == mc.hash("user:1")
+    assert [holder(three, k) for k in inner] == [mc.hash(k) for k in inner]
+    assert len({mc.hash(k) for k in inner}) > 1  # they would all be on one server otherwise
+
+    async def aio():
+        async with fastmc.aio.Client(three, behaviors={"ketama": True}) as amc:
+            assert await amc.set("anr", 1, noreply=True, server_key="user:1")
+            assert await amc.get("anr", server_key="user:1") == 1
+            assert holder(three, "anr") == mc.hash("user:1")
+
+    asyncio.run(aio())
+
+
 def test_a_group_of_the_wrong_type_is_refused_and_an_empty_one_is_none(three):
     mc = fastmc.Client(three, behaviors={"ketama": True})
     with pytest.raises(TypeError, match="server_key"):
