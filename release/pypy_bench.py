@@ -85,7 +85,9 @@ def main() -> int:
     installed = bench_venv(root, out)
     sid.say(f"PyPy: {root.version(sid.PYPY, '--version')}; {wheel.name}")
     env = {"PATH": f"{VENV}/bin:{sid.SYSTEM_PATH}"}
-    cmd = [f"{VENV}/bin/python", "benches/bench.py", *bench_args, "--out", str(results)]
+    # the folder as the checkout names it (the report records the command)
+    out_arg = results.relative_to(sid.REPO) if results.is_relative_to(sid.REPO) else results
+    cmd = [f"{VENV}/bin/python", "benches/bench.py", *bench_args, "--out", str(out_arg)]
     cmd += ["--peers", ",".join(installed)]
     sh = ["/bin/sh", "-c", f'cd {sid.REPO} && exec "$@"', "sh", *cmd]
     return root.run(sh, binds=(sid.REPO, results), env=env).returncode
