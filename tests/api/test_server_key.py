@@ -19,7 +19,6 @@ import pytest
 from fastmc._fastmc import all_behaviors
 from fastmc.consts import distributions, hashers
 from holdings import contents
-from memcached import Memcached
 
 # libmemcached's behavior flags (types/behavior.h) and its namespace callback
 BEHAVIOR_FLAGS = {"hash": 2, "ketama": 3, "distribution": 9, "_hash_with_prefix_key": 25}
@@ -38,14 +37,6 @@ CONFIGS = {
 CODES = {"hash": hashers, "distribution": distributions}
 WEIGHTS = (1, 2, 3)
 GROUPS = ["user:%d" % i for i in range(24)]
-
-
-@pytest.fixture(scope="module")
-def three():
-    procs = [Memcached() for _ in range(3)]
-    yield [p.address for p in procs]
-    for p in procs:
-        p.stop()
 
 
 @pytest.fixture(scope="module")
@@ -123,10 +114,10 @@ def holder(servers, key):
 @pytest.mark.parametrize("binary", [False, True], ids=["text", "binary"])
 @pytest.mark.parametrize("namespace", [b"", b"ns:"], ids=["plain", "namespace"])
 @pytest.mark.parametrize("config", sorted(CONFIGS))
-def test_libmemcached_by_key_and_fastmc_agree(three, libmemcached, config, namespace, binary):
+def test_libmemcached_by_key_and_fastmc_agree(servers, libmemcached, config, namespace, binary):
     behaviors = CONFIGS[config]
-    weighted = [f"{a}:{w}" for a, w in zip(three, WEIGHTS)]
-    lm = Libmemcached(libmemcached, three, behaviors, namespace, binary)
+    weighted = [f"{a}:{w}" for a, w in zip(servers, WEIGHTS)]
+    lm = Libmemcached(libmemcached, servers, behaviors, namespace, binary)
     fast_behaviors = dict(behaviors)
     if namespace:
         fast_behaviors.update(namespace=namespace, _hash_with_prefix_key=1)
@@ -140,10 +131,10 @@ def test_libmemcached_by_key_and_fastmc_agree(three, libmemcached, config, names
             # fastmc reads it by the group key (and by its own placement only by chance)
             assert mc.get(key, server_key=group) == b"from libmemcached", (key, group)
             wire = (namespace + key.encode()).decode()
-            where = holder(three, wire)
+            where = holder(servers, wire)
             mine = key + ":fastmc"
             assert mc.set(mine, b"x", server_key=group)
-            assert holder(three, (namespace + mine.encode()).decode()) == where, (mine, group)
+            assert holder(servers, (namespace + mine.encode()).decode()) == where, (mine, group)
             moved += mc.hash(key) != where
     finally:
         lm.close()
@@ -169,14 +160,14 @@ def every_write(mc, g, k):
     ]
 
 
-def test_every_method_of_the_blocking_client_follows_the_group(three):
-    mc = fastmc.Client(three, behaviors={"ketama": True, "cas": True})
+def test_every_method_of_the_blocking_client_follows_the_group(servers):
+    mc = fastmc.Client(servers, behaviors={"ketama": True, "cas": True})
     for g in GROUPS[:6]:
         k = "blk:%s:" % g
-        where = three[mc.hash(g)]
+        where = servers[mc.hash(g)]
         written = every_write(mc, g, k)
         for key in written:
-            assert holder(three, key) == three.index(where), (key, g)
+            assert holder(servers, key) == servers.index(where), (key, g)
         # reads by the group find them; each read method once
         got = mc.get_multi(written, server_key=g)
         assert set(got) == set(written)
@@ -192,7 +183,7 @@ def test_every_method_of_the_blocking_client_follows_the_group(three):
         assert mc.incr_multi([k + "ctr"], server_key=g) is None
         assert mc.get(k + "ctr", server_key=g) == 6
         got = mc.get_or_set(k + "gos", lambda: "computed", 60, server_key=g)
-        assert got == "computed" and holder(three, k + "gos") == three.index(where)
+        assert got == "computed" and holder(servers, k + "gos") == servers.index(where)
         assert mc.invalidate(k + "gos", server_key=g)
         assert mc.delete(k + "set", server_key=g)
         assert mc.delete_multi([k + "m1", k + "m2"], server_key=g)
@@ -200,13 +191,13 @@ def test_every_method_of_the_blocking_client_follows_the_group(three):
         assert mc.get_multi([k + "set", k + "m1"], server_key=g) == {}
 
 
-def test_every_method_of_the_asyncio_client_follows_the_group(three):
+def test_every_method_of_the_asyncio_client_follows_the_group(servers):
     async def main():
-        async with fastmc.aio.Client(three, behaviors={"ketama": True, "cas": True}) as mc:
-            blocking = fastmc.Client(three, behaviors={"ketama": True})
+        async with fastmc.aio.Client(servers, behaviors={"ketama": True, "cas": True}) as mc:
+            blocking = fastmc.Client(servers, behaviors={"ketama": True})
             for g in GROUPS[:6]:
                 k = "aio:%s:" % g
-                where = three.index(three[blocking.hash(g)])
+                where = servers.index(servers[blocking.hash(g)])
                 assert await mc.set(k + "a", 1, server_key=g)
                 assert await mc.set_multi({k + "b": 2, k + "c": 3}, server_key=g) == []
                 assert await mc.incr(k + "n", 1, initial=1, server_key=g) == 1
@@ -214,7 +205,7 @@ def test_every_method_of_the_asyncio_client_follows_the_group(three):
                 await asyncio.gather(*(mc.set(k + str(i), i, server_key=g) for i in range(20)))
                 keys = [k + s for s in ("a", "b", "c", "n", *map(str, range(20)))]
                 for key in keys:
-                    assert holder(three, key) == where, (key, g)
+                    assert holder(servers, key) == where, (key, g)
                 got = await mc.get_multi(keys, server_key=g)
                 assert set(got) == set(keys)
                 assert await mc.get(k + "a", server_key=g) == 1
@@ -225,7 +216,7 @@ def test_every_method_of_the_asyncio_client_follows_the_group(three):
                 assert await mc.touch(k + "a", 60, server_key=g)
                 assert await mc.gat(k + "a", 60, server_key=g) == 9
                 value = await mc.get_or_set(k + "gos", lambda: "v", 60, server_key=g)
-                assert value == "v" and holder(three, k + "gos") == where
+                assert value == "v" and holder(servers, k + "gos") == where
                 assert await mc.invalidate(k + "gos", server_key=g)
                 assert await mc.delete(k + "a", server_key=g)
                 assert await mc.delete_multi(keys[1:3], server_key=g)
@@ -233,10 +224,10 @@ def test_every_method_of_the_asyncio_client_follows_the_group(three):
     asyncio.run(main())
 
 
-def test_a_call_made_inside_a_grouped_call_has_no_group_of_its_own(three):
+def test_a_call_made_inside_a_grouped_call_has_no_group_of_its_own(servers):
     """A value whose pickling calls the client (with no server_key) places its key by itself,
     not by the group of the call that is pickling it."""
-    mc = fastmc.Client(three, behaviors={"ketama": True})
+    mc = fastmc.Client(servers, behaviors={"ketama": True})
     inner = ["inner:%d" % i for i in range(12)]
 
     class Noisy:
@@ -246,24 +237,24 @@ def test_a_call_made_inside_a_grouped_call_has_no_group_of_its_own(three):
             return (int, (0,))
 
     assert mc.set("outer", Noisy(), server_key="user:1")
-    assert holder(three, "outer") == mc.hash("user:1")
-    assert [holder(three, k) for k in inner] == [mc.hash(k) for k in inner]
+    assert holder(servers, "outer") == mc.hash("user:1")
+    assert [holder(servers, k) for k in inner] == [mc.hash(k) for k in inner]
     assert len({mc.hash(k) for k in inner}) > 1  # they would all be on one server otherwise
 
     async def aio():
-        async with fastmc.aio.Client(three, behaviors={"ketama": True}) as amc:
+        async with fastmc.aio.Client(servers, behaviors={"ketama": True}) as amc:
             assert await amc.set("anr", 1, noreply=True, server_key="user:1")
             assert await amc.get("anr", server_key="user:1") == 1
-            assert holder(three, "anr") == mc.hash("user:1")
+            assert holder(servers, "anr") == mc.hash("user:1")
 
     asyncio.run(aio())
 
 
-def test_a_group_of_the_wrong_type_is_refused_and_an_empty_one_is_none(three):
-    mc = fastmc.Client(three, behaviors={"ketama": True})
+def test_a_group_of_the_wrong_type_is_refused_and_an_empty_one_is_none(servers):
+    mc = fastmc.Client(servers, behaviors={"ketama": True})
     with pytest.raises(TypeError, match="server_key"):
         mc.get("k", server_key=5)
     # an empty group key places each key by itself, as libmemcached's reads do
     assert mc.set("solo", 1, server_key=b"")
-    assert holder(three, "solo") == mc.hash("solo")
+    assert holder(servers, "solo") == mc.hash("solo")
     assert mc.get("solo", server_key=None) == 1
