@@ -109,15 +109,38 @@ pub(super) fn bounded(opts: &SocketOptions, left: Duration) -> SocketOptions {
     o
 }
 
-/// Send the ping on a fresh connection: `version` (text) or a NOOP (binary), both answered by
-/// any memcached. The connection is new, so its buffer takes the few bytes at once.
-pub(super) fn start_ping(mut conn: Connection, binary: bool) -> Check {
+/// The ping: `version` (text) or a NOOP (binary), both answered by any memcached (also what
+/// `warm_up` checks a connection with).
+pub(super) fn ping_request(binary: bool) -> Vec<u8> {
     let mut req = Vec::with_capacity(binary::HEADER_LEN);
     if binary {
         binary::encode_noop(&mut req, binary::NOOP_OPAQUE);
     } else {
         text::encode_version(&mut req);
     }
+    req
+}
+
+/// How many bytes of `unread` the ping's whole reply takes, once it has arrived.
+pub(super) fn ping_reply(unread: &[u8], binary: bool) -> Result<Option<usize>> {
+    let parsed = if binary {
+        match binary::parse_response(unread)? {
+            Parsed::Done(_, used) => Some(used),
+            Parsed::NeedMore => None,
+        }
+    } else {
+        match parse_text_reply(ReplyKind::Version, unread)? {
+            Parsed::Done(_, used) => Some(used),
+            Parsed::NeedMore => None,
+        }
+    };
+    Ok(parsed)
+}
+
+/// Send the ping on a fresh connection. The connection is new, so its buffer takes the few
+/// bytes at once.
+pub(super) fn start_ping(mut conn: Connection, binary: bool) -> Check {
+    let req = ping_request(binary);
     match conn.send_nonblocking(&req) {
         Ok(n) if n == req.len() && !conn.pending_write() => Check::Pinging(Box::new(conn)),
         _ => Check::Failed,
@@ -127,15 +150,7 @@ pub(super) fn start_ping(mut conn: Connection, binary: bool) -> Check {
 /// Whether a whole reply to the ping has arrived.
 fn read_ping(conn: &mut Connection, binary: bool) -> Result<bool> {
     conn.recv_nonblocking()?;
-    let done = if binary {
-        matches!(binary::parse_response(conn.unread())?, Parsed::Done(..))
-    } else {
-        matches!(
-            parse_text_reply(ReplyKind::Version, conn.unread())?,
-            Parsed::Done(..)
-        )
-    };
-    Ok(done)
+    Ok(ping_reply(conn.unread(), binary)?.is_some())
 }
 
 #[cfg(test)]

@@ -6,10 +6,9 @@
 
 use crate::connection::{Address, Connection, SocketOptions};
 use crate::error::{Error, Result};
-use crate::protocol::{binary, parse_text_reply, text, Parsed, ReplyKind};
 use crate::server::{Peek, Server};
 
-use super::Client;
+use super::{stall, Client};
 
 impl Client {
     /// Make the pool of every server of the current list hold `n` connections that answered a
@@ -69,14 +68,10 @@ fn warm(server: &Server, opts: &SocketOptions, binary: bool, n: usize) -> Result
     outcome.map(|()| count)
 }
 
-/// One round trip on `conn`, within its socket timeouts; the connection back, clean.
+/// One round trip on `conn` (`stall`'s ping), within its socket timeouts; the connection back,
+/// clean.
 fn ping(mut conn: Connection, binary: bool) -> Result<Connection> {
-    let mut req = Vec::with_capacity(binary::HEADER_LEN);
-    if binary {
-        binary::encode_noop(&mut req, binary::NOOP_OPAQUE);
-    } else {
-        text::encode_version(&mut req);
-    }
+    let req = stall::ping_request(binary);
     // A fresh or idle connection's socket buffer takes these few bytes at once.
     if conn.send_nonblocking(&req)? != req.len() || conn.pending_write() {
         return Err(Error::Protocol(
@@ -84,18 +79,7 @@ fn ping(mut conn: Connection, binary: bool) -> Result<Connection> {
         ));
     }
     loop {
-        let used = if binary {
-            match binary::parse_response(conn.unread())? {
-                Parsed::Done(_, used) => Some(used),
-                Parsed::NeedMore => None,
-            }
-        } else {
-            match parse_text_reply(ReplyKind::Version, conn.unread())? {
-                Parsed::Done(_, used) => Some(used),
-                Parsed::NeedMore => None,
-            }
-        };
-        if let Some(used) = used {
+        if let Some(used) = stall::ping_reply(conn.unread(), binary)? {
             conn.consume(used);
             return Ok(conn);
         }

@@ -13,6 +13,7 @@ use super::MAX_UNSYNCED;
 
 use crate::client::batch::ServerBatch;
 use crate::client::inflight::InFlight;
+use crate::client::op::store::jittered;
 use crate::client::op::REQUEST_BYTES;
 use crate::client::sink::{unexpected, LineSink, Tally};
 use crate::client::snapshot::Snapshot;
@@ -59,11 +60,7 @@ impl Client {
         let (size, ok) = (it.data.len() + REQUEST_BYTES, StoreStatus::Stored);
         let jitter = snap.behaviors.jitter;
         let encode = |buf: &mut Vec<u8>, w: &[u8]| {
-            let it = StoreItem {
-                exptime: jitter.apply(it.exptime, w),
-                ..*it
-            };
-            text::encode_store(buf, cmd, w, &it, true)
+            text::encode_store(buf, cmd, w, &jittered(jitter, it, w), true)
         };
         let f = Family::Store;
         self.forget_start(snap, f, it.key, verify, size, ok, encode, may_connect)

@@ -108,6 +108,19 @@ impl Operation for Store {
     }
 }
 
+/// A store item as it goes out to wire key `w`: its expiry jittered (`Jitter`). Every store
+/// encoder takes its items through this, the `noreply` one (`drive::noreply`) included.
+pub(in crate::client) fn jittered<'k>(
+    jitter: Jitter,
+    it: &StoreItem<'k>,
+    w: &[u8],
+) -> StoreItem<'k> {
+    StoreItem {
+        exptime: jitter.apply(it.exptime, w),
+        ..*it
+    }
+}
+
 /// How one `store_multi` encodes each item, per server.
 struct StoreEncoder<'a, 'k> {
     cmd: StoreCmd,
@@ -120,13 +133,9 @@ struct StoreEncoder<'a, 'k> {
 }
 
 impl<'k> StoreEncoder<'_, 'k> {
-    /// Item `i` as it goes out to wire key `w`: its expiry jittered (`Jitter`).
+    /// Item `i` as it goes out to wire key `w` (`jittered`).
     fn item(&self, i: u32, w: &[u8]) -> StoreItem<'k> {
-        let it = self.items[i as usize];
-        StoreItem {
-            exptime: self.jitter.apply(it.exptime, w),
-            ..it
-        }
+        jittered(self.jitter, &self.items[i as usize], w)
     }
 
     /// Append item `i` (wire key `w`) to `batch`; `Err` for a value too big to send.
