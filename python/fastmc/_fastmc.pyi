@@ -184,8 +184,8 @@ class client:
     def binary_protocol(self) -> bool: ...
     @property
     def serializer(self) -> str: ...
-    def get(self, key: _Key, default: Any = None, /, *, server_key: _Key | None = None) -> Any: ...
-    def gets(self, key: _Key, /, *, server_key: _Key | None = None) -> tuple[Any, int | None]: ...
+    def get(self, key: _Key, default: Any = None, /, server_key: _Key | None = None) -> Any: ...
+    def gets(self, key: _Key, /, server_key: _Key | None = None) -> tuple[Any, int | None]: ...
     def set(
         self,
         key: _Key,
@@ -271,10 +271,10 @@ class client:
         server_key: _Key | None = None,
     ) -> int: ...
     def get_multi(
-        self, keys: Collection[_K], key_prefix: _Key = b"", *, server_key: _Key | None = None
+        self, keys: Collection[_K], key_prefix: _Key = b"", server_key: _Key | None = None
     ) -> dict[_K, Any]: ...
     def gets_multi(
-        self, keys: Collection[_K], key_prefix: _Key = b"", *, server_key: _Key | None = None
+        self, keys: Collection[_K], key_prefix: _Key = b"", server_key: _Key | None = None
     ) -> dict[_K, tuple[Any, int]]: ...
     def set_multi(
         self,
@@ -357,10 +357,10 @@ class client:
         server_key: _Key | None = None,
     ) -> bool: ...
     def _lease_get(
-        self, key: _Key, lease: int, recache: int, *, server_key: _Key | None = None
+        self, key: _Key, lease: int, recache: int, server_key: _Key | None = None
     ) -> tuple[str, Any, int]: ...
     def _lease_release(
-        self, key: _Key, cas: int, stale: bool, *, server_key: _Key | None = None
+        self, key: _Key, cas: int, stale: bool, server_key: _Key | None = None
     ) -> bool: ...
     def flush_all(self, time: int = 0) -> bool: ...
     def get_stats(self, stat_args: str = ..., /) -> list[tuple[bytes, dict[str, bytes]]]: ...
@@ -478,10 +478,10 @@ class aio_client:
     # ``_arith``: ``incr``/``decr``, ``_get_multi``: ``get_multi``/``gets_multi``) returns; a
     # left-out argument (``...``) is the blocking method's default. fastmc.aio forwards to them.
     def _get(
-        self, key: _Key, default: Any = None, *, server_key: _Key | None = None
+        self, key: _Key, default: Any = None, server_key: _Key | None = None
     ) -> aio_future[Any]: ...
     def _gets(
-        self, key: _Key, *, server_key: _Key | None = None
+        self, key: _Key, server_key: _Key | None = None
     ) -> aio_future[tuple[Any, int | None]]: ...
     def _store(
         self,
@@ -492,17 +492,16 @@ class aio_client:
         min_compress_len: int = ...,
         compress_level: int = ...,
         noreply: bool = False,
-        *,
         server_key: _Key | None = None,
     ) -> aio_future[bool]: ...
     def _cas(
-        self, key: _Key, val: Any, cas: int, time: int = ..., *, server_key: _Key | None = None
+        self, key: _Key, val: Any, cas: int, time: int = ..., server_key: _Key | None = None
     ) -> aio_future[bool]: ...
     def _delete(
-        self, key: _Key, noreply: bool, *, server_key: _Key | None = None
+        self, key: _Key, noreply: bool, server_key: _Key | None = None
     ) -> aio_future[bool]: ...
     def _touch(
-        self, key: _Key, time: int, noreply: bool, *, server_key: _Key | None = None
+        self, key: _Key, time: int, noreply: bool, server_key: _Key | None = None
     ) -> aio_future[bool]: ...
     def _arith(
         self,
@@ -511,7 +510,6 @@ class aio_client:
         delta: int = ...,
         initial: int | None = None,
         time: int = ...,
-        *,
         server_key: _Key | None = None,
     ) -> aio_future[int]: ...
     # dict[_K, Any] serves both: gets_multi's values are (value, cas) pairs.
@@ -520,7 +518,6 @@ class aio_client:
         keys: Collection[_K],
         key_prefix: _Key = ...,
         with_cas: bool = False,
-        *,
         server_key: _Key | None = None,
     ) -> aio_future[dict[_K, Any]]: ...
     def _store_multi(
@@ -532,7 +529,6 @@ class aio_client:
         min_compress_len: int = ...,
         compress_level: int = ...,
         noreply: bool = False,
-        *,
         server_key: _Key | None = None,
     ) -> aio_future[list[_K]]: ...
     def _delete_multi(
@@ -540,7 +536,6 @@ class aio_client:
         keys: Collection[_Key],
         key_prefix: _Key = ...,
         noreply: bool = False,
-        *,
         server_key: _Key | None = None,
     ) -> aio_future[bool]: ...
     def _incr_multi(
@@ -548,7 +543,6 @@ class aio_client:
         keys: Collection[_Key],
         key_prefix: _Key = ...,
         delta: int = ...,
-        *,
         server_key: _Key | None = None,
     ) -> aio_future[None]: ...
     def _touch_multi(
@@ -557,7 +551,6 @@ class aio_client:
         time: int = ...,
         key_prefix: _Key = ...,
         noreply: bool = False,
-        *,
         server_key: _Key | None = None,
     ) -> aio_future[list[_K]]: ...
     def _flush_all(self, time: int = ...) -> aio_future[bool]: ...
@@ -565,21 +558,20 @@ class aio_client:
         self, stat_args: str = ...
     ) -> aio_future[list[tuple[bytes, dict[str, bytes]]]]: ...
     def _gat(
-        self, key: _Key, time: int, default: Any = None, *, server_key: _Key | None = None
+        self, key: _Key, time: int, default: Any = None, server_key: _Key | None = None
     ) -> aio_future[Any]: ...
     def _gat_multi(
         self,
         keys: Collection[_K],
         time: int,
         key_prefix: _Key = ...,
-        *,
         server_key: _Key | None = None,
     ) -> aio_future[dict[_K, Any]]: ...
     def _alease_get(
-        self, key: _Key, lease: int, recache: int, *, server_key: _Key | None = None
+        self, key: _Key, lease: int, recache: int, server_key: _Key | None = None
     ) -> aio_future[tuple[str, Any, int]]: ...
     def _alease_release(
-        self, key: _Key, cas: int, stale: bool, *, server_key: _Key | None = None
+        self, key: _Key, cas: int, stale: bool, server_key: _Key | None = None
     ) -> aio_future[bool]: ...
     # (every key found, the keys on servers without the meta protocol, to delete instead)
     def _invalidate_multi(
@@ -587,7 +579,6 @@ class aio_client:
         keys: Collection[_Key],
         stale_time: int = 0,
         key_prefix: _Key = ...,
-        *,
         server_key: _Key | None = None,
     ) -> aio_future[tuple[bool, list[_Key]]]: ...
     def _shutdown(self) -> None: ...

@@ -307,9 +307,7 @@ class Client(_fastmc.aio_client):
         *,
         server_key: _Key | None = None,
     ) -> bool:
-        found, no_meta = await self._invalidate_multi(
-            keys, stale_time, key_prefix, server_key=server_key
-        )
+        found, no_meta = await self._invalidate_multi(keys, stale_time, key_prefix, server_key)
         if no_meta:
             # Servers without the meta protocol have no stale values: delete, as the blocking
             # client does.

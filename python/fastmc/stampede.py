@@ -172,14 +172,14 @@ def get_or_set(
         if name == "sleep":
             return _time.sleep(args[0])
         if name == "lease_get":
-            return mc._lease_get(*args, server_key=server_key)
+            return mc._lease_get(*args, server_key)
         if name == "lease_release":
-            return mc._lease_release(*args, server_key=server_key)
+            return mc._lease_release(*args, server_key)
         return getattr(mc, name)(*args, server_key=server_key)
 
     lease, early = _lease_args(lease, recompute_early, on_wait_timeout)
     # The common case, a value to serve, in one call: the policy only runs past it.
-    first = mc._lease_get(key, lease, early, server_key=server_key)
+    first = mc._lease_get(key, lease, early, server_key)
     if first[0] in _SERVED:
         return first[1]
     return _drive(_policy(key, time, lease, wait, early, on_wait_timeout, first), step)
@@ -230,7 +230,7 @@ async def aget_or_set(
 
     mc = self
     lease, early = _lease_args(lease, recompute_early, on_wait_timeout)
-    first = await mc._alease_get(key, lease, early, server_key=server_key)
+    first = await mc._alease_get(key, lease, early, server_key)
     if first[0] in _SERVED:
         return first[1]
     gen = _policy(key, time, lease, wait, early, on_wait_timeout, first)
@@ -250,9 +250,9 @@ async def aget_or_set(
             elif name == "sleep":
                 await asyncio.sleep(args[0])
             elif name == "lease_get":
-                result = await mc._alease_get(*args, server_key=server_key)
+                result = await mc._alease_get(*args, server_key)
             elif name == "lease_release":
-                result = await mc._alease_release(*args, server_key=server_key)
+                result = await mc._alease_release(*args, server_key)
             else:
                 result = await getattr(mc, name)(*args, server_key=server_key)
         except BaseException as e:  # handed to the policy (its finally gives the lease back)

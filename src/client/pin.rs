@@ -38,6 +38,13 @@ impl Drop for Pinned {
     }
 }
 
+/// `pin(group)` where it changes anything: a group to pin, or one pinned already to take off
+/// (nothing to do, and nothing to undo, for the usual request without either).
+#[inline]
+pub fn pin_if_needed(group: &Option<Arc<[u8]>>) -> Option<Pinned> {
+    (group.is_some() || pinned()).then(|| pin(group.clone()))
+}
+
 /// The group key pinned on this thread, if any.
 #[inline]
 pub fn current() -> Option<Arc<[u8]>> {

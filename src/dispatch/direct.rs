@@ -170,7 +170,7 @@ impl<P> Direct<P> {
         if self.running.is_some() {
             return Err((req, payload));
         }
-        let pinned = crate::client::pin::pin(req.route.clone());
+        let pinned = crate::client::pin::pin_if_needed(&req.route);
         let begun = req.with_args(|args| client.begin(&req.op, args));
         drop(pinned);
         let Some(begun) = begun else {

@@ -169,7 +169,7 @@ impl Request {
 
     /// Run it on the blocking client (the worker's thread).
     pub(super) fn execute(&self, client: &Client) -> Outcome {
-        let _pin = pin::pin(self.route.clone());
+        let _pin = pin::pin_if_needed(&self.route);
         self.with_args(|args| self.op.call(client, args))
     }
 }

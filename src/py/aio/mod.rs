@@ -95,7 +95,7 @@ impl PyAioClient {
         })
     }
 
-    #[pyo3(signature = (key, default=None, *, server_key=None))]
+    #[pyo3(signature = (key, default=None, server_key=None))]
     fn _get(
         slf: &Bound<'_, Self>,
         key: &Bound<'_, PyAny>,
@@ -106,7 +106,7 @@ impl PyAioClient {
         Self::submit(slf, prepare::get(key, default)?)
     }
 
-    #[pyo3(signature = (key, *, server_key=None))]
+    #[pyo3(signature = (key, server_key=None))]
     fn _gets(
         slf: &Bound<'_, Self>,
         key: &Bound<'_, PyAny>,
@@ -118,7 +118,7 @@ impl PyAioClient {
 
     /// The arguments as the blocking method's; a left-out one is `MaybeArg::Missing`.
     #[pyo3(signature = (cmd, key, val, time=MaybeArg::Missing, min_compress_len=MaybeArg::Missing,
-                        compress_level=MaybeArg::Missing, noreply=false, *, server_key=None))]
+                        compress_level=MaybeArg::Missing, noreply=false, server_key=None))]
     #[allow(clippy::too_many_arguments)]
     fn _store(
         slf: &Bound<'_, Self>,
@@ -137,7 +137,7 @@ impl PyAioClient {
         Self::submit(slf, prepare::store(slf.as_super(), cmd, val, args)?)
     }
 
-    #[pyo3(signature = (key, val, cas, time=MaybeArg::Missing, *, server_key=None))]
+    #[pyo3(signature = (key, val, cas, time=MaybeArg::Missing, server_key=None))]
     fn _cas(
         slf: &Bound<'_, Self>,
         key: &Bound<'_, PyAny>,
@@ -154,7 +154,7 @@ impl PyAioClient {
         )
     }
 
-    #[pyo3(signature = (key, noreply, *, server_key=None))]
+    #[pyo3(signature = (key, noreply, server_key=None))]
     fn _delete(
         slf: &Bound<'_, Self>,
         key: &Bound<'_, PyAny>,
@@ -165,7 +165,7 @@ impl PyAioClient {
         Self::submit(slf, prepare::delete(key, noreply)?)
     }
 
-    #[pyo3(signature = (key, time, noreply, *, server_key=None))]
+    #[pyo3(signature = (key, time, noreply, server_key=None))]
     fn _touch(
         slf: &Bound<'_, Self>,
         key: &Bound<'_, PyAny>,
@@ -177,7 +177,7 @@ impl PyAioClient {
         Self::submit(slf, prepare::touch(key, time, noreply)?)
     }
 
-    #[pyo3(signature = (incr, key, delta=MaybeArg::Missing, initial=None, time=MaybeArg::Missing, *, server_key=None))]
+    #[pyo3(signature = (incr, key, delta=MaybeArg::Missing, initial=None, time=MaybeArg::Missing, server_key=None))]
     fn _arith(
         slf: &Bound<'_, Self>,
         incr: bool,
@@ -191,7 +191,7 @@ impl PyAioClient {
         Self::submit(slf, prepare::arith(incr, key, delta, initial, time)?)
     }
 
-    #[pyo3(signature = (keys, key_prefix=MaybeArg::Missing, with_cas=false, *, server_key=None))]
+    #[pyo3(signature = (keys, key_prefix=MaybeArg::Missing, with_cas=false, server_key=None))]
     fn _get_multi(
         slf: &Bound<'_, Self>,
         keys: &Bound<'_, PyAny>,
@@ -205,7 +205,7 @@ impl PyAioClient {
 
     #[pyo3(signature = (cmd, keys, time=MaybeArg::Missing, key_prefix=MaybeArg::Missing,
                         min_compress_len=MaybeArg::Missing, compress_level=MaybeArg::Missing,
-                        noreply=false, *, server_key=None))]
+                        noreply=false, server_key=None))]
     #[allow(clippy::too_many_arguments)]
     fn _store_multi(
         slf: &Bound<'_, Self>,
@@ -231,7 +231,7 @@ impl PyAioClient {
         Self::submit(slf, prepare::store_multi(slf.as_super(), cmd, args)?)
     }
 
-    #[pyo3(signature = (keys, key_prefix=MaybeArg::Missing, noreply=false, *, server_key=None))]
+    #[pyo3(signature = (keys, key_prefix=MaybeArg::Missing, noreply=false, server_key=None))]
     fn _delete_multi(
         slf: &Bound<'_, Self>,
         keys: &Bound<'_, PyAny>,
@@ -243,7 +243,7 @@ impl PyAioClient {
         Self::submit(slf, prepare::delete_multi(keys, key_prefix, noreply)?)
     }
 
-    #[pyo3(signature = (keys, key_prefix=MaybeArg::Missing, delta=MaybeArg::Missing, *, server_key=None))]
+    #[pyo3(signature = (keys, key_prefix=MaybeArg::Missing, delta=MaybeArg::Missing, server_key=None))]
     fn _incr_multi(
         slf: &Bound<'_, Self>,
         keys: &Bound<'_, PyAny>,
@@ -255,7 +255,7 @@ impl PyAioClient {
         Self::submit(slf, prepare::incr_multi(keys, key_prefix, delta)?)
     }
 
-    #[pyo3(signature = (keys, time=MaybeArg::Missing, key_prefix=MaybeArg::Missing, noreply=false, *, server_key=None))]
+    #[pyo3(signature = (keys, time=MaybeArg::Missing, key_prefix=MaybeArg::Missing, noreply=false, server_key=None))]
     fn _touch_multi(
         slf: &Bound<'_, Self>,
         keys: &Bound<'_, PyAny>,
@@ -286,7 +286,7 @@ impl PyAioClient {
         )
     }
 
-    #[pyo3(signature = (key, time, default=None, *, server_key=None))]
+    #[pyo3(signature = (key, time, default=None, server_key=None))]
     fn _gat(
         slf: &Bound<'_, Self>,
         key: &Bound<'_, PyAny>,
@@ -298,7 +298,7 @@ impl PyAioClient {
         Self::submit(slf, prepare::gat(key, time, default)?)
     }
 
-    #[pyo3(signature = (keys, time, key_prefix=MaybeArg::Missing, *, server_key=None))]
+    #[pyo3(signature = (keys, time, key_prefix=MaybeArg::Missing, server_key=None))]
     fn _gat_multi(
         slf: &Bound<'_, Self>,
         keys: &Bound<'_, PyAny>,
@@ -311,7 +311,7 @@ impl PyAioClient {
     }
 
     /// The lease read of `get_or_set`: a future of `(state, value, cas)`.
-    #[pyo3(signature = (key, lease, recache, *, server_key=None))]
+    #[pyo3(signature = (key, lease, recache, server_key=None))]
     fn _alease_get(
         slf: &Bound<'_, Self>,
         key: &Bound<'_, PyAny>,
@@ -324,7 +324,7 @@ impl PyAioClient {
     }
 
     /// Give a lease back: a future of whether it was.
-    #[pyo3(signature = (key, cas, stale, *, server_key=None))]
+    #[pyo3(signature = (key, cas, stale, server_key=None))]
     fn _alease_release(
         slf: &Bound<'_, Self>,
         key: &Bound<'_, PyAny>,
@@ -337,7 +337,7 @@ impl PyAioClient {
     }
 
     /// Mark keys stale: a future of `(every key found, [keys on servers without meta])`.
-    #[pyo3(signature = (keys, stale_time=0, key_prefix=MaybeArg::Missing, *, server_key=None))]
+    #[pyo3(signature = (keys, stale_time=0, key_prefix=MaybeArg::Missing, server_key=None))]
     fn _invalidate_multi(
         slf: &Bound<'_, Self>,
         keys: &Bound<'_, PyAny>,

@@ -87,7 +87,7 @@ impl PyClient {
     }
 
     /// Retrieve a key from a memcached.
-    #[pyo3(signature = (key, default=None, /, *, server_key=None))]
+    #[pyo3(signature = (key, default=None, /, server_key=None))]
     fn get(
         slf: &Bound<'_, Self>,
         key: &Bound<'_, PyAny>,
@@ -99,7 +99,7 @@ impl PyClient {
     }
 
     /// Retrieve a key and cas_id from a memcached.
-    #[pyo3(signature = (key, /, *, server_key=None))]
+    #[pyo3(signature = (key, /, server_key=None))]
     fn gets(
         slf: &Bound<'_, Self>,
         key: &Bound<'_, PyAny>,
@@ -310,8 +310,8 @@ impl PyClient {
 
     /// Get multiple keys at once; misses are absent from the result.
     #[pyo3(
-        signature = (keys, key_prefix=MaybeArg::Missing, *, server_key=None),
-        text_signature = "($self, keys, key_prefix=b'', *, server_key=None)"
+        signature = (keys, key_prefix=MaybeArg::Missing, server_key=None),
+        text_signature = "($self, keys, key_prefix=b'', server_key=None)"
     )]
     fn get_multi(
         slf: &Bound<'_, Self>,
@@ -325,8 +325,8 @@ impl PyClient {
 
     /// fastmc extension: `get_multi` with CAS tokens: `{key: (value, cas)}`.
     #[pyo3(
-        signature = (keys, key_prefix=MaybeArg::Missing, *, server_key=None),
-        text_signature = "($self, keys, key_prefix=b'', *, server_key=None)"
+        signature = (keys, key_prefix=MaybeArg::Missing, server_key=None),
+        text_signature = "($self, keys, key_prefix=b'', server_key=None)"
     )]
     fn gets_multi(
         slf: &Bound<'_, Self>,
@@ -626,7 +626,7 @@ impl PyClient {
     }
 
     /// The lease read of `get_or_set`: `(state, value, cas)`.
-    #[pyo3(signature = (key, lease, recache, *, server_key=None))]
+    #[pyo3(signature = (key, lease, recache, server_key=None))]
     fn _lease_get(
         slf: &Bound<'_, Self>,
         key: &Bound<'_, PyAny>,
@@ -639,7 +639,7 @@ impl PyClient {
     }
 
     /// Give back a lease `_lease_get` won, if the item is unchanged since (its `cas`).
-    #[pyo3(signature = (key, cas, stale, *, server_key=None))]
+    #[pyo3(signature = (key, cas, stale, server_key=None))]
     fn _lease_release(
         slf: &Bound<'_, Self>,
         key: &Bound<'_, PyAny>,
