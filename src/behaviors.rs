@@ -105,7 +105,7 @@ impl Jitter {
         let unit = if self.by_key {
             key_unit(key)
         } else {
-            random_unit()
+            crate::random::unit()
         };
         shorten(exptime, self.percent, unit)
     }
@@ -131,28 +131,6 @@ fn key_unit(key: &[u8]) -> u32 {
     h = h.wrapping_mul(0xc4ce_b9fe_1a85_ec53);
     h ^= h >> 33;
     (h >> 32) as u32
-}
-
-/// A random share: xorshift64*, one state per thread, seeded from the standard library's
-/// per-process random hasher keys.
-fn random_unit() -> u32 {
-    use std::cell::Cell;
-    use std::hash::{BuildHasher, Hasher};
-    thread_local! {
-        static STATE: Cell<u64> = Cell::new({
-            let mut h = std::collections::hash_map::RandomState::new().build_hasher();
-            h.write_u8(0);
-            h.finish() | 1
-        });
-    }
-    STATE.with(|s| {
-        let mut x = s.get();
-        x ^= x >> 12;
-        x ^= x << 25;
-        x ^= x >> 27;
-        s.set(x);
-        (x.wrapping_mul(0x2545_f491_4f6c_dd1d) >> 32) as u32
-    })
 }
 
 /// Every behavior of a client, as pylibmc stores them (and reads them back).

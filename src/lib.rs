@@ -21,6 +21,7 @@ pub mod metrics;
 pub mod pickle_scan;
 pub mod protocol;
 pub mod py;
+pub mod random;
 pub mod ring;
 pub mod security;
 pub mod server;
