@@ -5,6 +5,7 @@
 
 use std::time::Duration;
 
+use crate::metrics::hot::{self, HotSampling};
 use crate::ring::{Distribution, HashKind, RingSettings};
 
 /// Every behavior name, in the order pylibmc applies them (`all_behaviors`; see
@@ -43,7 +44,7 @@ pub const ALL_BEHAVIORS: [&str; 30] = [
 ];
 
 /// fastmc's own behaviors (not in pylibmc): applied after pylibmc's, read back with them.
-pub const FASTMC_BEHAVIORS: [&str; 6] = [
+pub const FASTMC_BEHAVIORS: [&str; 8] = [
     // 1: get_multi raises when a server fails instead of leaving its keys out of the result.
     "get_multi_raise_on_error",
     // 1: a timeout marks the server down at once, as libmemcached does: no check of a stalled
@@ -61,6 +62,11 @@ pub const FASTMC_BEHAVIORS: [&str; 6] = [
     // 1: the share taken off is a hash of the key, not random: every client (and every
     // replica write) with the same settings gives a key the same expiry.
     "ttl_jitter_by_key",
+    // Keys per server (0, the default: off; at most `hot::MAX_TOP`): hot-key telemetry keeps
+    // a sampled top-K summary of the keys asked for (`metrics::hot`).
+    "hot_keys",
+    // One key in this many is sampled for `hot_keys` (default `hot::DEFAULT_ONE_IN`; 1: all).
+    "hot_keys_sample",
 ];
 
 /// `max_value_size`'s default: 128 MiB. memcached stores at most 1 MiB unless started with a
@@ -165,6 +171,8 @@ pub struct Behaviors {
     pub max_value_size: usize,
     /// How relative expiries are spread (`ttl_jitter`, `ttl_jitter_by_key`).
     pub jitter: Jitter,
+    /// Hot-key telemetry's settings (`hot_keys`, `hot_keys_sample`).
+    pub hot: HotSampling,
     /// Speak the binary protocol (pylibmc's `binary=True`); fixed at construction.
     pub binary: bool,
     /// SASL credentials and TLS settings (constructor arguments, not behaviors in pylibmc).
@@ -202,6 +210,7 @@ impl Default for Behaviors {
             mark_down_at_once: false,
             max_value_size: DEFAULT_MAX_VALUE_SIZE,
             jitter: Jitter::default(),
+            hot: HotSampling::default(),
             binary: false,
             security: Default::default(),
         }
@@ -288,6 +297,14 @@ impl Behaviors {
                 _ => return reject,
             },
             "ttl_jitter_by_key" => self.jitter.by_key = on,
+            "hot_keys" => match u16::try_from(value) {
+                Ok(k) if k <= hot::MAX_TOP => self.hot.top = k,
+                _ => return reject,
+            },
+            "hot_keys_sample" => match u32::try_from(value) {
+                Ok(n) if (1..=hot::MAX_ONE_IN).contains(&n) => self.hot.one_in = n,
+                _ => return reject,
+            },
             _ => {}
         }
         Ok(())
@@ -331,6 +348,8 @@ impl Behaviors {
             "max_value_size" => Some(self.max_value_size as i64),
             "ttl_jitter" => Some(i64::from(self.jitter.percent)),
             "ttl_jitter_by_key" => b(self.jitter.by_key),
+            "hot_keys" => Some(i64::from(self.hot.top)),
+            "hot_keys_sample" => Some(i64::from(self.hot.one_in)),
             _ => None,
         }
     }

@@ -5,8 +5,8 @@
 //!
 //! Counters and latency histograms (`histogram`) are relaxed atomics, updated once per server
 //! batch (not per key) by the driver, so that keeping them costs a few atomic adds per request.
-//! `ServerMetrics::snapshot` copies them out for reporting. Owns no locks; uses `error` for
-//! retcodes. Never Python.
+//! `ServerMetrics::snapshot` copies them out for reporting. Its one lock is the opt-in hot-key
+//! summary's (`hot`), taken for a sampled key only. Uses `error` for retcodes. Never Python.
 
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
@@ -15,9 +15,11 @@ use std::time::Duration;
 use crate::error::Error;
 
 mod histogram;
+pub mod hot;
 
 use histogram::Histogram;
 pub use histogram::LatencySnapshot;
+use hot::HotKeys;
 
 /// The operation families requests are counted by.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -258,6 +260,8 @@ pub struct ServerMetrics {
     /// Shared with the server's connections, which count themselves when dropped.
     closes: Arc<AtomicU64>,
     latency: [Histogram; 6],
+    /// The keys asked for most (`hot`), when hot-key telemetry is on.
+    pub hot: HotKeys,
 }
 
 struct ErrorCounts(Vec<AtomicU64>);

@@ -38,6 +38,12 @@ impl Client {
         let topo = guard.topo.clone();
         let new = Snapshot::new(b, namespace, topo.clone(), live);
         let reconnect = !guard.opts.opens_as(&new.opts);
+        if new.behaviors.hot != guard.behaviors.hot {
+            // Counts of other settings are not comparable: a summary starts again.
+            for s in &topo.servers {
+                s.metrics.hot.clear();
+            }
+        }
         *guard = Arc::new(new);
         drop(guard);
         if reconnect {

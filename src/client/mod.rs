@@ -405,6 +405,32 @@ impl Client {
             .collect()
     }
 
+    /// Every server's hot keys (`metrics::hot`), hottest first, in server order; empty lists
+    /// while hot-key telemetry is off. With `clear`, each summary starts again.
+    pub fn hot_keys(&self, clear: bool) -> Vec<(Address, Vec<crate::metrics::hot::HotKey>)> {
+        let snap = self.snapshot();
+        let one_in = snap.behaviors.hot.one_in;
+        snap.topo
+            .servers
+            .iter()
+            .map(|s| (s.address.clone(), s.metrics.hot.report(one_in, clear)))
+            .collect()
+    }
+
+    /// Where `key` stands among its server's hot keys: its rank (1: the hottest) and estimated
+    /// requests; `None` while the telemetry is off or the key is not held.
+    pub fn hot_rank(&self, key: &[u8]) -> Option<(usize, u64)> {
+        let snap = self.snapshot();
+        let hot = snap.behaviors.hot;
+        if !hot.on() {
+            return None;
+        }
+        let wire = snap.wire_key(key, false).ok()?;
+        let server = snap.topo.servers.get(snap.route(key, &wire))?;
+        let (rank, count) = server.metrics.hot.rank(key)?;
+        Some((rank, count.saturating_mul(u64::from(hot.one_in))))
+    }
+
     pub fn server_count(&self) -> usize {
         self.topo().servers.len()
     }

@@ -15,6 +15,7 @@ use rustix::event::{PollFd, PollFlags};
 use crate::client::batch::{Batches, ServerBatch};
 use crate::client::inflight::InFlight;
 use crate::client::op::{Args, Operation};
+use crate::client::plan::count_hot;
 use crate::client::sink::Sink;
 use crate::client::snapshot::Snapshot;
 use crate::client::stall::{self, bounded, due, start_ping, Check};
@@ -60,6 +61,7 @@ impl Client {
             return self.perform_streamed(snap, op, args);
         }
         let p = op.plan(snap, args);
+        count_hot(snap, &p.batches, args);
         let sink = op.sink(snap, &p.wire_keys[..], args);
         let (family, replay_safe) = (op.family(), op.replay_safe());
         let sink = self.execute(snap, family, p.batches, p.rejected, sink, replay_safe);
@@ -95,6 +97,7 @@ impl Client {
             let end = if n - at < 2 * piece { n } else { at + piece };
             piece *= 2;
             let p = op.plan(snap, args.piece(at, end));
+            count_hot(snap, &p.batches, args.piece(at, end));
             for (i, e) in p.rejected {
                 sink.reject(i + at as u32, e);
             }

@@ -160,6 +160,11 @@ impl Client {
         wbuf.reserve(wire.len() + per_key);
         encode(&mut wbuf, &wire);
         conn.begin_request();
+        // Sent from here on (the rest, if any, by `forget_rest`): counted once.
+        let hot = snap.behaviors.hot;
+        if hot.on() && hot.sampled() {
+            hot.count(&server.metrics.hot, key);
+        }
         let sent = conn.send_noreply(&wbuf).unwrap_or(0);
         if sent == wbuf.len() {
             server.metrics.batch(family, 1, None, sent, 0);

@@ -20,6 +20,7 @@ use rustix::event::{PollFd, PollFlags};
 use crate::client::inflight::InFlight;
 use crate::client::keys::Keys;
 use crate::client::op::{Args, Op, Operation, Outcome, Pending, Visit};
+use crate::client::plan::count_hot;
 use crate::client::snapshot::Snapshot;
 use crate::client::stall;
 use crate::client::Client;
@@ -183,6 +184,12 @@ impl Client {
                 }
             }
         }
+        let down_batches = down.iter().map(|(b, _)| b);
+        count_hot(
+            &snap,
+            taken.iter().map(|(b, _)| b).chain(down_batches),
+            args,
+        );
         // (Only a fetch matches hits against its wire keys; the others keep none.)
         let wire = if plan.wire_keys.is_empty() {
             Keys::default()

@@ -59,6 +59,14 @@ impl<'a, 'k> Args<'a, 'k> {
         self.keys.len().max(self.items.len())
     }
 
+    /// Key `i` (a store's: its item's key).
+    pub fn key(&self, i: usize) -> Option<&'k [u8]> {
+        match self.keys.get(i) {
+            Some(&k) => Some(k),
+            None => self.items.get(i).map(|it| it.key),
+        }
+    }
+
     /// The keys (or items) `at..end` alone.
     pub fn piece(&self, at: usize, end: usize) -> Self {
         Args {

@@ -250,8 +250,7 @@ pub(super) fn get_behaviors(slf: &Bound<'_, PyClient>) -> PyResult<Py<PyDict>> {
 fn fastmc_default(name: &str) -> i64 {
     match name {
         "max_inflate" => DEFAULT_MAX_INFLATE as i64,
-        "max_value_size" => crate::behaviors::DEFAULT_MAX_VALUE_SIZE as i64,
-        _ => 0,
+        n => Behaviors::default().get(n).unwrap_or(0),
     }
 }
 
