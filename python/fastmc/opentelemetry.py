@@ -131,6 +131,16 @@ def _server_attributes(mc: Any, keys: Collection[Any], prefix: Any) -> dict[str,
     return servers[index] if 0 <= index < len(servers) else {}
 
 
+def _hot_attributes(mc: Any, key: Any, server_key: Any) -> dict[str, Any]:
+    """``fastmc.hot_key.rank`` (1: the hottest) and ``fastmc.hot_key.requests`` (estimated)
+    where hot-key telemetry is on and the key is among its server's hottest; no key is
+    recorded."""
+    hot = mc._hot_rank(key, server_key)
+    if hot is None:
+        return {}
+    return {"fastmc.hot_key.rank": hot[0], "fastmc.hot_key.requests": hot[1]}
+
+
 def _call_attributes(
     mc: Any, name: str, args: tuple[Any, ...], kwargs: Mapping[str, Any]
 ) -> dict[str, Any]:
@@ -150,6 +160,8 @@ def _call_attributes(
             keys, prefix = (), b""
         if keys or len(_servers(mc)) == 1:
             attrs.update(_server_attributes(mc, keys, prefix))
+        if where == _KEY:
+            attrs.update(_hot_attributes(mc, key, kwargs.get("server_key")))
         if _State.capture_keys and keys:
             words = [(_as_bytes(prefix) + _as_bytes(k)).decode("utf-8", "replace") for k in keys]
             attrs["db.query.text"] = " ".join([name, *words])[:_QUERY_TEXT_LIMIT]

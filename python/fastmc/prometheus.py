@@ -12,7 +12,8 @@ list is in docs/operations.md), labelled by ``client`` and ``server`` (and ``fam
 store, delete, arith, touch, admin — or ``class``, pylibmc's exception class): the counters
 (``fastmc_..._total``) first, then the gauges, then each latency histogram as a summary (count
 and sum by family) and a gauge ``..._quantile_seconds`` with ``quantile`` 0.5, 0.9, 0.99 and 1
-(the max), over the client's life.
+(the max), over the client's life. While hot-key telemetry is on (behaviors ``hot_keys``),
+``fastmc_hot_key_requests`` is a gauge of each server's hottest keys, labelled by ``key``.
 """
 
 from __future__ import annotations
@@ -88,6 +89,25 @@ class FastMCCollector(Collector):
             yield family
         if dns is not None:
             yield from self._dns(dns)
+        hot = [(server, m["hot_keys"]) for server, m in servers.items() if "hot_keys" in m]
+        if hot:
+            yield self._hot(hot)
+
+    def _hot(self, servers: list[tuple[str, list[tuple[bytes, int, int]]]]) -> Metric:
+        """Each server's hot keys (behaviors ``hot_keys``): at most that many series per
+        server, whatever the key space."""
+        family = GaugeMetricFamily(
+            "fastmc_hot_key_requests",
+            "Estimated requests for each of a server's hottest keys since its summary was reset"
+            " (sampled; behaviors hot_keys, hot_keys_sample)",
+            labels=["client", "server", "key"],
+        )
+        for server, keys in servers:
+            for key, count, _error in keys:
+                family.add_metric(
+                    [self.client, server, key.decode("utf-8", "backslashreplace")], count
+                )
+        return family
 
     def _dns(self, dns: dict[str, Any]) -> Iterator[Metric]:
         """The DNS names' lookups (``fastmc.dnsdiscovery``), for a client that follows some."""

@@ -95,6 +95,7 @@ PLAIN = {
     "on",
     "off",
     "metrics",
+    "hot_keys",
     "hash",
     "serialize",
     "deserialize",

@@ -222,3 +222,20 @@ def test_opentelemetry_instrument_finds_the_instrumentor(server):
         check=True,
     ).stdout
     assert '[["get", {"db.system.name": "memcached"' in out
+
+
+def test_a_hot_keys_span_tells_its_rank_and_never_the_key(spans, server):
+    """With hot-key telemetry on, a single-key call's span has the key's rank among its
+    server's hottest keys and their estimated requests, as they stood when the call began."""
+    _, exporter = spans
+    mc = fastmc.Client([server.address], behaviors={"hot_keys": 4, "hot_keys_sample": 1})
+    mc.set("warm", 1)
+    for _ in range(3):
+        mc.get("hot")
+    mc.get("warm")
+    mc.get("cold", server_key="hot")
+    got = {(s.name, i): dict(s.attributes) for i, s in enumerate(fastmc_spans(exporter))}
+    hot = [a.get("fastmc.hot_key.rank") for a in got.values()]
+    assert hot == [None, None, 1, 1, 2, None]
+    assert [a.get("fastmc.hot_key.requests") for a in got.values()] == [None, None, 1, 2, 1, None]
+    assert all("hot" not in str(v) for a in got.values() for v in a.values())

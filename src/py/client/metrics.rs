@@ -1,14 +1,16 @@
-//! `Client.metrics()` and `metric_schema()`: the core's per-server metrics as a dict keyed by
-//! server, one key per row of the core's metric table (`metrics::SCHEMA`), with errors counted
+//! `Client.metrics()`, `hot_keys()` and `metric_schema()`: the core's per-server metrics as a
+//! dict keyed by server, one key per row of the core's metric table (`metrics::SCHEMA`), with errors counted
 //! under pylibmc's exception class names and latencies in seconds; and the table itself. Attached
 //! only; no I/O. Uses `metrics` (core) and `py::errors` for the class names.
 
 use pyo3::prelude::*;
-use pyo3::types::PyDict;
+use pyo3::types::{PyBytes, PyDict, PyList};
 use pyo3::IntoPyObjectExt;
 
 use super::PyClient;
+use crate::metrics::hot::HotKey;
 use crate::metrics::{LatencySnapshot, MetricsSnapshot, Value, FAMILIES, SCHEMA};
+use crate::py::args::{pin, str_or_bytes, ArgPos};
 use crate::py::errors;
 use crate::py::io::detached;
 
@@ -68,15 +70,55 @@ fn server<'py>(py: Python<'py>, m: &MetricsSnapshot) -> PyResult<Bound<'py, PyDi
     Ok(d)
 }
 
-/// fastmc extension: every server's metrics, `{"host:port": {...}}` in server order.
+/// fastmc extension: every server's metrics, `{"host:port": {...}}` in server order; while
+/// hot-key telemetry is on, each server's also has `"hot_keys"` (as `hot_keys()` lists them).
 pub(super) fn metrics(slf: &Bound<'_, PyClient>) -> PyResult<Py<PyDict>> {
     let py = slf.py();
-    let all = detached(py, slf.get(), |core| Ok(core.metrics()))?;
+    let (all, hot) = detached(py, slf.get(), |core| {
+        let hot = core.behaviors().hot.on().then(|| core.hot_keys(false));
+        Ok((core.metrics(), hot))
+    })?;
     let out = PyDict::new(py);
-    for (addr, m) in &all {
-        out.set_item(addr.display_name(), server(py, m)?)?;
+    for (i, (addr, m)) in all.iter().enumerate() {
+        let d = server(py, m)?;
+        if let Some((_, keys)) = hot.as_ref().and_then(|h| h.get(i)) {
+            d.set_item("hot_keys", hot_list(py, keys)?)?;
+        }
+        out.set_item(addr.display_name(), d)?;
     }
     Ok(out.unbind())
+}
+
+/// One server's hot keys as `[(key, count, error), ...]`, hottest first.
+fn hot_list<'py>(py: Python<'py>, keys: &[HotKey]) -> PyResult<Bound<'py, PyList>> {
+    let rows = keys
+        .iter()
+        .map(|h| (PyBytes::new(py, &h.key), h.count, h.error));
+    PyList::new(py, rows)
+}
+
+/// fastmc extension: every server's hot keys, `{"host:port": [(key, count, error), ...]}` in
+/// server order (`metrics::hot`); with `reset`, each server's summary starts again.
+pub(super) fn hot_keys(slf: &Bound<'_, PyClient>, reset: bool) -> PyResult<Py<PyDict>> {
+    let py = slf.py();
+    let all = detached(py, slf.get(), |core| Ok(core.hot_keys(reset)))?;
+    let out = PyDict::new(py);
+    for (addr, keys) in &all {
+        out.set_item(addr.display_name(), hot_list(py, keys)?)?;
+    }
+    Ok(out.unbind())
+}
+
+/// Where `key` (placed by `server_key`, if given) stands among its server's hot keys: `(rank,
+/// estimated requests)`, rank 1 the hottest, or `None`. For the tracing integration.
+pub(super) fn hot_rank(
+    slf: &Bound<'_, PyClient>,
+    key: &Bound<'_, PyAny>,
+    server_key: Option<&Bound<'_, PyAny>>,
+) -> PyResult<Option<(usize, u64)>> {
+    let k = str_or_bytes(key, ArgPos::of("_hot_rank", 1))?;
+    let _pin = pin(server_key)?;
+    detached(slf.py(), slf.get(), |core| Ok(core.hot_rank(k)))
 }
 
 /// One row of `metric_schema()`: key, Prometheus name, kind, label, help.

@@ -506,6 +506,24 @@ impl PyClient {
         metrics::metrics(slf)
     }
 
+    /// fastmc extension: each server's hot keys, `{"host:port": [(key, count, error), ...]}`,
+    /// hottest first (behaviors `hot_keys`, `hot_keys_sample`); `reset=True` starts each
+    /// server's summary again.
+    #[pyo3(signature = (reset=false))]
+    fn hot_keys(slf: &Bound<'_, Self>, reset: bool) -> PyResult<Py<PyDict>> {
+        metrics::hot_keys(slf, reset)
+    }
+
+    /// Where a key stands among its server's hot keys: `(rank, estimated requests)` or None.
+    #[pyo3(signature = (key, server_key=None))]
+    fn _hot_rank(
+        slf: &Bound<'_, Self>,
+        key: &Bound<'_, PyAny>,
+        server_key: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<Option<(usize, u64)>> {
+        metrics::hot_rank(slf, key, server_key)
+    }
+
     /// Open and check `connections` connections to every server before traffic (fastmc's own);
     /// the servers that failed, by address, with their exceptions: an empty dict when every
     /// server is warm. Never raises for a server.
