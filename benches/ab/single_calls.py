@@ -6,10 +6,12 @@ import, minus one that imports nothing) and the resident memory an import adds.
 
     python benches/ab/single_calls.py [--calls 2000] [--calls-list get_hit,get_miss,...]
                                        [--top 0] [--clients fastmc,pylibmc] [--aio]
+                                       [--behaviors '{"hot_keys": 32}']
 
 With `--aio`, the asyncio clients instead (fastmc.aio, aiomcache, emcache): each call awaited
 alone in a running event loop, the loop's own work counted with the client's, and fastmc.aio ÷
-the best peer. Prints a table of instructions per call and fastmc ÷ pylibmc; with --top N, fastmc's N most
+the best peer. `--behaviors` (JSON) are given to fastmc's clients only: what an opt-in costs.
+Prints a table of instructions per call and fastmc ÷ pylibmc; with --top N, fastmc's N most
 costly functions per call (their own instructions, not their callees'). Needs valgrind and a
 fastmc build importable by this Python (a release build for figures worth quoting: `make
 develop-release`), and pylibmc (the venv has it). One memcached on a free port, text protocol,
@@ -31,9 +33,20 @@ sys.path.insert(0, HERE)
 from per_key import costs as per_function  # noqa: E402 (callgrind_annotate's totals, per function)
 
 CALLS = ("get_hit", "get_miss", "set", "delete_miss", "incr", "get_multi_10")
+# Not in the default table: a miss of a different key each call (200,000 keys in turn), the
+# worst case of hot-key sampling (every sampled key is new to its summary).
+EXTRA_CALLS = ("get_tail",)
 CLIENTS = ("fastmc", "pylibmc")
 AIO_CLIENTS = ("fastmc.aio", "aiomcache", "emcache")
 VALUE = b"v" * 40
+
+
+def fastmc_options(client: str) -> dict:
+    """The `--behaviors` asked for, for a fastmc client (handed down in the environment)."""
+    import json
+
+    given = os.environ.get("SINGLE_CALLS_BEHAVIORS")
+    return {"behaviors": json.loads(given)} if given and client.startswith("fastmc") else {}
 
 
 def child(client: str, call: str, address: str, n: int) -> None:
@@ -42,12 +55,14 @@ def child(client: str, call: str, address: str, n: int) -> None:
 
     gc.disable()
     mod = __import__(client)
-    mc = mod.Client([address])
+    mc = mod.Client([address], **fastmc_options(client))
     keys = [f"sc:{i}" for i in range(10)]
     mc.set_multi({k: VALUE for k in keys})
     mc.set("sc:n", 1)
     mc.delete("sc:gone")
+    tail = iter([f"tail:{i}" for i in range(200_000)])
     calls = {
+        "get_tail": lambda: mc.get(next(tail)),
         "get_hit": lambda: mc.get("sc:0"),
         "get_miss": lambda: mc.get("sc:gone"),
         "set": lambda: mc.set("sc:1", VALUE),
@@ -76,7 +91,7 @@ def child_aio(client: str, call: str, address: str, n: int) -> None:
         if client == "fastmc.aio":
             import fastmc.aio
 
-            mc = fastmc.aio.Client([address])
+            mc = fastmc.aio.Client([address], **fastmc_options(client))
             calls = {
                 "get_hit": lambda: mc.get(b"sc:0"),
                 "get_miss": lambda: mc.get(b"sc:gone"),
@@ -174,7 +189,10 @@ def main() -> None:
     ap.add_argument("--clients", default=",".join(CLIENTS))
     ap.add_argument("--top", type=int, default=0)
     ap.add_argument("--aio", action="store_true", help="the asyncio clients instead")
+    ap.add_argument("--behaviors", default="", help="JSON behaviors for fastmc's clients")
     a = ap.parse_args()
+    if a.behaviors:
+        os.environ["SINGLE_CALLS_BEHAVIORS"] = a.behaviors
     if a.aio and a.clients == ",".join(CLIENTS):
         a.clients = ",".join(AIO_CLIENTS)
     if a.aio and "import" in a.calls_list.split(","):
@@ -187,7 +205,7 @@ def main() -> None:
         rows = []
         tops = {}
         for call in a.calls_list.split(","):
-            if call not in (*CALLS, "import"):
+            if call not in (*CALLS, *EXTRA_CALLS, "import"):
                 sys.exit(f"unknown call {call!r}: one of {', '.join(CALLS)}, import")
             row = {}
             for c in clients:
