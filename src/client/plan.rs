@@ -12,7 +12,6 @@ use std::sync::Arc;
 use smallvec::SmallVec;
 
 use super::batch::{Batches, ServerBatch};
-use super::op::Args;
 use super::snapshot::Snapshot;
 use crate::error::Error;
 use crate::protocol::{ReplyKind, StoreItem};
@@ -27,65 +26,6 @@ pub(super) struct Plan<'k> {
     pub batches: Batches<'k>,
     /// Keys failed before anything is sent (an invalid key never reaches a server).
     pub rejected: Vec<(u32, Error)>,
-}
-
-/// Count the keys of `batches`, about to run, in their servers' hot-key summaries where that
-/// is on, one key in `hot_keys_sample` (`metrics::hot`). Not in `plan`: a plan begun on an event
-/// loop may give way to the blocking driver's, and a key must be counted once.
-#[inline(always)]
-pub(super) fn count_hot<'b, 'k: 'b>(
-    snap: &Snapshot,
-    batches: impl IntoIterator<Item = &'b ServerBatch<'k>>,
-    args: Args<'_, '_>,
-) {
-    if snap.behaviors.hot.on() {
-        count_sampled(snap, batches, args);
-    }
-}
-
-/// `count_hot` when it is on: a call none of whose keys is sampled costs one draw (a
-/// decrement).
-#[inline(never)]
-fn count_sampled<'b, 'k: 'b>(
-    snap: &Snapshot,
-    batches: impl IntoIterator<Item = &'b ServerBatch<'k>>,
-    args: Args<'_, '_>,
-) {
-    let one_in = snap.behaviors.hot.one_in;
-    if let Some(first) = crate::random::first_of(one_in, args.count()) {
-        count_picks(snap, batches, args, first);
-    }
-}
-
-/// Count the sampled keys, the first at place `first` in the batches' order (the draws for the
-/// places after it are made as the walk reaches them).
-#[cold]
-fn count_picks<'b, 'k: 'b>(
-    snap: &Snapshot,
-    batches: impl IntoIterator<Item = &'b ServerBatch<'k>>,
-    args: Args<'_, '_>,
-    first: usize,
-) {
-    let hot = snap.behaviors.hot;
-    let total = args.count();
-    let (mut next, mut place) = (Some(first), 0);
-    for b in batches {
-        let server = snap.topo.servers.get(b.server);
-        for &i in &b.keys {
-            if next == Some(place) {
-                if let (Some(server), Some(key)) = (server, args.key(i as usize)) {
-                    hot.count(&server.metrics.hot, key);
-                }
-                let after = place + 1;
-                next = crate::random::first_of(hot.one_in, total.saturating_sub(after))
-                    .map(|skip| after + skip);
-            }
-            place += 1;
-        }
-        if next.is_none() {
-            return;
-        }
-    }
 }
 
 /// The wire keys of a plan.

@@ -12,10 +12,10 @@ use std::time::{Duration, Instant};
 
 use rustix::event::{PollFd, PollFlags};
 
+use super::steps::count_hot;
 use crate::client::batch::{Batches, ServerBatch};
 use crate::client::inflight::InFlight;
 use crate::client::op::{Args, Operation};
-use crate::client::plan::count_hot;
 use crate::client::sink::Sink;
 use crate::client::snapshot::Snapshot;
 use crate::client::stall::{self, bounded, due, start_ping, Check};

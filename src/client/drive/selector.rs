@@ -17,10 +17,10 @@ use std::time::Instant;
 
 use rustix::event::{PollFd, PollFlags};
 
+use super::steps::count_hot;
 use crate::client::inflight::InFlight;
 use crate::client::keys::Keys;
 use crate::client::op::{Args, Op, Operation, Outcome, Pending, Visit};
-use crate::client::plan::count_hot;
 use crate::client::snapshot::Snapshot;
 use crate::client::stall;
 use crate::client::Client;

@@ -2,7 +2,8 @@
 //! loop's selector): which pooled connections are peeked at, checkout with the server's health,
 //! a batch launched on its connection, a stale connection replaced, one connection served as
 //! its readiness allows, and `finish`: a clean connection back to the pool, a failed one
-//! dropped with its keys failed and the server's health noted. Never waits on a socket.
+//! dropped with its keys failed and the server's health noted; and `count_hot`, a plan's keys
+//! counted for hot-key telemetry once it is sure to run. Never waits on a socket.
 //!
 //! Uses `server::Server` (checkout, checkin, health), `connection`, the in-flight batches and
 //! the sinks.
@@ -15,6 +16,7 @@ use rustix::event::PollFlags;
 use super::MAX_UNSYNCED;
 use crate::client::batch::ServerBatch;
 use crate::client::inflight::InFlight;
+use crate::client::op::Args;
 use crate::client::probe::probe_meta;
 use crate::client::sink::Sink;
 use crate::client::snapshot::Snapshot;
@@ -227,5 +229,64 @@ impl Client {
             }
         }
         sink.tally(&a.batch.keys, m);
+    }
+}
+
+/// Count the keys of `batches`, about to run, in their servers' hot-key summaries where that
+/// is on, one key in `hot_keys_sample` (`metrics::hot`). Not in `plan`: a plan begun on an event
+/// loop may give way to the blocking driver's, and a key must be counted once.
+#[inline(always)]
+pub(super) fn count_hot<'b, 'k: 'b>(
+    snap: &Snapshot,
+    batches: impl IntoIterator<Item = &'b ServerBatch<'k>>,
+    args: Args<'_, '_>,
+) {
+    if snap.behaviors.hot.on() {
+        count_sampled(snap, batches, args);
+    }
+}
+
+/// `count_hot` when it is on: a call none of whose keys is sampled costs one draw (a
+/// decrement).
+#[inline(never)]
+fn count_sampled<'b, 'k: 'b>(
+    snap: &Snapshot,
+    batches: impl IntoIterator<Item = &'b ServerBatch<'k>>,
+    args: Args<'_, '_>,
+) {
+    let one_in = snap.behaviors.hot.one_in;
+    if let Some(first) = crate::random::first_of(one_in, args.count()) {
+        count_picks(snap, batches, args, first);
+    }
+}
+
+/// Count the sampled keys, the first at place `first` in the batches' order (the draws for the
+/// places after it are made as the walk reaches them).
+#[cold]
+fn count_picks<'b, 'k: 'b>(
+    snap: &Snapshot,
+    batches: impl IntoIterator<Item = &'b ServerBatch<'k>>,
+    args: Args<'_, '_>,
+    first: usize,
+) {
+    let hot = snap.behaviors.hot;
+    let total = args.count();
+    let (mut next, mut place) = (Some(first), 0);
+    for b in batches {
+        let server = snap.topo.servers.get(b.server);
+        for &i in &b.keys {
+            if next == Some(place) {
+                if let (Some(server), Some(key)) = (server, args.key(i as usize)) {
+                    hot.count(&server.metrics.hot, key);
+                }
+                let after = place + 1;
+                next = crate::random::first_of(hot.one_in, total.saturating_sub(after))
+                    .map(|skip| after + skip);
+            }
+            place += 1;
+        }
+        if next.is_none() {
+            return;
+        }
     }
 }
