@@ -8,7 +8,7 @@ use super::op::admin::{Flush, Stats};
 use super::op::arith::{Arith, Create};
 use super::op::delete::Delete;
 use super::op::get::Get;
-use super::op::meta::Meta;
+use super::op::meta::{Meta, MetaVerb};
 use super::op::store::Store;
 use super::op::touch::Touch;
 use super::op::{Args, Operation};
@@ -107,16 +107,16 @@ impl Client {
         Touch { exptime, noreply }.call(self, Args::keys(keys))
     }
 
-    /// Send `<verb> <key> <flags>` (`mg` or `md`, no data block, no `q`) for each key and return
-    /// each whole answer (see `op::meta`).
+    /// Send `<verb> <key> <flags>` (no data block, no `q`) for each key and return each whole
+    /// answer (see `op::meta`).
     pub fn meta_command(
         &self,
-        verb: &[u8; 2],
+        verb: MetaVerb,
         keys: &[&[u8]],
         flags: &[u8],
     ) -> Vec<Result<MetaOutcome>> {
         let op = Meta {
-            verb: *verb,
+            verb,
             flags: flags.into(),
         };
         op.call(self, Args::keys(keys))

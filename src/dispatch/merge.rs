@@ -90,7 +90,12 @@ mod tests {
     use super::super::request::{Items, Keys, Request};
     use super::groups;
     use crate::client::op::admin::Stats;
-    use crate::client::op::{delete::Delete, get::Get, meta::Meta, store::Store};
+    use crate::client::op::{
+        delete::Delete,
+        get::Get,
+        meta::{Meta, MetaVerb},
+        store::Store,
+    };
     use crate::client::StoreItem;
     use crate::protocol::StoreCmd;
 
@@ -114,9 +119,9 @@ mod tests {
         Request::items(op, items)
     }
 
-    fn meta(verb: &[u8; 2], flags: &[u8], key: &[u8]) -> Request {
+    fn meta(verb: MetaVerb, flags: &[u8], key: &[u8]) -> Request {
         let op = Meta {
-            verb: *verb,
+            verb,
             flags: flags.into(),
         };
         Request::new(op, Keys::of(&[key]))
@@ -131,9 +136,9 @@ mod tests {
             Request::new(Delete { noreply: false }, Keys::of(&[b"a"])),
             Request::new(Delete { noreply: true }, Keys::of(&[b"b"])),
             get(true, None, b"d"),
-            meta(b"mg", b"v N30", b"a"),
-            meta(b"mg", b"v N30", b"b"),
-            meta(b"mg", b"v N60", b"c"),
+            meta(MetaVerb::Get, b"v N30", b"a"),
+            meta(MetaVerb::Get, b"v N30", b"b"),
+            meta(MetaVerb::Get, b"v N60", b"c"),
         ];
         assert_eq!(groups(reqs.iter()), [0, 1, 0, 2, 3, 1, 4, 4, 5]);
     }

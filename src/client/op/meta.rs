@@ -23,11 +23,50 @@ use crate::server::{MetaSupport, Peek};
 /// About how many bytes a meta command takes besides its key and flags.
 const REQUEST_BYTES: usize = 8;
 
-/// `<verb> <key> <flags>` for each key (`mg` or `md`: no data block, no `q`), the same flags
-/// for every key.
+/// The meta commands sent whole, and what each is, as data: a new verb is a variant and a row
+/// of `MetaVerb::row`, and the compiler asks for the row.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum MetaVerb {
+    /// `mg`: a lease read.
+    Get,
+    /// `md`: a lease release or an invalidation.
+    Delete,
+}
+
+/// What a meta verb is: its two letters, the family its requests are counted in, whether a
+/// stalled one may be sent again on a fresh connection, and whether it changes an item.
+struct VerbRow {
+    wire: [u8; 2],
+    family: Family,
+    replay_safe: bool,
+    writes: bool,
+}
+
+impl MetaVerb {
+    const fn row(self) -> VerbRow {
+        match self {
+            // A lease read reads: what a miss leaves, a placeholder that hands the lease to one
+            // caller, is the same whichever of several lease reads reaches the server first.
+            MetaVerb::Get => VerbRow {
+                wire: *b"mg",
+                family: Family::Get,
+                replay_safe: true,
+                writes: false,
+            },
+            MetaVerb::Delete => VerbRow {
+                wire: *b"md",
+                family: Family::Delete,
+                replay_safe: false,
+                writes: true,
+            },
+        }
+    }
+}
+
+/// `<verb> <key> <flags>` for each key (no data block, no `q`), the same flags for every key.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Meta {
-    pub verb: [u8; 2],
+    pub verb: MetaVerb,
     /// (Boxed: an `Op` stays small, and so does every request that carries one.)
     pub flags: Box<[u8]>,
 }
@@ -54,24 +93,16 @@ impl Operation for Meta {
     type Output = Vec<Result<MetaOutcome>>;
 
     fn family(&self) -> Family {
-        if self.replay_safe() {
-            Family::Get
-        } else {
-            Family::Delete
-        }
+        self.verb.row().family
     }
-    /// A read (`mg`) may be replayed on a fresh connection; `md` may not.
     fn replay_safe(&self) -> bool {
-        &self.verb == b"mg"
+        self.verb.row().replay_safe
     }
-    /// An `mg` (a lease read) reads: what a miss leaves, a placeholder that hands the lease
-    /// to one caller, is the same whichever of several lease reads reaches the server first.
-    /// `md` writes.
     fn access(&self) -> Access {
-        if self.replay_safe() {
-            Access::Read
-        } else {
+        if self.verb.row().writes {
             Access::Write
+        } else {
+            Access::Read
         }
     }
 
@@ -88,7 +119,7 @@ impl Operation for Meta {
             if no {
                 unsupported.push((i, no_meta()));
             } else {
-                meta::encode_command(&mut b.wbuf, &self.verb, w, &self.flags);
+                meta::encode_command(&mut b.wbuf, &self.verb.row().wire, w, &self.flags);
                 b.push_req(ReplyKind::MetaCmd, i);
             }
         });
@@ -183,11 +214,11 @@ mod tests {
     #[test]
     fn a_read_is_replayed_and_counted_as_a_get() {
         let mg = Meta {
-            verb: *b"mg",
+            verb: MetaVerb::Get,
             flags: Box::default(),
         };
         let md = Meta {
-            verb: *b"md",
+            verb: MetaVerb::Delete,
             ..mg.clone()
         };
         assert!(mg.replay_safe() && !md.replay_safe());

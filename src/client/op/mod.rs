@@ -383,7 +383,7 @@ operations! {
 mod tests {
     use super::admin::{Flush, Stats};
     use super::get::Get;
-    use super::meta::Meta;
+    use super::meta::{Meta, MetaVerb};
     use super::{Access, Op, Share};
 
     #[test]
@@ -406,11 +406,11 @@ mod tests {
             touch: Some(1),
         });
         let mg = Op::from(Meta {
-            verb: *b"mg",
+            verb: MetaVerb::Get,
             flags: Box::default(),
         });
         let md = Op::from(Meta {
-            verb: *b"md",
+            verb: MetaVerb::Delete,
             flags: Box::default(),
         });
         assert_eq!(get.access(), Access::Read);

@@ -10,7 +10,12 @@ use pyo3::IntoPyObjectExt;
 
 use super::finish::Finish;
 use crate::client::op::{
-    arith::Arith, delete::Delete, get::Get, meta::Meta, store::Store, touch::Touch,
+    arith::Arith,
+    delete::Delete,
+    get::Get,
+    meta::{Meta, MetaVerb},
+    store::Store,
+    touch::Touch,
 };
 use crate::client::StoreItem;
 use crate::dispatch::request::{Items, Keys, Request};
@@ -280,9 +285,9 @@ pub(super) fn gat_multi(
     Ok(Prepared::Submit(req, finish))
 }
 
-fn meta(verb: &[u8; 2], key: &[u8], flags: String) -> Request {
+fn meta(verb: MetaVerb, key: &[u8], flags: String) -> Request {
     let op = Meta {
-        verb: *verb,
+        verb,
         flags: flags.into_bytes().into(),
     };
     Request::new(op, one(key))
@@ -291,14 +296,14 @@ fn meta(verb: &[u8; 2], key: &[u8], flags: String) -> Request {
 pub(super) fn lease_get(key: &Bound<'_, PyAny>, lease_s: u32, recache: u32) -> PyResult<Prepared> {
     let k = key_obj(key)?;
     check_key_len(k)?;
-    let req = meta(b"mg", k, lease::lease_flags(lease_s, recache));
+    let req = meta(MetaVerb::Get, k, lease::lease_flags(lease_s, recache));
     Ok(Prepared::Submit(req, Finish::LeaseGet { key: k.to_vec() }))
 }
 
 pub(super) fn lease_release(key: &Bound<'_, PyAny>, cas: u64, stale: bool) -> PyResult<Prepared> {
     let k = key_obj(key)?;
     check_key_len(k)?;
-    let req = meta(b"md", k, lease::release_flags(cas, stale));
+    let req = meta(MetaVerb::Delete, k, lease::release_flags(cas, stale));
     Ok(Prepared::Submit(
         req,
         Finish::LeaseRelease { key: k.to_vec() },
@@ -319,7 +324,7 @@ pub(super) fn invalidate_multi(
         .map(|o| o.clone().unbind())
         .collect();
     let op = Meta {
-        verb: *b"md",
+        verb: MetaVerb::Delete,
         flags: lease::invalidate_flags(stale_time).into_bytes().into(),
     };
     let req = Request::new(op, wire.clone());

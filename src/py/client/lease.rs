@@ -9,6 +9,7 @@ use pyo3::prelude::*;
 use pyo3::types::PyDict;
 
 use super::{multi, single, PyClient};
+use crate::client::op::meta::MetaVerb;
 use crate::client::MetaOutcome;
 use crate::error::Error as CoreError;
 use crate::py::args::*;
@@ -44,7 +45,9 @@ pub(crate) fn lease_get(
     check_key_len(k)?;
     let flags = lease_flags(lease, recache);
     let r = detached(py, this, |core| {
-        Ok(core.meta_command(b"mg", &[k], flags.as_bytes()).pop())
+        Ok(core
+            .meta_command(MetaVerb::Get, &[k], flags.as_bytes())
+            .pop())
     })?;
     lease_reply(slf, k, r)
 }
@@ -121,7 +124,9 @@ pub(crate) fn lease_release(
     check_key_len(k)?;
     let flags = release_flags(cas, stale);
     let r = detached(py, this, |core| {
-        Ok(core.meta_command(b"md", &[k], flags.as_bytes()).pop())
+        Ok(core
+            .meta_command(MetaVerb::Delete, &[k], flags.as_bytes())
+            .pop())
     })?;
     release_reply(k, r)
 }
@@ -187,7 +192,7 @@ pub(super) fn invalidate_multi(
     let refs: Vec<&[u8]> = full.iter().map(|k| &**k).collect();
     let flags = invalidate_flags(stale_time);
     let results = detached(py, this, |core| {
-        let mut out = core.meta_command(b"md", &refs, flags.as_bytes());
+        let mut out = core.meta_command(MetaVerb::Delete, &refs, flags.as_bytes());
         // Without the meta protocol there is no stale value: delete.
         let plain: Vec<usize> = (0..out.len())
             .filter(|&i| matches!(out[i], Err(CoreError::NotSupported(_))))
