@@ -7,6 +7,7 @@
 //! - `config`: behaviors, namespace and server list changed, each published as a new snapshot;
 //! - `snapshot`: the configuration one operation runs with (ring, behaviors, socket options);
 //! - `topology`: the server set a snapshot routes over, and how a new list is matched to it;
+//! - `pin`: a call's group key (`server_key=`), which places every key of the call by it;
 //! - `plan`: keys validated, routed and encoded into one `ServerBatch` per server (`batch`);
 //!   `keys`: keys in one buffer, for a request that outlives its caller's arguments, and the
 //!   buffers a thread keeps for its next call;
@@ -19,6 +20,7 @@
 //!   `noreply` write;
 //! - `stall`: a stalled batch checked on a fresh connection before it counts against its server;
 //! - `probe`: whether a server speaks the meta protocol, asked on a connection of its own;
+//! - `warm`: `warm_up`, each server's pool filled with connections that answered a ping;
 //! - `inflight`: one batch on its connection (writes, reads handed to `replies`);
 //! - `replies`: each reply unit matched to the request and keys it answers (no socket), a quiet
 //!   meta segment settled by `quiet`;
