@@ -103,6 +103,10 @@ fn push_num(out: &mut Vec<u8>, flag: &[u8], n: impl std::fmt::Display) {
     out.extend_from_slice(n.to_string().as_bytes());
 }
 
+/// The meta commands the fake serves (`command`): a verb added there is listed here, and the
+/// session hands it over.
+pub const VERBS: [&[u8]; 5] = [b"mg", b"ms", b"md", b"ma", b"mn"];
+
 /// The reply to one meta command (`data`: an `ms` data block with its CRLF).
 pub fn command(st: &mut Store, tokens: &[&[u8]], data: &[u8]) -> Vec<u8> {
     let cmd = tokens[0];

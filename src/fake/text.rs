@@ -210,7 +210,7 @@ fn command(
     if let Some(reply) = simple(st, cmd, tokens, noreply)? {
         return Ok(if noreply { Vec::new() } else { reply });
     }
-    if matches!(cmd, b"mg" | b"ms" | b"md" | b"ma" | b"mn") {
+    if meta::VERBS.contains(&cmd) {
         return Ok(meta::command(st, tokens, data));
     }
     if cmd == b"quit" {
