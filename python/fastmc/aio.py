@@ -234,6 +234,13 @@ class Client(_fastmc.aio_client):
         warm = functools.partial(_fastmc.aio_client.warm_up, self, connections)
         return await asyncio.get_running_loop().run_in_executor(None, warm)
 
+    async def debug(  # type: ignore[override]
+        self, key: _Key, *, server_key: _Key | None = None
+    ) -> dict[str, Any] | None:
+        """:meth:`fastmc.Client.debug` on a worker thread (an operator's call, not a hot path)."""
+        debug = functools.partial(_fastmc.aio_client.debug, self, key, server_key=server_key)
+        return await asyncio.get_running_loop().run_in_executor(None, debug)
+
     async def __aexit__(
         self,
         exc_type: type[BaseException] | None,

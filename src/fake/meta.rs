@@ -105,7 +105,7 @@ fn push_num(out: &mut Vec<u8>, flag: &[u8], n: impl std::fmt::Display) {
 
 /// The meta commands the fake serves (`command`): a verb added there is listed here, and the
 /// session hands it over.
-pub const VERBS: [&[u8]; 5] = [b"mg", b"ms", b"md", b"ma", b"mn"];
+pub const VERBS: [&[u8]; 6] = [b"mg", b"ms", b"md", b"ma", b"mn", b"me"];
 
 /// The reply to one meta command (`data`: an `ms` data block with its CRLF).
 pub fn command(st: &mut Store, tokens: &[&[u8]], data: &[u8]) -> Vec<u8> {
@@ -123,6 +123,7 @@ pub fn command(st: &mut Store, tokens: &[&[u8]], data: &[u8]) -> Vec<u8> {
         Flags::new(&tokens[2..]).and_then(|f| match cmd {
             b"mg" => mg(st, tokens[1], &f),
             b"md" => md(st, tokens[1], &f),
+            b"me" => Ok(me(st, tokens[1])),
             _ => ma(st, tokens[1], &f),
         })
     };
@@ -203,6 +204,30 @@ fn mg(st: &mut Store, key: &[u8], f: &Flags<'_>) -> Result<Vec<u8>, Refused> {
         push(&mut head, &[&it.value, b"\r\n"]);
     }
     Ok(head)
+}
+
+/// `me <key>`: the item's metadata as memcached 1.6.45 words it (`exp` the seconds left, -1
+/// for none). The fake keeps no access record: `la` counts from the last write and `fetch` is
+/// always `no`, as its `mg` answers `h0 l0`; `size` is memcached's item size (its 48-byte header,
+/// the key and value with their terminators, the CAS).
+fn me(st: &mut Store, key: &[u8]) -> Vec<u8> {
+    if !st.live(key) {
+        return b"EN\r\n".to_vec();
+    }
+    let Some(it) = st.items.get(key) else {
+        return b"EN\r\n".to_vec();
+    };
+    let size = 48 + key.len() + 1 + it.value.len() + 2 + 8;
+    let la = (st.t.now() - it.time).max(0);
+    let mut out = b"ME ".to_vec();
+    out.extend_from_slice(key);
+    let fields = format!(
+        " exp={} la={la} cas={} fetch=no cls=1 size={size}\r\n",
+        ttl(&st.t, it),
+        it.cas
+    );
+    out.extend_from_slice(fields.as_bytes());
+    out
 }
 
 fn store_mode(m: u8) -> Option<Mode> {

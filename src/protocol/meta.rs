@@ -137,7 +137,8 @@ pub fn flag(flags: &[u8], c: u8) -> Option<&[u8]> {
 }
 
 /// Parse the reply to one meta command (`ReplyKind::MetaCmd`): `VA <size> <flags>` and its data
-/// block, or `HD`/`EN`/`NF`/`NS`/`EX` and flags, or an error line. `Err` means the peer broke
+/// block, or `HD`/`EN`/`NF`/`NS`/`EX` and flags, or `ME <key> <name>=<value>...` (the debug
+/// command's answer, as flags), or an error line. `Err` means the peer broke
 /// the protocol: drop the connection.
 pub fn parse_command_reply(buf: &[u8]) -> Result<Parsed<Reply<'_>>> {
     let Some(end) = find_line(buf)? else {
@@ -153,7 +154,7 @@ pub fn parse_command_reply(buf: &[u8]) -> Result<Parsed<Reply<'_>>> {
     };
     let code = [code[0], code[1]];
     if code != *b"VA" {
-        if !matches!(&code, b"HD" | b"EN" | b"NF" | b"NS" | b"EX") {
+        if !matches!(&code, b"HD" | b"EN" | b"NF" | b"NS" | b"EX" | b"ME") {
             return Err(garbage(line));
         }
         let reply = Reply::MetaResult {
@@ -348,7 +349,7 @@ mod tests {
 
     #[test]
     fn command_replies_at_every_split() {
-        let input = b"VA 2 f16 c9 W\r\nab\r\nVA 0 Z\r\n\r\nEN\r\nHD\r\nNF\r\nEX c3\r\nERROR\r\nVA 4\r\n\r\n\r\n\r\n";
+        let input = b"VA 2 f16 c9 W\r\nab\r\nVA 0 Z\r\n\r\nEN\r\nHD\r\nNF\r\nEX c3\r\nERROR\r\nVA 4\r\n\r\n\r\n\r\nME k exp=-1\r\n";
         let expect = [
             "MetaResult { code: [86, 65], flags: [102, 49, 54, 32, 99, 57, 32, 87], data: Some([97, 98]) }",
             "MetaResult { code: [86, 65], flags: [90], data: Some([]) }",
@@ -358,6 +359,7 @@ mod tests {
             "MetaResult { code: [69, 88], flags: [99, 51], data: None }",
             "Failed(UnknownCommand)",
             "MetaResult { code: [86, 65], flags: [], data: Some([13, 10, 13, 10]) }",
+            "MetaResult { code: [77, 69], flags: [107, 32, 101, 120, 112, 61, 45, 49], data: None }",
         ];
         for cut in 0..=input.len() {
             assert_eq!(

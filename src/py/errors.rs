@@ -136,6 +136,7 @@ pub enum Op {
     BehaviorSet,
     CallbackSet,
     WarmUp,
+    Debug,
 }
 
 impl Op {
@@ -164,6 +165,7 @@ impl Op {
             Op::BehaviorSet => "memcached_behavior_set",
             // fastmc's own
             Op::WarmUp => "warm_up",
+            Op::Debug => "debug",
             Op::CallbackSet => "memcached_callback_set",
         }
     }

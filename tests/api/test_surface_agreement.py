@@ -85,6 +85,8 @@ COMPOSED = {
     "get_or_set",
     # the blocking warm_up on a worker thread (run_in_executor): it opens connections.
     "warm_up",
+    # the blocking debug on a worker thread: an operator's call.
+    "debug",
 }
 
 # The blocking client's internal rows and their asyncio twins (used by fastmc.stampede).

@@ -31,6 +31,8 @@ pub enum MetaVerb {
     Get,
     /// `md`: a lease release or an invalidation.
     Delete,
+    /// `me`: what the server knows of an item (`Client.debug`), for operators.
+    Debug,
 }
 
 /// What a meta verb is: its two letters, the family its requests are counted in, whether a
@@ -58,6 +60,12 @@ impl MetaVerb {
                 family: Family::Delete,
                 replay_safe: false,
                 writes: true,
+            },
+            MetaVerb::Debug => VerbRow {
+                wire: *b"me",
+                family: Family::Admin,
+                replay_safe: true,
+                writes: false,
             },
         }
     }

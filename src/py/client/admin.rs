@@ -1,5 +1,5 @@
 //! Whole-client methods: flush_all, get_stats (with libmemcached's 22 `STAT_KEYS`),
-//! disconnect_all, hash, and the native serialize/deserialize that subclasses may override. The
+//! disconnect_all, hash, an item's metadata for operators (`debug`), and the native serialize/deserialize that subclasses may override. The
 //! core is called through `io::detached`, errors are built by `py::errors`. Uses `py::args`,
 //! `py::serde` and the core's `Error`.
 
@@ -10,6 +10,7 @@ use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList};
 
 use super::PyClient;
+use crate::client::op::meta::MetaVerb;
 use crate::error::Error as CoreError;
 use crate::py::args::*;
 use crate::py::errors::{self, Op};
@@ -217,6 +218,58 @@ pub(super) fn disconnect_all(slf: &Bound<'_, PyClient>) -> PyResult<()> {
 pub(super) fn hash(slf: &Bound<'_, PyClient>, key: &Bound<'_, PyAny>) -> PyResult<usize> {
     let k = str_or_bytes(key, ArgPos::of("hash", 1))?;
     detached(slf.py(), slf.get(), |core| Ok(core.hash_index(k)))
+}
+
+/// fastmc extension: what the server holds of `key` (memcached's meta debug command, `me`):
+/// `{"exp": ..., "la": ..., "cas": ..., "fetch": bool, "cls": ..., "size": ...}` as it reports
+/// them (numbers as ints, `yes`/`no` as bools, anything else as str), or None for a missing key.
+pub(super) fn debug(
+    slf: &Bound<'_, PyClient>,
+    key: &Bound<'_, PyAny>,
+    server_key: Option<&Bound<'_, PyAny>>,
+) -> PyResult<Option<Py<PyDict>>> {
+    let py = slf.py();
+    let k = key_obj(key)?;
+    check_key_len(k)?;
+    let _pin = pin(server_key)?;
+    let r = detached(py, slf.get(), |core| {
+        Ok(core.meta_command(MetaVerb::Debug, &[k], b"").pop())
+    })?;
+    let out = match r {
+        Some(Ok(out)) => out,
+        Some(Err(e)) => return Err(errors::op_error(Op::Debug, Some(k), &e)),
+        None => return Err(errors::no_result()),
+    };
+    match &out.code {
+        b"EN" => return Ok(None),
+        b"ME" => {}
+        code => {
+            let e = CoreError::Protocol(format!("{} to a debug command", ascii(code)));
+            return Err(errors::op_error(Op::Debug, Some(k), &e));
+        }
+    }
+    let d = PyDict::new(py);
+    // The key comes first, then `name=value` fields.
+    for field in out.flags.split(|&b| b == b' ').skip(1) {
+        let Some(eq) = field.iter().position(|&b| b == b'=') else {
+            continue;
+        };
+        let (name, value) = (ascii(&field[..eq]), &field[eq + 1..]);
+        let number = std::str::from_utf8(value)
+            .ok()
+            .and_then(|s| s.parse::<i64>().ok());
+        match (value, number) {
+            (b"yes", _) => d.set_item(name, true)?,
+            (b"no", _) => d.set_item(name, false)?,
+            (_, Some(n)) => d.set_item(name, n)?,
+            (v, None) => d.set_item(name, ascii(v))?,
+        }
+    }
+    Ok(Some(d.unbind()))
+}
+
+fn ascii(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
 }
 
 /// Serialize a value to (bytes, flags) the way pylibmc does (no compression).

@@ -542,6 +542,16 @@ impl PyClient {
         init::clone(slf)
     }
 
+    /// fastmc extension: the item's metadata as memcached reports it (`me`), or None if missing.
+    #[pyo3(signature = (key, *, server_key=None))]
+    fn debug(
+        slf: &Bound<'_, Self>,
+        key: &Bound<'_, PyAny>,
+        server_key: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<Option<Py<PyDict>>> {
+        admin::debug(slf, key, server_key)
+    }
+
     /// The index of the server a key maps to.
     #[pyo3(signature = (key, /))]
     fn hash(slf: &Bound<'_, Self>, key: &Bound<'_, PyAny>) -> PyResult<usize> {
