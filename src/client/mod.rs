@@ -52,6 +52,9 @@ mod stall;
 mod topology;
 mod warm;
 
+#[cfg(test)]
+mod fake_tests;
+
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Instant;

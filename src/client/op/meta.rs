@@ -45,6 +45,9 @@ struct VerbRow {
 }
 
 impl MetaVerb {
+    /// Every verb (the fake's test asks each of it: `client/fake_tests.rs`).
+    pub const ALL: [MetaVerb; 3] = [MetaVerb::Get, MetaVerb::Delete, MetaVerb::Debug];
+
     const fn row(self) -> VerbRow {
         match self {
             // A lease read reads: what a miss leaves, a placeholder that hands the lease to one
@@ -172,7 +175,7 @@ impl Operation for Meta {
 /// Whether each server speaks the meta protocol, for the servers not yet known: asked on a
 /// connection of its own (see `probe`). A server that cannot be reached stays unknown; its keys
 /// fail as any request to it would.
-pub(super) fn learn_meta_support(snap: &Snapshot) {
+pub(in crate::client) fn learn_meta_support(snap: &Snapshot) {
     for s in &snap.topo.servers {
         if s.meta_support() != MetaSupport::Unknown || s.check_health(Instant::now()).is_err() {
             continue;
