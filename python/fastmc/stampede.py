@@ -164,25 +164,29 @@ def get_or_set(
     server_key: _Key | None = None,
 ) -> Any:
     """The policy on a blocking client (``server_key``: every step placed by that group key)."""
-
-    def step(s: _Step) -> Any:
-        name, *args = s
-        if name == "compute":
-            return default() if callable(default) else default
-        if name == "sleep":
-            return _time.sleep(args[0])
-        if name == "lease_get":
-            return mc._lease_get(*args, server_key)
-        if name == "lease_release":
-            return mc._lease_release(*args, server_key)
-        return getattr(mc, name)(*args, server_key=server_key)
-
     lease, early = _lease_args(lease, recompute_early, on_wait_timeout)
     # The common case, a value to serve, in one call: the policy only runs past it.
     first = mc._lease_get(key, lease, early, server_key)
     if first[0] in _SERVED:
         return first[1]
-    return _drive(_policy(key, time, lease, wait, early, on_wait_timeout, first), step)
+    gen = _policy(key, time, lease, wait, early, on_wait_timeout, first)
+    return _drive(gen, lambda s: _run_step(mc, s, default, server_key, _time.sleep, "_"))
+
+
+def _run_step(
+    mc: Any, s: _Step, default: _Default, server_key: _Key | None, sleep: Any, native: str
+) -> Any:
+    """What one step of the policy does, on either client (``native``: the prefix of its lease
+    rows, ``_`` or the asyncio client's ``_a``). The asyncio client's calls, and its ``sleep``
+    (asyncio's), return awaitables, which its driver awaits."""
+    name, *args = s
+    if name == "compute":
+        return default() if callable(default) else default
+    if name == "sleep":
+        return sleep(args[0])
+    if name in ("lease_get", "lease_release"):
+        return getattr(mc, native + name)(*args, server_key)
+    return getattr(mc, name)(*args, server_key=server_key)
 
 
 def _advance(
@@ -241,19 +245,9 @@ async def aget_or_set(
         if finished:
             return s
         result, error = None, None
-        name, *args = s
         try:
-            if name == "compute":
-                result = default() if callable(default) else default
-                if inspect.isawaitable(result):
-                    result = await result
-            elif name == "sleep":
-                await asyncio.sleep(args[0])
-            elif name == "lease_get":
-                result = await mc._alease_get(*args, server_key)
-            elif name == "lease_release":
-                result = await mc._alease_release(*args, server_key)
-            else:
-                result = await getattr(mc, name)(*args, server_key=server_key)
+            result = _run_step(mc, s, default, server_key, asyncio.sleep, "_a")
+            if inspect.isawaitable(result):
+                result = await result
         except BaseException as e:  # handed to the policy (its finally gives the lease back)
             error = e
