@@ -28,15 +28,12 @@ from . import _fastmc, stampede
 from .client import (
     _behaviors_numeric,
     _behaviors_symbolic,
-    _dns_first,
-    _dns_follow,
-    _native_init_args,
+    _construct,
     _set_servers,
     _warmed,
     _with_dns,
 )
 from .consts import BehaviorDict
-from .values import compression_arguments, policy_arguments
 
 if TYPE_CHECKING:
     from types import TracebackType
@@ -142,29 +139,9 @@ class Client(_fastmc.aio_client):
         dns_nameservers: Iterable[str] | None = None,
         warm_up: int = 0,
     ) -> None:
-        self.binary = binary
-        self.addresses = list(servers)
         self._warm_connections = warm_up
         self._readers: tuple[asyncio.AbstractEventLoop, list[int]] | None = None
-        super().__init__(
-            **_native_init_args(
-                _dns_first(self, self.addresses, dns_refresh, dns_nameservers),
-                behaviors,
-                binary,
-                username,
-                password,
-                tls,
-                tls_ca_file,
-                tls_cert_file,
-                tls_key_file,
-                tls_server_name,
-            ),
-            **policy_arguments(
-                pickle, pickle_classes, signing_keys, accept_unsigned_pickles, serializer
-            ),
-            **compression_arguments(compression, zstd_level, zstd_dict, zstd_min_len),
-        )
-        _dns_follow(self, _fastmc.aio_client.set_servers)
+        _construct(self, super().__init__, _fastmc.aio_client.set_servers, locals())
 
     def __repr__(self) -> str:
         return "%s(%r, binary=%r)" % (self.__class__.__name__, self.addresses, self.binary)

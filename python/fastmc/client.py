@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any, NoReturn, Union
 
 from . import _fastmc, stampede
@@ -207,32 +207,46 @@ def _behaviors_numeric(behaviors: Any) -> Any:
     return behaviors
 
 
-def _native_init_args(
-    addresses: list[_ServerSpec],
-    behaviors: Mapping[str, Any] | None,
-    binary: bool,
-    username: str | None,
-    password: str | None,
-    tls: bool,
-    tls_ca_file: str | None,
-    tls_cert_file: str | None,
-    tls_key_file: str | None,
-    tls_server_name: str | None,
-) -> dict[str, Any]:
-    """The native constructor's keyword arguments for a Python-level client's arguments
-    (``Client`` and ``fastmc.aio.Client`` alike)."""
-    return {
-        "servers": translate_server_specs(addresses),
-        "binary": binary,
-        "username": username,
-        "password": password,
-        "behaviors": _behaviors_numeric(behaviors),
-        "tls": tls,
-        "tls_ca_file": tls_ca_file,
-        "tls_cert_file": tls_cert_file,
-        "tls_key_file": tls_key_file,
-        "tls_server_name": tls_server_name,
-    }
+# The constructor's arguments the native one takes as they are.
+_AS_GIVEN = (
+    "binary",
+    "username",
+    "password",
+    "tls",
+    "tls_ca_file",
+    "tls_cert_file",
+    "tls_key_file",
+    "tls_server_name",
+)
+
+
+def _construct(
+    client: Any, init: Callable[..., None], set_servers: Any, a: Mapping[str, Any]
+) -> None:
+    """The body of both clients' constructors (``Client`` and ``fastmc.aio.Client``): ``a`` is
+    the constructor's arguments (its ``locals()`` on entry), ``init`` the native constructor
+    (``super().__init__``) and ``set_servers`` the native one. The servers (their DNS names
+    looked up first), behaviors, credentials, TLS, value policy and compression go to the native
+    constructor; then the names are followed."""
+    client.binary = a["binary"]
+    client.addresses = list(a["servers"])
+    servers = _dns_first(client, client.addresses, a["dns_refresh"], a["dns_nameservers"])
+    init(
+        servers=translate_server_specs(servers),
+        behaviors=_behaviors_numeric(a["behaviors"]),
+        **{name: a[name] for name in _AS_GIVEN},
+        **policy_arguments(
+            a["pickle"],
+            a["pickle_classes"],
+            a["signing_keys"],
+            a["accept_unsigned_pickles"],
+            a["serializer"],
+        ),
+        **compression_arguments(
+            a["compression"], a["zstd_level"], a["zstd_dict"], a["zstd_min_len"]
+        ),
+    )
+    _dns_follow(client, set_servers)
 
 
 class Client(_fastmc.client):
@@ -272,27 +286,7 @@ class Client(_fastmc.client):
         dns_nameservers: Iterable[str] | None = None,
         warm_up: int = 0,
     ) -> None:
-        self.binary = binary
-        self.addresses = list(servers)
-        super().__init__(
-            **_native_init_args(
-                _dns_first(self, self.addresses, dns_refresh, dns_nameservers),
-                behaviors,
-                binary,
-                username,
-                password,
-                tls,
-                tls_ca_file,
-                tls_cert_file,
-                tls_key_file,
-                tls_server_name,
-            ),
-            **policy_arguments(
-                pickle, pickle_classes, signing_keys, accept_unsigned_pickles, serializer
-            ),
-            **compression_arguments(compression, zstd_level, zstd_dict, zstd_min_len),
-        )
-        _dns_follow(self, _fastmc.client.set_servers)
+        _construct(self, super().__init__, _fastmc.client.set_servers, locals())
         if warm_up:
             _warmed(self.warm_up(warm_up))
 
