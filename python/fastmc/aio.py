@@ -22,7 +22,7 @@ import inspect
 import linecache
 import weakref
 from collections.abc import Callable, Collection, Coroutine, Iterable, Mapping
-from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
+from typing import TYPE_CHECKING, Any, NoReturn, Protocol, TypeVar
 
 from . import _fastmc, stampede
 from .client import (
@@ -42,7 +42,6 @@ if TYPE_CHECKING:
 
     from ._fastmc import _Key
     from ._fastmc import _ServerSpec as _AnyServerSpec
-    from .autodiscovery import AutoDiscovery
     from .client import _ServerSpec
     from .dnsdiscovery import DNSWatch
 
@@ -103,12 +102,19 @@ def _coroutine(
 __all__ = ["Client"]
 
 
+class _Follower(Protocol):
+    """What keeps a client's server list current from outside it
+    (``fastmc.autodiscovery.AutoDiscovery``): the client stops it when it closes."""
+
+    def stop(self) -> None: ...
+
+
 class Client(_fastmc.aio_client):
     """An asyncio memcached client: pylibmc's API as coroutines, on fastmc's core."""
 
     binary: bool
     addresses: list[_ServerSpec]
-    discovery: AutoDiscovery | None = None
+    discovery: _Follower | None = None
     dns: DNSWatch | None = None
     """What refreshes the server list when the client came from
     :func:`fastmc.autodiscovery.discover_aio` (stopped by ``close()``)."""
