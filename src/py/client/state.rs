@@ -10,7 +10,7 @@ use std::sync::Arc;
 use parking_lot::RwLock;
 use pyo3::prelude::*;
 
-use super::init::BehaviorFlags;
+use crate::behaviors::Behaviors;
 use crate::client::Client;
 use crate::py::errors::plain_error;
 use crate::py::values::ValuePolicy;
@@ -120,4 +120,50 @@ pub(crate) const DEFAULT_MAX_INFLATE: usize = 64 << 20;
 
 pub(in crate::py) fn not_initialized() -> PyErr {
     plain_error("client is not initialized (call __init__ first)")
+}
+
+/// The behavior flags the methods need around their I/O, mirrored in the client object so that no
+/// method reads the core's behaviors (a core lock, and a clone of them) while attached. Every
+/// change of the core's behaviors goes through `init.rs` (`init`, `clone`, `set_behaviors`), which
+/// stores the mirror from the `Behaviors` the core keeps; `set_behaviors` does it under the core's
+/// lock, so concurrent calls leave the mirror as they leave the core.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct BehaviorFlags {
+    /// `cas`: gets and cas are allowed.
+    pub cas: bool,
+    /// `verify_keys`: a key the core refuses is a failed store or delete, not an error.
+    pub verify_keys: bool,
+    /// fastmc's `get_multi_raise_on_error`.
+    pub get_multi_raise_on_error: bool,
+    /// `_noreply`: every write is a `noreply` one.
+    pub noreply: bool,
+}
+
+impl BehaviorFlags {
+    pub(in crate::py) fn of(b: &Behaviors) -> Self {
+        BehaviorFlags {
+            cas: b.cas,
+            verify_keys: b.verify_keys,
+            get_multi_raise_on_error: b.get_multi_raise_on_error,
+            noreply: b.noreply,
+        }
+    }
+
+    /// Packed for an atomic; bit 3 says the client is initialized (0 is "no flags yet").
+    pub(in crate::py) fn bits(self) -> u8 {
+        8 | u8::from(self.cas)
+            | u8::from(self.verify_keys) << 1
+            | u8::from(self.get_multi_raise_on_error) << 2
+            | u8::from(self.noreply) << 4
+    }
+
+    /// `None` before the client was initialized.
+    pub(in crate::py) fn from_bits(bits: u8) -> Option<Self> {
+        (bits & 8 != 0).then_some(BehaviorFlags {
+            cas: bits & 1 != 0,
+            verify_keys: bits & 2 != 0,
+            get_multi_raise_on_error: bits & 4 != 0,
+            noreply: bits & 16 != 0,
+        })
+    }
 }
