@@ -1,6 +1,7 @@
 //! The one way from a Python method into the core: `detached` (and `released`, for blocking work
-//! that needs no core handle: a TLS setup, a large value compressed, an asyncio call's wait). Owns the rule below; uses `client::PyClient` for its core
-//! handle and `crate::client::Client`; builds no result and no message of its own.
+//! that needs no core handle: a TLS setup, a large value compressed, an asyncio call's wait).
+//! Owns the rule below; uses `client::state::PyClient` for its core handle and
+//! `crate::client::Client`; builds no result and no message of its own.
 //!
 //! The rule, for every method that does I/O or takes a core lock:
 //! 1. convert every argument while attached to the interpreter (this may run Python code: a
@@ -17,7 +18,7 @@
 use pyo3::marker::Ungil;
 use pyo3::prelude::*;
 
-use super::client::PyClient;
+use super::client::state::{not_initialized, PyClient};
 use crate::client::{Client, Quick, Tally};
 use crate::error::Result as CoreResult;
 
@@ -57,14 +58,12 @@ where
     // it, without the lock, for anything else: work with the interpreter released, or the
     // listeners (Python code, which may do anything).
     let guard = client.core.read();
-    let core = guard
-        .as_deref()
-        .ok_or_else(super::client::not_initialized)?;
+    let core = guard.as_deref().ok_or_else(not_initialized)?;
     let r = match start(core) {
         Quick::Done(r) if !core.events_pending() => return Ok(Some(r)),
         q => q,
     };
-    let core = guard.clone().ok_or_else(super::client::not_initialized)?;
+    let core = guard.clone().ok_or_else(not_initialized)?;
     drop(guard);
     let r = match r {
         Quick::Done(r) => Some(r),

@@ -45,7 +45,7 @@ fn _zstd_train<'py>(
 #[pymodule(gil_used = false)]
 fn _fastmc(m: &Bound<'_, PyModule>) -> PyResult<()> {
     let py = m.py();
-    m.add_class::<client::PyClient>()?;
+    m.add_class::<client::state::PyClient>()?;
     m.add_class::<aio::PyAioClient>()?;
     m.add_class::<aio::PyMailbox>()?;
     m.add_class::<aio::PyDirect>()?;

@@ -10,7 +10,8 @@ use crate::dispatch::request::{Keys, Outcome};
 use crate::error::Error as CoreError;
 use crate::protocol::StoreCmd;
 use crate::py::args::{join_key, key_obj};
-use crate::py::client::{admin, lease, multi, single, PyClient};
+use crate::py::client::state::PyClient;
+use crate::py::client::{admin, lease, multi, single};
 use crate::py::errors::{self, Op};
 use pyo3::types::PyList;
 

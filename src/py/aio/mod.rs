@@ -40,7 +40,7 @@ use super::args::{pin, MaybeArg};
 use super::client::admin::{flush_delay, stats_args};
 use super::client::multi::StoreMultiArgs;
 use super::client::single::{cas_args, StoreArgs};
-use super::client::PyClient;
+use super::client::state::PyClient;
 use crate::client::op::admin::{Flush, Stats};
 use crate::dispatch::request::Request;
 use crate::dispatch::Dispatcher;

@@ -26,7 +26,7 @@ use crate::py::args::{
 use crate::py::client::lease;
 use crate::py::client::multi::{self, StoreMultiArgs};
 use crate::py::client::single::{self, StoreArgs};
-use crate::py::client::PyClient;
+use crate::py::client::state::PyClient;
 
 // Lives on the stack for the length of one call: boxing the request would cost an allocation.
 #[allow(clippy::large_enum_variant)]

@@ -9,7 +9,7 @@ use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList};
 
-use super::PyClient;
+use super::state::PyClient;
 use crate::client::op::meta::MetaVerb;
 use crate::error::Error as CoreError;
 use crate::py::args::*;

@@ -10,7 +10,7 @@ use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::types::PyBytes;
 
-use super::PyClient;
+use super::state::PyClient;
 use crate::py::errors;
 use crate::py::serde;
 use crate::py::stored;

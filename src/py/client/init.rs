@@ -12,8 +12,7 @@ use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyInt, PyString};
 
-use super::state::BehaviorFlags;
-use super::{PyClient, DEFAULT_MAX_INFLATE};
+use super::state::{BehaviorFlags, PyClient, DEFAULT_MAX_INFLATE};
 use crate::behaviors::{
     Behaviors, Rejected, ALL_BEHAVIORS, FASTMC_BEHAVIORS, RC_INVALID_ARGUMENTS,
 };

@@ -8,7 +8,8 @@
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 
-use super::{multi, single, PyClient};
+use super::state::PyClient;
+use super::{multi, single};
 use crate::client::op::meta::MetaVerb;
 use crate::client::MetaOutcome;
 use crate::error::Error as CoreError;

@@ -5,7 +5,7 @@
 
 use pyo3::prelude::*;
 
-use super::PyClient;
+use super::state::PyClient;
 use crate::client::Membership;
 use crate::py::errors::{self, Op};
 use crate::py::io::detached;

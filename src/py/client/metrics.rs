@@ -7,7 +7,7 @@ use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList};
 use pyo3::IntoPyObjectExt;
 
-use super::PyClient;
+use super::state::PyClient;
 use crate::metrics::hot::HotKey;
 use crate::metrics::{LatencySnapshot, MetricsSnapshot, Value, FAMILIES, SCHEMA};
 use crate::py::args::{pin, str_or_bytes, ArgPos};

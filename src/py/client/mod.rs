@@ -13,7 +13,7 @@ pub(crate) mod membership;
 pub(crate) mod metrics;
 pub(crate) mod multi;
 pub(crate) mod single;
-mod state;
+pub(crate) mod state;
 
 use std::sync::atomic::Ordering;
 
@@ -23,8 +23,7 @@ use pyo3::types::{PyBytes, PyDict, PyList, PyTuple};
 use super::args::{pin, MaybeArg};
 use crate::protocol::StoreCmd;
 use single::StoreArgs;
-pub(in crate::py) use state::not_initialized;
-pub(crate) use state::{PyClient, DEFAULT_MAX_INFLATE};
+use state::PyClient;
 
 #[pymethods]
 impl PyClient {

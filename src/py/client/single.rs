@@ -10,7 +10,7 @@ use std::sync::atomic::Ordering;
 use pyo3::prelude::*;
 use pyo3::IntoPyObjectExt;
 
-use super::PyClient;
+use super::state::PyClient;
 use crate::client::op::arith::Create;
 use crate::client::{Fetched, StoreItem, StoreStatus};
 use crate::error::Error as CoreError;

@@ -14,7 +14,7 @@ use crate::client::{StoreItem, StoreStatus};
 use crate::error::Error as CoreError;
 use crate::protocol::StoreCmd;
 use crate::py::args::{self, *};
-use crate::py::client::PyClient;
+use crate::py::client::state::PyClient;
 use crate::py::errors::{self, Op};
 use crate::py::io::detached;
 
