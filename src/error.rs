@@ -126,44 +126,63 @@ impl Error {
     /// Whether a connection may go back to the pool after this error: only errors that were a
     /// complete, well-formed reply (or that happened before anything was sent) qualify.
     pub fn is_resumable(&self) -> bool {
-        matches!(
-            self,
-            Error::ClientError(_)
-                | Error::ServerError(_)
-                | Error::TooBig
-                | Error::OutOfMemory
-                | Error::UnknownCommand
-                | Error::BadKey(_)
-                | Error::NotSupported(_)
-                | Error::Auth(_)
-                | Error::UnknownStatus(_)
-        )
+        self.kind().resumable
     }
 
     /// libmemcached's return code for this error (pylibmc exposes it as `retcode`).
     pub fn retcode(&self) -> u32 {
-        match self {
-            Error::HostLookup(_) => 2,
-            Error::Connect(_) => 3,
-            Error::Write(_) => 5,
-            Error::Read(_) => 6,
-            Error::Timeout => 31,
-            Error::Protocol(_) => 8,
-            Error::ServerDown => 47,
-            Error::ServerDead => 35,
-            Error::ClientError(_) => 9,
-            Error::ServerError(_) => 10,
-            Error::TooBig => 37,
-            Error::OutOfMemory => 48,
-            Error::UnknownCommand => 8,
-            Error::BadKey(_) => 33,
-            Error::NotSupported(_) => 28,
-            Error::NoServers => 20,
-            Error::Auth(_) => 41,
-            Error::UnknownStatus(_) => 7,
-            Error::Alloc(_) => 17,
+        self.kind().retcode
+    }
+
+    /// What this error is, as the table below says.
+    pub fn kind(&self) -> Kind {
+        // One row per variant: libmemcached's return code, whether the connection stays usable
+        // (a complete reply, or nothing sent), and whether it counts against the server's
+        // health (`server::health::verdict`, which adds only its context rules). The binding
+        // names pylibmc's class from the return code (`py::errors`).
+        let (retcode, resumable, blames_server) = match self {
+            //                               code  resumable  blames the server
+            Error::HostLookup(_) => (2, false, true),
+            Error::Connect(_) => (3, false, true),
+            Error::Write(_) => (5, false, true),
+            Error::Read(_) => (6, false, true),
+            Error::Timeout => (31, false, true),
+            Error::Protocol(_) => (8, false, true),
+            // Skipped already: the server's record is what raised it.
+            Error::ServerDown => (47, false, false),
+            Error::ServerDead => (35, false, false),
+            // A reply to one request: the server is alive and the stream in sync.
+            Error::ClientError(_) => (9, true, false),
+            Error::ServerError(_) => (10, true, false),
+            Error::TooBig => (37, true, false),
+            Error::OutOfMemory => (48, true, false),
+            Error::UnknownCommand => (8, true, false),
+            Error::UnknownStatus(_) => (7, true, false),
+            Error::Auth(_) => (41, true, false),
+            // Refused before anything was sent: a key, or a configuration.
+            Error::BadKey(_) => (33, true, false),
+            Error::NotSupported(_) => (28, true, false),
+            Error::NoServers => (20, false, false),
+            // The client's own memory: the reply is left unread, the connection dropped.
+            Error::Alloc(_) => (17, false, false),
+        };
+        Kind {
+            retcode,
+            resumable,
+            blames_server,
         }
     }
+}
+
+/// What an error is (`Error::kind`), as data.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Kind {
+    /// libmemcached's return code.
+    pub retcode: u32,
+    /// The connection may go back to the pool.
+    pub resumable: bool,
+    /// The failure counts against the server's health (unless its context says otherwise).
+    pub blames_server: bool,
 }
 
 impl fmt::Display for Error {

@@ -180,56 +180,54 @@ impl Op {
     }
 }
 
-/// The pylibmc exception class raised for libmemcached return code `rc` (as `of_class` maps the
-/// core's errors).
-pub fn class_name_of_retcode(rc: u32) -> &'static str {
-    match rc {
-        2 => "HostLookupError",
-        3 => "ConnectionError",
-        5 => "WriteError",
-        6 => "ReadError",
-        7 => "UnknownReadFailure",
-        8 => "ProtocolError",
-        9 => "ClientError",
-        10 | 48 => "ServerError",
-        17 => "AllocationError",
-        20 => "NoServers",
-        28 => "NotSupportedError",
-        33 => "BadKeyProvided",
-        35 => "ServerDead",
-        37 => "TooBig",
-        47 => "ServerDown",
-        _ => "Error", // timeouts (31) and authentication failures (41) among them
-    }
+/// pylibmc's exception class for each libmemcached return code the core's errors have
+/// (`Error::kind`), once: `class_name_of_retcode` (for `metrics()`) and `of_class` (raising)
+/// both follow it.
+macro_rules! retcode_classes {
+    (otherwise $other:ident; $($rc:pat => $class:ident $(in $module:ident)?,)*) => {
+        /// The pylibmc exception class raised for libmemcached return code `rc`.
+        pub fn class_name_of_retcode(rc: u32) -> &'static str {
+            match rc {
+                $($rc => stringify!($class),)*
+                _ => stringify!($other),
+            }
+        }
+
+        /// An exception of the pylibmc class for a core error (by its return code), built
+        /// lazily with `args`.
+        fn of_class<A>(e: &CoreError, args: A) -> PyErr
+        where
+            A: PyErrArguments + Send + Sync + 'static,
+        {
+            match e.retcode() {
+                $($rc => $($module::)? $class::new_err(args),)*
+                _ => $other::new_err(args),
+            }
+        }
+    };
 }
 
-/// An exception of the pylibmc class for a core error (the libmemcached code is
-/// `CoreError::retcode`), built lazily with `args`.
-fn of_class<A>(e: &CoreError, args: A) -> PyErr
-where
-    A: PyErrArguments + Send + Sync + 'static,
-{
-    match e {
-        CoreError::HostLookup(_) => HostLookupError::new_err(args),
-        CoreError::Connect(_) => ConnectionError::new_err(args),
-        CoreError::Write(_) => WriteError::new_err(args),
-        CoreError::Read(_) => ReadError::new_err(args),
-        // libmemcached's MEMCACHED_TIMEOUT has no class of its own in pylibmc.
-        CoreError::Timeout => Error::new_err(args),
-        CoreError::Protocol(_) | CoreError::UnknownCommand => ProtocolError::new_err(args),
-        CoreError::ServerDown => ServerDown::new_err(args),
-        CoreError::ServerDead => ServerDead::new_err(args),
-        CoreError::ClientError(_) => ClientError::new_err(args),
-        CoreError::ServerError(_) | CoreError::OutOfMemory => ServerError::new_err(args),
-        CoreError::TooBig => TooBig::new_err(args),
-        CoreError::BadKey(_) => compat::BadKeyProvided::new_err(args),
-        CoreError::NotSupported(_) => NotSupportedError::new_err(args),
-        CoreError::NoServers => NoServers::new_err(args),
-        // libmemcached's AUTH_FAILURE (41) has no class of its own in pylibmc.
-        CoreError::Auth(_) => Error::new_err(args),
-        CoreError::UnknownStatus(_) => UnknownReadFailure::new_err(args),
-        CoreError::Alloc(_) => AllocationError::new_err(args),
-    }
+retcode_classes! {
+    // libmemcached's TIMEOUT (31) and AUTH_FAILURE (41) have no class of their own in pylibmc
+    otherwise Error;
+    2 => HostLookupError,
+    3 => ConnectionError,
+    5 => WriteError,
+    6 => ReadError,
+    7 => UnknownReadFailure,
+    // a reply that is not the protocol, and a command the server did not know (ERROR)
+    8 => ProtocolError,
+    9 => ClientError,
+    // SERVER_ERROR, and out of memory storing an object
+    10 | 48 => ServerError,
+    17 => AllocationError,
+    20 => NoServers,
+    28 => NotSupportedError,
+    // (the compatible class: also what pylibmc raised for such a key, see `compat`)
+    33 => BadKeyProvided in compat,
+    35 => ServerDead,
+    37 => TooBig,
+    47 => ServerDown,
 }
 
 /// `error <rc> from <op>[(<key>)]: <detail>`, of the core error's class (pylibmc prints at most

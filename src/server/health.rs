@@ -83,28 +83,13 @@ pub fn verdict(e: &Error, ctx: FailureContext) -> Verdict {
     if ctx.keyless_admin && e.is_stale_connection() {
         return Verdict::ConnectionOnly;
     }
-    match e {
-        Error::HostLookup(_)
-        | Error::Connect(_)
-        | Error::Write(_)
-        | Error::Read(_)
-        | Error::Timeout
-        | Error::Protocol(_) => Verdict::CountsAgainstServer,
-        // A reply to one request, a key or a configuration refused, the client's own memory,
-        // or a server skipped already: the server's health is not in question.
-        Error::ServerDown
-        | Error::ServerDead
-        | Error::ClientError(_)
-        | Error::ServerError(_)
-        | Error::TooBig
-        | Error::OutOfMemory
-        | Error::UnknownCommand
-        | Error::BadKey(_)
-        | Error::NotSupported(_)
-        | Error::NoServers
-        | Error::Auth(_)
-        | Error::UnknownStatus(_)
-        | Error::Alloc(_) => Verdict::ConnectionOnly,
+    // Otherwise the error's kind says (`Error::kind`): a failure to reach or hear the server
+    // counts against it; a reply to one request, a key or a configuration refused, the client's
+    // own memory, or a server skipped already does not.
+    if e.kind().blames_server {
+        Verdict::CountsAgainstServer
+    } else {
+        Verdict::ConnectionOnly
     }
 }
 
