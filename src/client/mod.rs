@@ -27,8 +27,8 @@
 //! - `sink`: replies turned into per-key outcomes (no socket); a large value keeping its read
 //!   buffer (`claim`); a fetch's result (`fetched`).
 //!
-//! This file: `Client`, its construction, the snapshot an operation takes, events and metrics,
-//! and the public result types. Depends on `server`,
+//! This file: `Client`, its construction, the snapshot an operation takes, events and metrics;
+//! what its calls answer is in `results`. Depends on `server`,
 //! `connection`, `protocol`, `ring`, `behaviors`, `error`. Never on Python.
 
 mod batch;
@@ -46,6 +46,7 @@ mod probe;
 mod quiet;
 mod replicas;
 mod replies;
+pub mod results;
 mod sink;
 mod snapshot;
 mod stall;
@@ -77,77 +78,7 @@ pub use topology::Membership;
 use topology::Topology;
 
 pub use crate::protocol::StoreItem;
-
-/// A server as given by the user.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct ServerSpec {
-    pub address: Address,
-    pub weight: u32,
-}
-
-/// A fetched value: its flags, its CAS unique, and where its bytes are in `Fetched::data`.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Item {
-    pub flags: u32,
-    pub cas: Option<u64>,
-    start: usize,
-    len: usize,
-    /// A large value kept in the read buffer it arrived in: which of `Fetched::owned`.
-    own: Option<usize>,
-}
-
-impl Item {
-    fn new(flags: u32, cas: Option<u64>, start: usize, len: usize) -> Item {
-        Item {
-            flags,
-            cas,
-            start,
-            len,
-            own: None,
-        }
-    }
-
-    /// A value of `len` bytes in `Fetched::owned[own]`.
-    fn owned(flags: u32, cas: Option<u64>, own: usize, len: usize) -> Item {
-        Item {
-            own: Some(own),
-            ..Item::new(flags, cas, 0, len)
-        }
-    }
-}
-
-/// The full answer to one meta command (`Client::meta_command`): its code (`VA`, `HD`, `EN`,
-/// `NF`, `NS`, `EX`), its flags as the server sent them, and a `VA`'s data block.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct MetaOutcome {
-    pub code: [u8; 2],
-    pub flags: Vec<u8>,
-    pub data: Option<Vec<u8>>,
-}
-
-impl MetaOutcome {
-    /// The token of flag `c` (`Some(b"")` for a flag without one), if the server sent it.
-    pub fn flag(&self, c: u8) -> Option<&[u8]> {
-        crate::protocol::meta::flag(&self.flags, c)
-    }
-
-    /// The numeric token of flag `c`, if sent and a number.
-    pub fn number(&self, c: u8) -> Option<u64> {
-        std::str::from_utf8(self.flag(c)?).ok()?.parse().ok()
-    }
-}
-
-/// What a storage command answered.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum StoreStatus {
-    Stored,
-    NotStored,
-    Exists,
-    NotFound,
-}
-
-/// One server's `stats` reply: (name, value) pairs.
-pub type Stats = Vec<(Vec<u8>, Vec<u8>)>;
+pub use results::{Item, MetaOutcome, ServerSpec, Stats, StoreStatus};
 
 /// A memcached client over a list of servers, shared by any number of threads: no lock is held
 /// across I/O (each server keeps its own pool of idle connections), and a configuration change
