@@ -9,9 +9,11 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Instant;
 
+use super::results::ServerSpec;
 use super::snapshot::Snapshot;
 use super::topology::{note_servers, Membership};
-use super::{Client, EventKind, ServerSpec};
+use super::Client;
+use super::EventKind;
 use crate::behaviors::{Behaviors, Rejected};
 use crate::error::{Error, Result};
 

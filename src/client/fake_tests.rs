@@ -8,7 +8,9 @@ use std::sync::Arc;
 
 use super::op::arith::Create;
 use super::op::meta::MetaVerb;
-use super::{Client, ServerSpec, StoreStatus};
+use super::results::ServerSpec;
+use super::results::StoreStatus;
+use super::Client;
 use crate::behaviors::Behaviors;
 use crate::connection::Address;
 use crate::error::Error;

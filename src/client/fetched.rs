@@ -3,7 +3,8 @@
 //! finished into it. No I/O.
 
 use super::keys;
-use super::{sink, Item};
+use super::results::Item;
+use super::sink;
 use crate::error::{Error, Result};
 
 /// What a fetch returns: one outcome per key; the values' bytes are kept together in one buffer

@@ -35,10 +35,10 @@ mod batch;
 mod calls;
 mod claim;
 mod config;
-mod drive;
-mod fetched;
+pub mod drive;
+pub mod fetched;
 mod inflight;
-mod keys;
+pub mod keys;
 pub mod op;
 pub mod pin;
 mod plan;
@@ -47,10 +47,10 @@ mod quiet;
 mod replicas;
 mod replies;
 pub mod results;
-mod sink;
+pub(crate) mod sink;
 mod snapshot;
 mod stall;
-mod topology;
+pub mod topology;
 mod warm;
 
 #[cfg(test)]
@@ -67,18 +67,10 @@ use crate::connection::Address;
 use crate::error::{Error, Result};
 use crate::server::health::{self, FailureContext, Verdict};
 use crate::server::Peek;
-pub use drive::{Begun, Quick, Step, Unfinished};
-pub use fetched::Fetched;
-pub use keys::Keys;
-pub(crate) use keys::{spare_keep, spare_take, Reusable, Spares};
-pub use op::{Args, Op, Outcome};
-pub(crate) use sink::Tally;
+use fetched::Fetched;
+use results::{MetaOutcome, ServerSpec, Stats, StoreStatus};
 use snapshot::Snapshot;
-pub use topology::Membership;
 use topology::Topology;
-
-pub use crate::protocol::StoreItem;
-pub use results::{Item, MetaOutcome, ServerSpec, Stats, StoreStatus};
 
 /// A memcached client over a list of servers, shared by any number of threads: no lock is held
 /// across I/O (each server keeps its own pool of idle connections), and a configuration change

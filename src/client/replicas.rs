@@ -14,9 +14,11 @@
 use std::borrow::Cow;
 
 use super::batch::{Batches, ServerBatch};
+use super::fetched::Fetched;
+use super::results::Item;
 use super::sink::{fetch_arena, GetSink};
 use super::snapshot::Snapshot;
-use super::{Client, Fetched, Item};
+use super::Client;
 use crate::error::Error;
 use crate::metrics::Family;
 use crate::server::health::{verdict, FailureContext, Verdict};

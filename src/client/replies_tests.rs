@@ -4,8 +4,8 @@ use std::borrow::Cow;
 
 use super::*;
 use crate::client::batch::ServerBatch;
+use crate::client::results::StoreStatus;
 use crate::client::sink::{LineSink, Sink};
-use crate::client::StoreStatus;
 
 type Stores = LineSink<StoreStatus, fn(Reply<'_>) -> Result<StoreStatus>>;
 

@@ -12,7 +12,8 @@ use std::sync::atomic::Ordering::Relaxed;
 
 use super::claim::Claims;
 use super::keys::{spare_bytes, Origin};
-use super::{Item, StoreStatus};
+use super::results::Item;
+use super::results::StoreStatus;
 use crate::error::{Error, Result};
 use crate::metrics::ServerMetrics;
 use crate::protocol::{Reply, ReplyKind};
@@ -74,7 +75,7 @@ impl Tally for StoreStatus {
 impl Tally for bool {}
 impl Tally for Option<u64> {}
 impl Tally for () {}
-impl Tally for super::MetaOutcome {}
+impl Tally for super::results::MetaOutcome {}
 
 /// A per-key outcome table.
 pub(super) struct Outcomes<T> {
@@ -192,7 +193,7 @@ impl WireKeys for &[Cow<'_, [u8]>] {
     }
 }
 
-impl WireKeys for super::Keys {
+impl WireKeys for super::keys::Keys {
     fn count(&self) -> usize {
         self.len()
     }

@@ -5,7 +5,7 @@ use std::borrow::Cow;
 use super::*;
 use crate::client::claim::CLAIM_FROM;
 use crate::client::quiet::QuietBatch;
-use crate::client::StoreStatus;
+use crate::client::results::StoreStatus;
 use crate::protocol::MetaStatus;
 
 fn get_sink<'a>(wire: &'a [Cow<'a, [u8]>]) -> GetSink<&'a [Cow<'a, [u8]>]> {
@@ -327,7 +327,7 @@ fn a_resumable_line_error_is_the_key_outcome_a_broken_one_is_returned() {
 #[test]
 fn owned_wire_keys_match_hits_as_the_borrowed_ones_do() {
     let keys = wire(&[b"", b"a", b"bb", b"a-long-key"]);
-    let owned = crate::client::Keys::of(&keys);
+    let owned = crate::client::keys::Keys::of(&keys);
     assert_eq!(owned.count(), 4);
     assert_eq!(owned.key(0), b"");
     assert_eq!(owned.key(3), b"a-long-key");

@@ -10,7 +10,7 @@
 
 use std::sync::Arc;
 
-use super::ServerSpec;
+use super::results::ServerSpec;
 use crate::connection::Address;
 use crate::ring::{RingServer, RingSettings};
 use crate::server::Server;

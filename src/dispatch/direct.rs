@@ -23,8 +23,11 @@ use rustix::time::{
     timerfd_create, timerfd_settime, Itimerspec, TimerfdClockId, TimerfdFlags, TimerfdTimerFlags,
 };
 
-use super::request::{Outcome, Request};
-use crate::client::{Begun, Client, Step};
+use super::request::Request;
+use crate::client::drive::Begun;
+use crate::client::drive::Step;
+use crate::client::op::Outcome;
+use crate::client::Client;
 use crate::connection::to_timespec;
 
 /// How many times `ready` looks again when the connections moved, before it lets the loop run.

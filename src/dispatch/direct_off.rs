@@ -15,7 +15,8 @@ use std::marker::PhantomData;
 use std::os::fd::{AsRawFd, RawFd};
 use std::time::Instant;
 
-use super::request::{Outcome, Request};
+use super::request::Request;
+use crate::client::op::Outcome;
 use crate::client::Client;
 
 /// As in `direct.rs`; only `Waiting` is ever made here.

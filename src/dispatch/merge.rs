@@ -8,8 +8,9 @@
 
 use std::collections::HashSet;
 
-use super::request::{execute_merged, Op, Request};
+use super::request::{execute_merged, Request};
 use super::{Done, Job};
+use crate::client::op::Op;
 use crate::client::Client;
 
 /// What a request may share one blocking call with (`None`: it runs alone, as one placed by a
@@ -87,8 +88,9 @@ fn run_group(client: &Client, group: Vec<Job>) {
 
 #[cfg(test)]
 mod tests {
-    use super::super::request::{Items, Keys, Request};
+    use super::super::request::{Items, Request};
     use super::groups;
+    use crate::client::keys::Keys;
     use crate::client::op::admin::Stats;
     use crate::client::op::{
         delete::Delete,
@@ -96,8 +98,8 @@ mod tests {
         meta::{Meta, MetaVerb},
         store::Store,
     };
-    use crate::client::StoreItem;
     use crate::protocol::StoreCmd;
+    use crate::protocol::StoreItem;
 
     fn get(cas: bool, touch: Option<u32>, key: &[u8]) -> Request {
         Request::new(Get { cas, touch }, Keys::of(&[key]))

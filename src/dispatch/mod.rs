@@ -49,10 +49,11 @@ use std::sync::Arc;
 
 use parking_lot::{Mutex, RwLock};
 
+use crate::client::op::Outcome;
 use crate::client::Client;
 use crate::connection::Address;
 use crate::error::{Error, Result};
-use request::{Outcome, Request};
+use request::Request;
 
 /// At most this many queued requests are run as one batch by a worker.
 const MAX_BATCH: usize = 512;

@@ -5,9 +5,11 @@
 
 use std::sync::Arc;
 
+use crate::client::keys::Keys;
+use crate::client::op::{Args, Op, Outcome};
 use crate::client::pin;
-pub use crate::client::{Args, Keys, Op, Outcome};
-use crate::client::{Client, StoreItem};
+use crate::client::Client;
+use crate::protocol::StoreItem;
 
 /// Storage items with their values in one buffer. When dropped, its buffers are kept for the
 /// next `Items` made on the same thread (`SPARE`), as `Keys` keeps its own: a large request's
@@ -27,7 +29,13 @@ struct Bufs {
     meta: Vec<(u32, u32, u64, usize)>,
 }
 
-use crate::client::{spare_keep, spare_take, Reusable, Spares};
+use crate::client::keys::spare_keep;
+
+use crate::client::keys::spare_take;
+
+use crate::client::keys::Reusable;
+
+use crate::client::keys::Spares;
 
 thread_local! {
     static SPARE: Spares<Bufs> = const { std::cell::RefCell::new(Vec::new()) };
@@ -206,7 +214,7 @@ pub(super) fn execute_merged(client: &Client, reqs: &[Request]) -> Vec<Outcome> 
 #[cfg(test)]
 mod tests {
     use super::Items;
-    use crate::client::StoreItem;
+    use crate::protocol::StoreItem;
 
     fn item<'a>(key: &'a [u8], data: &'a [u8]) -> StoreItem<'a> {
         StoreItem {

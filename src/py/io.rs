@@ -19,7 +19,9 @@ use pyo3::marker::Ungil;
 use pyo3::prelude::*;
 
 use super::client::state::{not_initialized, PyClient};
-use crate::client::{Client, Quick, Tally};
+use crate::client::drive::Quick;
+use crate::client::sink::Tally;
+use crate::client::Client;
 use crate::error::Result as CoreResult;
 
 /// Run `f` on `client`'s core with the interpreter released; re-attached, return what it returned.

@@ -8,7 +8,7 @@ use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyTuple};
 
 use super::errors::{plain_error, NotSupportedError};
-use crate::client::ServerSpec;
+use crate::client::results::ServerSpec;
 use crate::connection::Address;
 
 const SERVER_TYPE_TCP: i64 = 1;

@@ -7,9 +7,10 @@
 use super::{Access, Args, Operation};
 use crate::client::batch::ServerBatch;
 use crate::client::plan::Plan;
+use crate::client::results::Stats as ServerStats;
 use crate::client::sink::{unexpected, LineMap, LineSink, Sink, WireKeys};
 use crate::client::snapshot::Snapshot;
-use crate::client::{Client, Stats as ServerStats};
+use crate::client::Client;
 use crate::connection::Address;
 use crate::error::{Error, Result};
 use crate::metrics::Family;

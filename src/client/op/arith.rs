@@ -11,9 +11,10 @@
 use super::meta::learn_meta_support;
 use super::{Args, Operation, REQUEST_BYTES};
 use crate::client::plan::{plan, Plan};
+use crate::client::results::StoreStatus;
 use crate::client::sink::{unexpected, LineMap, LineSink, WireKeys};
 use crate::client::snapshot::Snapshot;
-use crate::client::{Client, StoreStatus};
+use crate::client::Client;
 use crate::error::Result;
 use crate::metrics::Family;
 use crate::protocol::{binary, meta, text, Reply, ReplyKind, StoreCmd, StoreItem};

@@ -15,11 +15,13 @@
 use std::collections::HashMap;
 
 use super::{Access, Args, Operation};
+use crate::client::fetched::Fetched;
 use crate::client::plan::{plan, Plan};
 use crate::client::replicas;
+use crate::client::results::Item;
 use crate::client::sink::{fetch_arena, GetSink, Sink, WireKeys};
 use crate::client::snapshot::Snapshot;
-use crate::client::{Client, Fetched, Item};
+use crate::client::Client;
 use crate::error::Error;
 use crate::metrics::Family;
 

@@ -6,7 +6,8 @@
 use pyo3::prelude::*;
 use pyo3::IntoPyObjectExt;
 
-use crate::dispatch::request::{Keys, Outcome};
+use crate::client::keys::Keys;
+use crate::client::op::Outcome;
 use crate::error::Error as CoreError;
 use crate::protocol::StoreCmd;
 use crate::py::args::{join_key, key_obj};

@@ -9,6 +9,7 @@ use pyo3::types::PyTuple;
 use pyo3::IntoPyObjectExt;
 
 use super::finish::Finish;
+use crate::client::keys::Keys;
 use crate::client::op::{
     arith::Arith,
     delete::Delete,
@@ -17,9 +18,9 @@ use crate::client::op::{
     store::Store,
     touch::Touch,
 };
-use crate::client::StoreItem;
-use crate::dispatch::request::{Items, Keys, Request};
+use crate::dispatch::request::{Items, Request};
 use crate::protocol::StoreCmd;
+use crate::protocol::StoreItem;
 use crate::py::args::{
     check_key_len, key_obj, multi_keys, prefix_bytes, uint_mask, ArgPos, MaybeArg,
 };

@@ -18,8 +18,9 @@ use super::idle_wait::IdleWait;
 use super::order;
 use super::prepare::Prepared;
 use super::PyAioClient;
+use crate::client::op::Outcome;
 use crate::dispatch::direct::Progress;
-use crate::dispatch::request::{Outcome, Request};
+use crate::dispatch::request::Request;
 use crate::dispatch::{Direct, Done, Mailbox};
 use crate::py::errors;
 

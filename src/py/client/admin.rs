@@ -129,7 +129,7 @@ fn fetch_stats(
 ) -> PyResult<
     Vec<(
         crate::connection::Address,
-        crate::error::Result<crate::client::Stats>,
+        crate::error::Result<crate::client::results::Stats>,
     )>,
 > {
     let args = stats_args(stat_args)?;
@@ -157,7 +157,9 @@ pub(super) fn stats_lines(
 }
 
 /// A server's stats, or get_stats' error for them.
-fn stats_or_error(r: crate::error::Result<crate::client::Stats>) -> PyResult<crate::client::Stats> {
+fn stats_or_error(
+    r: crate::error::Result<crate::client::results::Stats>,
+) -> PyResult<crate::client::results::Stats> {
     match r {
         Ok(s) => Ok(s),
         Err(CoreError::UnknownCommand) | Err(CoreError::ClientError(_)) => {
@@ -186,7 +188,7 @@ pub(crate) fn stats_reply(
     py: Python<'_>,
     results: Vec<(
         crate::connection::Address,
-        crate::error::Result<crate::client::Stats>,
+        crate::error::Result<crate::client::results::Stats>,
     )>,
 ) -> PyResult<Py<PyList>> {
     let out = PyList::empty(py);

@@ -11,7 +11,7 @@ use pyo3::types::PyDict;
 use super::state::PyClient;
 use super::{multi, single};
 use crate::client::op::meta::MetaVerb;
-use crate::client::MetaOutcome;
+use crate::client::results::MetaOutcome;
 use crate::error::Error as CoreError;
 use crate::py::args::*;
 use crate::py::errors::{self, Op};

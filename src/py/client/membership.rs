@@ -6,7 +6,7 @@
 use pyo3::prelude::*;
 
 use super::state::PyClient;
-use crate::client::Membership;
+use crate::client::topology::Membership;
 use crate::py::errors::{self, Op};
 use crate::py::io::detached;
 use crate::py::servers::parse_servers;

@@ -15,7 +15,7 @@ use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList, PyString};
 
 use super::state::PyClient;
-use crate::client::Fetched;
+use crate::client::fetched::Fetched;
 use crate::error::Error as CoreError;
 use crate::protocol::{is_text_key, MAX_KEY_LEN};
 use crate::py::args::*;

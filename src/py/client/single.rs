@@ -11,10 +11,12 @@ use pyo3::prelude::*;
 use pyo3::IntoPyObjectExt;
 
 use super::state::PyClient;
+use crate::client::fetched::Fetched;
 use crate::client::op::arith::Create;
-use crate::client::{Fetched, StoreItem, StoreStatus};
+use crate::client::results::StoreStatus;
 use crate::error::Error as CoreError;
 use crate::protocol::StoreCmd;
+use crate::protocol::StoreItem;
 use crate::py::args::{self, *};
 use crate::py::errors::{self, Op};
 use crate::py::io::{detached, noreply_write};

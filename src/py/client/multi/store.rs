@@ -10,7 +10,9 @@ use std::collections::HashMap;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList, PyString};
 
-use crate::client::{StoreItem, StoreStatus};
+use crate::protocol::StoreItem;
+
+use crate::client::results::StoreStatus;
 use crate::error::Error as CoreError;
 use crate::protocol::StoreCmd;
 use crate::py::args::{self, *};
