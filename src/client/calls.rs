@@ -12,7 +12,7 @@ use super::op::meta::{Meta, MetaVerb};
 use super::op::store::Store;
 use super::op::touch::Touch;
 use super::op::{Args, Operation};
-use crate::client::drive::Quick;
+use crate::client::drive::noreply::Quick;
 use crate::client::fetched::Fetched;
 use crate::client::results::MetaOutcome;
 use crate::client::results::Stats as ServerStats;

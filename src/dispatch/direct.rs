@@ -24,8 +24,8 @@ use rustix::time::{
 };
 
 use super::request::Request;
-use crate::client::drive::Begun;
-use crate::client::drive::Step;
+use crate::client::drive::selector::Begun;
+use crate::client::drive::selector::Step;
 use crate::client::op::Outcome;
 use crate::client::Client;
 use crate::connection::to_timespec;

@@ -19,7 +19,7 @@ use pyo3::marker::Ungil;
 use pyo3::prelude::*;
 
 use super::client::state::{not_initialized, PyClient};
-use crate::client::drive::Quick;
+use crate::client::drive::noreply::Quick;
 use crate::client::sink::Tally;
 use crate::client::Client;
 use crate::error::Result as CoreResult;

@@ -6,12 +6,9 @@
 //! whatever `op::Operation` planned.
 
 mod blocking;
-mod noreply;
-mod selector;
+pub mod noreply;
+pub mod selector;
 mod steps;
-
-pub use noreply::{Quick, Unfinished};
-pub use selector::{Begun, Step};
 
 /// After this many unwaited `noreply` writes on a connection, the next one waits for the server
 /// to catch up (`ServerBatch::prepend_sync`): what it may owe stays bounded. memcached answers a
