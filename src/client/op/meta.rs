@@ -22,7 +22,7 @@ use crate::protocol::{meta, Reply, ReplyKind};
 use crate::server::{MetaSupport, Peek};
 
 /// About how many bytes a meta command takes besides its key and flags.
-const REQUEST_BYTES: usize = 8;
+const COMMAND_BYTES: usize = 8;
 
 /// The meta commands sent whole, and what each is, as data: a new verb is a variant and a row
 /// of `MetaVerb::row`, and the compiler asks for the row.
@@ -119,7 +119,7 @@ impl Operation for Meta {
     }
 
     fn plan<'k>(&self, snap: &Snapshot, args: Args<'_, 'k>) -> Plan<'k> {
-        let per_key = REQUEST_BYTES + self.flags.len();
+        let per_key = COMMAND_BYTES + self.flags.len();
         let mut unsupported = Vec::new();
         let n = snap.topo.servers.len();
         let mut p = plan(snap, n, args.keys, false, per_key, |b, i, w| {
