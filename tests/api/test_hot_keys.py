@@ -168,6 +168,9 @@ def hot_server(hot):
 
 
 def test_the_asyncio_client_counts_its_keys(server):
+    """Each awaited call counts its keys; gets of one key that queue up together are fetched
+    once for all of them (merged on a worker), and count as the one request the server saw."""
+
     async def run():
         async with fastmc.aio.Client(
             [server.address], behaviors={"hot_keys": 4, "hot_keys_sample": 1}
@@ -175,8 +178,14 @@ def test_the_asyncio_client_counts_its_keys(server):
             await mc.set("x", 1)
             for _ in range(5):
                 assert await mc.get("x") == 1
-            await asyncio.gather(*(mc.get("y") for _ in range(3)))
+            for _ in range(3):
+                assert await mc.get("y") is None
             assert await mc.get_multi(["x", "y"]) == {"x": 1}
-            return mc.hot_keys()
+            exact = mc.hot_keys()
+            await asyncio.gather(*(mc.get("z") for _ in range(3)))
+            return exact, mc.hot_keys()
 
-    assert asyncio.run(run()) == {server.address: [(b"x", 7, 0), (b"y", 4, 0)]}
+    exact, merged = asyncio.run(run())
+    assert exact == {server.address: [(b"x", 7, 0), (b"y", 4, 0)]}
+    z = [count for key, count, _ in merged[server.address] if key == b"z"]
+    assert len(z) == 1 and 1 <= z[0] <= 3
