@@ -39,6 +39,8 @@ def main(version: str, server: str, tls_server: str, ca_file: str, *flags: str) 
     assert mc.get_multi(list(batch)) == batch
     assert mc.get_multi(["1", "2", "nope"], key_prefix="smoke:") == {"1": 1, "2": 2}
     assert mc.delete_multi(list(batch)) and mc.get_multi(list(batch)) == {}
+    # fastmc's own methods: the class's second method table (PyO3's multiple-pymethods).
+    assert mc.touch_multi(["smoke:str"], 60) == [] and mc.hot_keys() == {server: []}
 
     # The binary protocol, and TLS (rustls with ring's C and assembly, linked into the wheel).
     binary = fastmc.Client([server], binary=True)
