@@ -10,7 +10,9 @@
 //! the error line alone, so each key gets its own outcome. Text protocol only: a binary reply
 //! names its key.
 //!
-//! Uses the plan (`ServerBatch::encode_gets`) and `GetSink`.
+//! Its encoder is `encode` (`ServerBatch::encode_gets`). Uses the plan and `GetSink`.
+
+mod encode;
 
 use std::collections::HashMap;
 
