@@ -4,7 +4,6 @@
 
 use super::keys;
 use super::results::Item;
-use super::sink;
 use crate::error::{Error, Result};
 
 /// What a fetch returns: one outcome per key; the values' bytes are kept together in one buffer
@@ -25,19 +24,6 @@ pub struct Fetched {
 impl Drop for Fetched {
     fn drop(&mut self) {
         keys::spare_bytes_keep(std::mem::take(&mut self.data), self.origin);
-    }
-}
-
-/// A fetch's sink, finished.
-impl<W: sink::WireKeys> sink::GetSink<W> {
-    /// The outcomes and the values' bytes, as a fetch returns them.
-    pub(super) fn into_fetched(self) -> Fetched {
-        Fetched {
-            items: self.out.finish(),
-            data: self.data,
-            owned: self.claims.owned,
-            origin: self.origin,
-        }
     }
 }
 

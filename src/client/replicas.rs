@@ -15,8 +15,8 @@ use std::borrow::Cow;
 
 use super::batch::{Batches, ServerBatch};
 use super::fetched::Fetched;
+use super::op::get::sink::{fetch_arena, GetSink};
 use super::results::Item;
-use super::sink::{fetch_arena, GetSink};
 use super::snapshot::Snapshot;
 use super::Client;
 use crate::error::Error;

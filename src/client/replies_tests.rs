@@ -42,7 +42,7 @@ fn get_batch(keys: usize, wire: &[Cow<'_, [u8]>]) -> ServerBatch<'static> {
 fn a_hit_not_asked_for_breaks_the_stream_and_revokes_every_key() {
     let wire: Vec<Cow<'_, [u8]>> = vec![Cow::Borrowed(b"a"), Cow::Borrowed(b"b")];
     let batch = get_batch(2, &wire);
-    let mut sink = crate::client::sink::GetSink::new(&wire[..], 0);
+    let mut sink = crate::client::op::get::sink::GetSink::new(&wire[..], 0);
     let input = b"VALUE a 0 1\r\nA\r\nVALUE zz 0 1\r\nZ\r\nEND\r\n";
     let (replies, r) = run(&batch, input, &mut sink);
     let e = r.unwrap_err();
@@ -57,7 +57,7 @@ fn a_hit_not_asked_for_breaks_the_stream_and_revokes_every_key() {
 fn a_proxy_reply_out_of_order_with_an_error_line_keeps_the_stream() {
     let wire: Vec<Cow<'_, [u8]>> = [&b"a"[..], b"b", b"c"].map(Cow::Borrowed).to_vec();
     let batch = get_batch(3, &wire);
-    let mut sink = crate::client::sink::GetSink::new(&wire[..], 0);
+    let mut sink = crate::client::op::get::sink::GetSink::new(&wire[..], 0);
     let input = b"VALUE c 0 1\r\nC\r\nSERVER_ERROR backend failure\r\nVALUE a 0 1\r\nA\r\nEND\r\n";
     let (replies, r) = run(&batch, input, &mut sink);
     assert_eq!(r.unwrap().used, input.len());
@@ -79,7 +79,7 @@ fn out_of_memory_ends_a_get_reply() {
     // memcached's own "SERVER_ERROR out of memory writing get response" is the whole reply.
     let wire: Vec<Cow<'_, [u8]>> = vec![Cow::Borrowed(b"a"), Cow::Borrowed(b"b")];
     let batch = get_batch(2, &wire);
-    let mut sink = crate::client::sink::GetSink::new(&wire[..], 0);
+    let mut sink = crate::client::op::get::sink::GetSink::new(&wire[..], 0);
     let input = b"SERVER_ERROR out of memory writing get response\r\n";
     let (replies, r) = run(&batch, input, &mut sink);
     assert_eq!(r.unwrap().used, input.len());
@@ -173,7 +173,7 @@ fn binary_hits_are_matched_by_opaque_and_may_not_go_back() {
     let mut batch = ServerBatch::new(0);
     batch.keys = [0, 1].into_iter().collect();
     batch.encode_gets(&wire, false, true, None);
-    let mut sink = crate::client::sink::GetSink::new(&wire[..], 0);
+    let mut sink = crate::client::op::get::sink::GetSink::new(&wire[..], 0);
     let mut replies = Replies::default();
     let first = binary_hit(b"b", b"B", 1);
     let d = replies.route(&batch, true, &first, &mut sink).unwrap();
@@ -186,7 +186,7 @@ fn binary_hits_are_matched_by_opaque_and_may_not_go_back() {
 fn a_value_header_announces_the_room_to_make_and_one_over_the_limit_is_refused() {
     let wire: Vec<Cow<'_, [u8]>> = vec![Cow::Borrowed(b"a"), Cow::Borrowed(b"b")];
     let batch = get_batch(2, &wire);
-    let mut sink = crate::client::sink::GetSink::new(&wire[..], 0);
+    let mut sink = crate::client::op::get::sink::GetSink::new(&wire[..], 0);
     let mut replies = Replies {
         max_value: 1000,
         ..Replies::default()

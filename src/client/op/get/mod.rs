@@ -13,6 +13,7 @@
 //! Its encoder is `encode` (`ServerBatch::encode_gets`). Uses the plan and `GetSink`.
 
 mod encode;
+pub(in crate::client) mod sink;
 
 use std::collections::HashMap;
 
@@ -21,11 +22,12 @@ use crate::client::fetched::Fetched;
 use crate::client::plan::{plan, Plan};
 use crate::client::replicas;
 use crate::client::results::Item;
-use crate::client::sink::{fetch_arena, GetSink, Sink, WireKeys};
+use crate::client::sink::{Sink, WireKeys};
 use crate::client::snapshot::Snapshot;
 use crate::client::Client;
 use crate::error::Error;
 use crate::metrics::Family;
+use sink::{fetch_arena, GetSink};
 
 /// A fetch of keys (their CAS uniques too with `cas`); with `touch`, each hit's expiry is set
 /// to it (get-and-touch).
