@@ -13,6 +13,7 @@
 //! Its encoder is `encode` (`ServerBatch::encode_gets`). Uses the plan and `GetSink`.
 
 mod encode;
+mod failover;
 pub(in crate::client) mod sink;
 
 use std::collections::HashMap;
