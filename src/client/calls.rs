@@ -57,10 +57,8 @@ impl Client {
     /// A `noreply` `store_multi` of one item as far as it goes without blocking (see
     /// `forget_start`): sent on an idle connection.
     pub fn store_now(&self, cmd: StoreCmd, item: &StoreItem<'_>) -> Quick<StoreStatus> {
-        match self.snapshot_in_place() {
-            Some(snap) => self.forget_store(&snap, cmd, item, false),
-            None => Quick::Blocking,
-        }
+        let op = Store { cmd, noreply: true };
+        self.forget_now(&op, Args::items(std::slice::from_ref(item)))
     }
 
     /// Deletes, pipelined: `true` if deleted, `false` if not found.
@@ -70,23 +68,19 @@ impl Client {
 
     /// One delete: `delete_multi` of one key, without its vector on the `noreply` short path.
     pub fn delete_one(&self, key: &[u8], noreply: bool) -> Option<Result<bool>> {
-        let op = Delete { noreply };
+        let (op, args) = (Delete { noreply }, Args::keys(std::slice::from_ref(&key)));
         let snap = self.snapshot();
-        if noreply || snap.behaviors.noreply {
-            if let Some(r) = self.forget_end(self.forget_delete(&snap, key, true)) {
-                return Some(r);
-            }
+        if let Some(r) = self.forget_call(&snap, &op, args) {
+            return Some(r);
         }
-        self.perform(&snap, &op, Args::keys(&[key])).pop()
+        self.perform(&snap, &op, args).pop()
     }
 
     /// A `noreply` `delete_one` as far as it goes without blocking (see `forget_start`): sent
     /// on an idle connection.
     pub fn delete_now(&self, key: &[u8]) -> Quick<bool> {
-        match self.snapshot_in_place() {
-            Some(snap) => self.forget_delete(&snap, key, false),
-            None => Quick::Blocking,
-        }
+        let op = Delete { noreply: true };
+        self.forget_now(&op, Args::keys(std::slice::from_ref(&key)))
     }
 
     /// `incr`/`decr`, pipelined: the new value, or `None` if the key does not exist (with

@@ -1,8 +1,9 @@
 //! A lone `noreply` write (a loop of `set(..., noreply=True)`): the steps of the blocking
 //! driver for a batch of one, up to its first `send`, without a plan, a sink or an in-flight
 //! record, so that the call is one `send` and little else. What the socket does not take whole
-//! is finished by the blocking driver. Store, delete and touch take it (`forget_store`,
-//! `forget_delete`, `forget_touch`: their text `noreply` request).
+//! is finished by the blocking driver. A family takes this path by implementing
+//! `op::Forgets` (its key, its text `noreply` request, what it reports): store, delete and
+//! touch do; nothing here names a family.
 //!
 //! Uses the shared `steps` and the blocking driver (`drive_one`) for what is left.
 
@@ -13,15 +14,12 @@ use super::MAX_UNSYNCED;
 
 use crate::client::batch::ServerBatch;
 use crate::client::inflight::InFlight;
-use crate::client::op::store::jittered;
-use crate::client::op::REQUEST_BYTES;
-use crate::client::results::StoreStatus;
+use crate::client::op::{Args, Forgets};
 use crate::client::sink::{unexpected, LineSink, Tally};
 use crate::client::snapshot::Snapshot;
 use crate::client::Client;
 use crate::error::Result;
-use crate::metrics::Family;
-use crate::protocol::{text, Reply, StoreCmd, StoreItem};
+use crate::protocol::Reply;
 use crate::server::Peek;
 
 /// How far a single `noreply` write got without blocking (`Client::forget_start`).
@@ -49,51 +47,46 @@ thread_local! {
 /// A buffer that grew beyond this (a large value) is not kept.
 const FORGET_BUF_KEPT: usize = 16 * 1024;
 impl Client {
-    /// A `noreply` store of one item by `forget_start`, when it applies.
-    pub(in crate::client) fn forget_store(
+    /// The blocking call of a family that `Forgets`: a lone `noreply` write by `forget_start`
+    /// when it applies, the general path (`perform`) otherwise.
+    pub(in crate::client) fn call_forgetting<O: Forgets>(
         &self,
-        snap: &Arc<Snapshot>,
-        cmd: StoreCmd,
-        it: &StoreItem<'_>,
-        may_connect: bool,
-    ) -> Quick<StoreStatus> {
-        let verify = snap.behaviors.verify_keys;
-        let (size, ok) = (it.data.len() + REQUEST_BYTES, StoreStatus::Stored);
-        let jitter = snap.behaviors.jitter;
-        let encode = |buf: &mut Vec<u8>, w: &[u8]| {
-            text::encode_store(buf, cmd, w, &jittered(jitter, it, w), true)
-        };
-        let f = Family::Store;
-        self.forget_start(snap, f, it.key, verify, size, ok, encode, may_connect)
+        op: &O,
+        args: Args<'_, '_>,
+    ) -> O::Output {
+        let snap = self.snapshot();
+        if let Some(r) = self.forget_call(&snap, op, args) {
+            return vec![r];
+        }
+        self.perform(&snap, op, args)
     }
 
-    /// A `noreply` delete of one key by `forget_start`, when it applies.
-    pub(in crate::client) fn forget_delete(
+    /// The outcome of `op` on `args` as a lone `noreply` write (this may block: connecting,
+    /// the rest of a partial send); `None` when that does not apply.
+    pub(in crate::client) fn forget_call<O: Forgets>(
         &self,
         snap: &Arc<Snapshot>,
-        key: &[u8],
-        may_connect: bool,
-    ) -> Quick<bool> {
-        let verify = snap.behaviors.verify_keys;
-        let encode = |buf: &mut Vec<u8>, w: &[u8]| text::encode_delete(buf, w, true);
-        let (f, n) = (Family::Delete, REQUEST_BYTES);
-        self.forget_start(snap, f, key, verify, n, true, encode, may_connect)
+        op: &O,
+        args: Args<'_, '_>,
+    ) -> Option<Result<O::Ok>> {
+        let key = op.lone_noreply(snap, args)?;
+        self.forget_end(self.forget_start(snap, op, key, args, true))
     }
 
-    /// A `noreply` touch of one key by `forget_start`, when it applies (libmemcached's touch
-    /// does not apply `verify_keys`).
-    pub(in crate::client) fn forget_touch(
+    /// A lone `noreply` write of `op` as far as it goes without blocking (see `forget_start`):
+    /// sent on an idle connection.
+    pub(in crate::client) fn forget_now<O: Forgets>(
         &self,
-        snap: &Arc<Snapshot>,
-        key: &[u8],
-        exptime: u32,
-    ) -> Quick<bool> {
-        let jitter = snap.behaviors.jitter;
-        let encode = |buf: &mut Vec<u8>, w: &[u8]| {
-            text::encode_touch(buf, w, jitter.apply(exptime, w), true)
+        op: &O,
+        args: Args<'_, '_>,
+    ) -> Quick<O::Ok> {
+        let Some(snap) = self.snapshot_in_place() else {
+            return Quick::Blocking;
         };
-        let (f, n) = (Family::Touch, REQUEST_BYTES);
-        self.forget_start(snap, f, key, false, n, true, encode, true)
+        match op.lone_noreply(&snap, args) {
+            Some(key) => self.forget_start(&snap, op, key, args, false),
+            None => Quick::Blocking,
+        }
     }
 
     /// The outcome of a `forget_start`, finishing what it left (this may block); `None`: the
@@ -109,30 +102,26 @@ impl Client {
     /// One `noreply` text write of one key (a loop of `set(..., noreply=True)`), up to its
     /// first `send`: the steps of `run` for a batch of one (route, health, checkout with the
     /// `noreply` peek rule, send, accounting) without a plan, a sink or an in-flight record, so
-    /// that the call is one `send` and little else. `ok` is the outcome a `noreply` write
-    /// reports (and tallies); `per_key` is what the request takes besides the key.
+    /// that the call is one `send` and little else. `key` is `args`' one key; the request is
+    /// `op`'s (`Forgets`), and so is the outcome it reports once sent (`Forgets::OK`).
     /// `Quick::Blocking` when the case is not this simple (binary, TLS, an invalid key, a
     /// connection that owes a sync, or, with `may_connect` false, no idle connection): nothing
     /// was sent, and the caller takes the general path. A send that the socket does not take
     /// whole, or that fails, is `Quick::Rest`, which `forget_end` goes on with as the general
     /// path's batch would. With `may_connect` false it never blocks, so that the binding may
     /// call it without releasing the interpreter, and release it only for what is left.
-    #[allow(clippy::too_many_arguments)]
-    pub(in crate::client) fn forget_start<T: Clone + Tally>(
+    pub(in crate::client) fn forget_start<O: Forgets>(
         &self,
         snap: &Arc<Snapshot>,
-        family: Family,
+        op: &O,
         key: &[u8],
-        verify_keys: bool,
-        per_key: usize,
-        ok: T,
-        encode: impl FnOnce(&mut Vec<u8>, &[u8]),
+        args: Args<'_, '_>,
         may_connect: bool,
-    ) -> Quick<T> {
+    ) -> Quick<O::Ok> {
         if snap.behaviors.binary || snap.opts.security.tls.is_some() {
             return Quick::Blocking;
         }
-        let Ok(wire) = snap.wire_key(key, verify_keys) else {
+        let Ok(wire) = snap.wire_key(key, op.verifies_keys(snap)) else {
             return Quick::Blocking;
         };
         let s = snap.route(key, &wire);
@@ -158,8 +147,8 @@ impl Client {
         // The buffer of this thread's previous such write: no allocation per call.
         let mut wbuf = FORGET_BUF.take();
         wbuf.clear();
-        wbuf.reserve(wire.len() + per_key);
-        encode(&mut wbuf, &wire);
+        wbuf.reserve(wire.len() + op.request_size(args));
+        op.encode_noreply(snap, args, &mut wbuf, &wire);
         conn.begin_request();
         // Sent from here on (the rest, if any, by `forget_rest`): counted once.
         let hot = snap.behaviors.hot;
@@ -168,29 +157,29 @@ impl Client {
         }
         let sent = conn.send_noreply(&wbuf).unwrap_or(0);
         if sent == wbuf.len() {
-            server.metrics.batch(family, 1, None, sent, 0);
-            ok.tally(&server.metrics);
+            server.metrics.batch(op.family(), 1, None, sent, 0);
+            O::OK.tally(&server.metrics);
             conn.sent_noreply(1, now);
             self.answered_again(server);
             server.checkin(conn);
             if wbuf.capacity() <= FORGET_BUF_KEPT {
                 FORGET_BUF.set(wbuf);
             }
-            return Quick::Done(Ok(ok));
+            return Quick::Done(Ok(O::OK));
         }
         // The rest of the write (or its failure, which the general path retries on a new
         // connection when nothing was sent) as a batch of one.
         let mut batch = ServerBatch::new(s);
         batch.wbuf = wbuf;
         batch.keys.push(0);
-        batch.family = family;
+        batch.family = op.family();
         batch.close_noreply();
         let mut a = InFlight::new(batch, conn, false, reused, false, now);
         a.wpos = sent;
         Quick::Rest(Box::new(Unfinished {
             snap: Arc::clone(snap),
             a,
-            ok,
+            ok: O::OK,
         }))
     }
 

@@ -5,7 +5,7 @@
 //!
 //! Uses the plan and `LineSink`; `protocol` encoders.
 
-use super::{read_back, write_closing, writes_stream, Args, Operation, REQUEST_BYTES};
+use super::{read_back, write_closing, writes_stream, Args, Forgets, Operation, REQUEST_BYTES};
 use crate::client::plan::{close_batches, plan, Plan, WriteMode, WriteModes};
 use crate::client::replicas;
 use crate::client::sink::{unexpected, LineMap, LineSink, WireKeys};
@@ -113,12 +113,21 @@ impl Operation for Delete {
     }
 
     fn call(&self, client: &Client, args: Args<'_, '_>) -> Self::Output {
-        let snap = client.snapshot();
-        if let ([k], true) = (args.keys, self.noreply || snap.behaviors.noreply) {
-            if let Some(r) = client.forget_end(client.forget_delete(&snap, k, true)) {
-                return vec![r];
-            }
+        client.call_forgetting(self, args)
+    }
+}
+
+impl Forgets for Delete {
+    type Ok = bool;
+    const OK: bool = true;
+
+    fn lone_noreply<'k>(&self, snap: &Snapshot, args: Args<'_, 'k>) -> Option<&'k [u8]> {
+        match args.keys {
+            [k] if self.noreply || snap.behaviors.noreply => Some(k),
+            _ => None,
         }
-        client.perform(&snap, self, args)
+    }
+    fn encode_noreply(&self, _: &Snapshot, _: Args<'_, '_>, buf: &mut Vec<u8>, w: &[u8]) {
+        text::encode_delete(buf, w, true);
     }
 }

@@ -24,7 +24,7 @@ pub mod touch;
 use super::keys::Keys;
 use super::plan::{Closing, Plan, WriteModes};
 use super::replicas;
-use super::sink::{Sink, WireKeys};
+use super::sink::{Sink, Tally, WireKeys};
 use super::snapshot::Snapshot;
 use super::{Client, Fetched, MetaOutcome, Stats, StoreStatus};
 use crate::connection::Address;
@@ -150,6 +150,28 @@ pub(super) trait Operation: Clone {
     ) -> Vec<Self::Output> {
         self.call(client, args).share(lens)
     }
+}
+
+/// A family whose lone `noreply` write of one key skips the plan: its text request sent whole on
+/// an idle connection, one `send` and little else (`drive::noreply`). Store, delete and touch;
+/// their `call` is `Client::call_forgetting`. The driver knows nothing of the family but this.
+pub(super) trait Forgets: Operation<Output = Vec<Result<Self::Ok>>> {
+    /// What the write reports (and counts in the metrics) once sent.
+    type Ok: Clone + Tally;
+    /// What it reports.
+    const OK: Self::Ok;
+    /// The one key of `args` when the call is a lone `noreply` write; `None` otherwise.
+    fn lone_noreply<'k>(&self, snap: &Snapshot, args: Args<'_, 'k>) -> Option<&'k [u8]>;
+    /// Whether its key is checked as `verify_keys` says (libmemcached's touch never does).
+    fn verifies_keys(&self, snap: &Snapshot) -> bool {
+        snap.behaviors.verify_keys
+    }
+    /// About how many bytes its request takes besides the key.
+    fn request_size(&self, _args: Args<'_, '_>) -> usize {
+        REQUEST_BYTES
+    }
+    /// Its text `noreply` request for `args` (one key) to wire key `w`, appended to `buf`.
+    fn encode_noreply(&self, snap: &Snapshot, args: Args<'_, '_>, buf: &mut Vec<u8>, w: &[u8]);
 }
 
 /// Something a driver does with an operation of any family (`Op::visit`): its generic code,

@@ -7,7 +7,7 @@
 //!
 //! Uses the plan and `LineSink`; `protocol` encoders.
 
-use super::{read_back, write_closing, writes_stream, Args, Operation};
+use super::{read_back, write_closing, writes_stream, Args, Forgets, Operation, REQUEST_BYTES};
 use crate::behaviors::Jitter;
 use crate::client::batch::ServerBatch;
 use crate::client::plan::{close_batches, plan, Plan, WriteMode, WriteModes};
@@ -99,23 +99,34 @@ impl Operation for Store {
     }
 
     fn call(&self, client: &Client, args: Args<'_, '_>) -> Self::Output {
-        let snap = client.snapshot();
-        if let ([it], true) = (args.items, self.noreply || snap.behaviors.noreply) {
-            if let Some(r) = client.forget_end(client.forget_store(&snap, self.cmd, it, true)) {
-                return vec![r];
-            }
+        client.call_forgetting(self, args)
+    }
+}
+
+impl Forgets for Store {
+    type Ok = StoreStatus;
+    const OK: StoreStatus = StoreStatus::Stored;
+
+    fn lone_noreply<'k>(&self, snap: &Snapshot, args: Args<'_, 'k>) -> Option<&'k [u8]> {
+        match args.items {
+            [it] if self.noreply || snap.behaviors.noreply => Some(it.key),
+            _ => None,
         }
-        client.perform(&snap, self, args)
+    }
+    fn request_size(&self, args: Args<'_, '_>) -> usize {
+        args.items.iter().map(|it| it.data.len()).sum::<usize>() + REQUEST_BYTES
+    }
+    fn encode_noreply(&self, snap: &Snapshot, args: Args<'_, '_>, buf: &mut Vec<u8>, w: &[u8]) {
+        if let [it] = args.items {
+            let it = jittered(snap.behaviors.jitter, it, w);
+            text::encode_store(buf, self.cmd, w, &it, true);
+        }
     }
 }
 
 /// A store item as it goes out to wire key `w`: its expiry jittered (`Jitter`). Every store
-/// encoder takes its items through this, the `noreply` one (`drive::noreply`) included.
-pub(in crate::client) fn jittered<'k>(
-    jitter: Jitter,
-    it: &StoreItem<'k>,
-    w: &[u8],
-) -> StoreItem<'k> {
+/// encoder takes its items through this, the `noreply` one included.
+fn jittered<'k>(jitter: Jitter, it: &StoreItem<'k>, w: &[u8]) -> StoreItem<'k> {
     StoreItem {
         exptime: jitter.apply(it.exptime, w),
         ..*it

@@ -5,7 +5,7 @@
 //!
 //! Uses the plan and `LineSink`; `protocol` encoders.
 
-use super::{Access, Args, Operation, REQUEST_BYTES};
+use super::{Access, Args, Forgets, Operation, REQUEST_BYTES};
 use crate::client::plan::{plan_checked, KeyCheck, Plan};
 use crate::client::sink::{unexpected, LineMap, LineSink, WireKeys};
 use crate::client::snapshot::Snapshot;
@@ -102,13 +102,26 @@ impl Operation for Touch {
     }
 
     fn call(&self, client: &Client, args: Args<'_, '_>) -> Self::Output {
-        let snap = client.snapshot();
-        if let ([k], true) = (args.keys, self.noreply(&snap)) {
-            let q = client.forget_touch(&snap, k, self.exptime);
-            if let Some(r) = client.forget_end(q) {
-                return vec![r];
-            }
+        client.call_forgetting(self, args)
+    }
+}
+
+impl Forgets for Touch {
+    type Ok = bool;
+    const OK: bool = true;
+
+    fn lone_noreply<'k>(&self, snap: &Snapshot, args: Args<'_, 'k>) -> Option<&'k [u8]> {
+        match args.keys {
+            [k] if self.noreply(snap) => Some(k),
+            _ => None,
         }
-        client.perform(&snap, self, args)
+    }
+    /// libmemcached's touch does not apply `verify_keys`.
+    fn verifies_keys(&self, _: &Snapshot) -> bool {
+        false
+    }
+    fn encode_noreply(&self, snap: &Snapshot, _: Args<'_, '_>, buf: &mut Vec<u8>, w: &[u8]) {
+        let exptime = snap.behaviors.jitter.apply(self.exptime, w);
+        text::encode_touch(buf, w, exptime, true);
     }
 }
