@@ -6,7 +6,8 @@
 use std::time::Duration;
 
 use crate::metrics::hot::{self, HotSampling};
-use crate::ring::{Distribution, HashKind, RingSettings};
+use crate::ring::hash::HashKind;
+use crate::ring::{Distribution, RingSettings};
 
 /// Every behavior name, in the order pylibmc applies them (`all_behaviors`; see
 /// docs/design/placement.md#order-of-application).

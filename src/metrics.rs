@@ -14,11 +14,12 @@ use std::time::Duration;
 
 use crate::error::Error;
 
-mod histogram;
+pub mod histogram;
+
+use histogram::LatencySnapshot;
 pub mod hot;
 
 use histogram::Histogram;
-pub use histogram::LatencySnapshot;
 use hot::HotKeys;
 
 /// The operation families requests are counted by.

@@ -241,7 +241,7 @@ proptest! {
 /// fuzz target's whole-versus-pieces check), and one at the limit is accepted both ways.
 #[test]
 fn line_length_limit_does_not_depend_on_arrival() {
-    use fastmc::protocol::text::MAX_LINE;
+    use fastmc::protocol::ascii::MAX_LINE;
     for len in [
         MAX_LINE - 2,
         MAX_LINE - 1,

@@ -3,7 +3,8 @@
 // Test code: a failed unwrap is a failed test.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use fastmc::ring::{Distribution, HashKind, Ring, RingServer, RingSettings};
+use fastmc::ring::hash::HashKind;
+use fastmc::ring::{Distribution, Ring, RingServer, RingSettings};
 
 fn parse(spec: &str) -> RingServer {
     if spec.starts_with('/') {

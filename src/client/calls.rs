@@ -18,7 +18,7 @@ use crate::client::results::MetaOutcome;
 use crate::client::results::Stats as ServerStats;
 use crate::client::results::StoreStatus;
 use crate::client::Client;
-use crate::connection::Address;
+use crate::connection::connect::Address;
 use crate::error::Result;
 use crate::protocol::{StoreCmd, StoreItem};
 

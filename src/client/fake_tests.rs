@@ -12,7 +12,7 @@ use super::results::ServerSpec;
 use super::results::StoreStatus;
 use super::Client;
 use crate::behaviors::Behaviors;
-use crate::connection::Address;
+use crate::connection::connect::Address;
 use crate::error::Error;
 use crate::fake::store::Clock;
 use crate::fake::{self, Fake};

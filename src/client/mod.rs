@@ -63,7 +63,7 @@ use std::time::Instant;
 use parking_lot::{Mutex, RwLock};
 
 use crate::behaviors::Behaviors;
-use crate::connection::Address;
+use crate::connection::connect::Address;
 use crate::error::{Error, Result};
 use crate::server::health::{self, FailureContext, Verdict};
 use crate::server::Peek;

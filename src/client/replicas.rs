@@ -95,7 +95,7 @@ mod tests {
     use super::super::ServerSpec;
     use super::*;
     use crate::behaviors::Behaviors;
-    use crate::connection::Address;
+    use crate::connection::connect::Address;
 
     fn snap(servers: u16, replicas: u32, binary: bool) -> Snapshot {
         let specs = (1..=servers)

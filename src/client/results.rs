@@ -2,7 +2,7 @@
 //! its bytes in a `Fetched`), a store's status, a meta command's whole answer, a server's
 //! `stats`. Plain data; uses `connection::Address` and `protocol::meta` to read meta flags.
 
-use crate::connection::Address;
+use crate::connection::connect::Address;
 
 /// A server as given by the user.
 #[derive(Clone, Debug, PartialEq, Eq)]

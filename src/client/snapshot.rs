@@ -11,7 +11,7 @@ use std::sync::Arc;
 
 use super::topology::Topology;
 use crate::behaviors::Behaviors;
-use crate::connection::SocketOptions;
+use crate::connection::connect::SocketOptions;
 use crate::error::{Error, Result};
 use crate::protocol::{is_text_key, validate_binary_key, validate_text_key};
 use crate::ring::Ring;

@@ -18,7 +18,8 @@
 
 use std::time::{Duration, Instant};
 
-use crate::connection::{Connection, SocketOptions};
+use crate::connection::connect::SocketOptions;
+use crate::connection::Connection;
 use crate::error::Result;
 use crate::protocol::{binary, parse_text_reply, text, Parsed, ReplyKind};
 

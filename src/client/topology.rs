@@ -11,7 +11,7 @@
 use std::sync::Arc;
 
 use super::results::ServerSpec;
-use crate::connection::Address;
+use crate::connection::connect::Address;
 use crate::ring::{RingServer, RingSettings};
 use crate::server::Server;
 

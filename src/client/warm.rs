@@ -4,7 +4,8 @@
 //! the others); a connection counts once it answered a round trip (`version`, or a binary
 //! NOOP). Uses `server` (the pool) and `connection`; no operation, no ring.
 
-use crate::connection::{Address, Connection, SocketOptions};
+use crate::connection::connect::{Address, SocketOptions};
+use crate::connection::Connection;
 use crate::error::{Error, Result};
 use crate::server::{Peek, Server};
 

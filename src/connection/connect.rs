@@ -9,7 +9,7 @@ use std::os::unix::net::UnixStream;
 use std::time::Duration;
 
 use crate::error::{Error, Result};
-use crate::fake::Wire;
+use crate::fake::wire::Wire;
 use crate::security::Security;
 
 /// Where a server lives.

@@ -12,9 +12,9 @@
 //! and `pending_write` tells the poll loop that sealed records still wait for the socket.
 //!
 //! A connection to a fake server that `fastmc.testing` serves in this process is in-process
-//! (`crate::fake::Wire`, opened by `connect::open`): the same buffers and calls, no socket.
+//! (`crate::fake::wire::Wire`, opened by `connect::open`): the same buffers and calls, no socket.
 
-mod connect;
+pub mod connect;
 mod handshake;
 mod recv;
 
@@ -27,7 +27,7 @@ use rustix::net::{RecvFlags, SendFlags};
 use crate::error::{Error, Result};
 use crate::protocol::binary;
 use connect::Stream;
-pub use connect::{Address, SocketOptions};
+use connect::{Address, SocketOptions};
 
 /// The flags of every send: never block (the socket stays in blocking mode: per-call
 /// `MSG_DONTWAIT`) and never raise SIGPIPE when the server has gone (a program embedding
@@ -85,7 +85,7 @@ fn flush_tls(tls: &mut rustls::ClientConnection, fd: BorrowedFd<'_>) -> Result<(
 const PEEK_AFTER: Duration = Duration::from_millis(1);
 
 /// The read buffer's usual size. It is never full of one unit unless a header announced a
-/// larger one (`reserve_unit`): reply lines are at most `protocol::text::MAX_LINE`.
+/// larger one (`reserve_unit`): reply lines are at most `protocol::ascii::MAX_LINE`.
 const READ_CHUNK: usize = 64 * 1024;
 /// A read buffer that grew past this (for a huge value) is given back when the connection idles.
 const KEEP_READ_BUF: usize = 1024 * 1024;

@@ -36,12 +36,9 @@ pub mod direct;
 #[cfg(not(target_os = "linux"))]
 #[path = "direct_off.rs"]
 pub mod direct;
-mod mailbox;
+pub mod mailbox;
 mod merge;
 pub mod request;
-
-pub use direct::Direct;
-pub use mailbox::Mailbox;
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc::{channel, Receiver, Sender};
@@ -51,7 +48,7 @@ use parking_lot::{Mutex, RwLock};
 
 use crate::client::op::Outcome;
 use crate::client::Client;
-use crate::connection::Address;
+use crate::connection::connect::Address;
 use crate::error::{Error, Result};
 use request::Request;
 

@@ -23,9 +23,8 @@ use std::time::Duration;
 
 use parking_lot::{Mutex, MutexGuard};
 
-pub use store::{Clock, Item, Store};
-pub use text::Session;
-pub use wire::Wire;
+use store::{Clock, Store};
+use text::Session;
 
 /// One fake server: its store and its failure switches.
 #[derive(Debug)]

@@ -4,6 +4,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use super::wire::Wire;
 use super::*;
 
 fn fake() -> Arc<Fake> {

@@ -5,7 +5,7 @@
 //! Layering: `text` and `meta` both use `ascii` (line framing) and never each other; `binary`
 //! stands alone.
 
-mod ascii;
+pub mod ascii;
 pub mod binary;
 pub mod meta;
 pub mod text;

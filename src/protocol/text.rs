@@ -12,8 +12,6 @@ use super::ascii::{
 use super::{below_0x21, words, Parsed, Reply, ReplyKind, StoreCmd, StoreItem, MAX_KEY_LEN};
 use crate::error::{Error, Result};
 
-pub use super::ascii::MAX_LINE;
-
 /// `get k1 k2 ...\r\n` (or `gets`). The caller keeps lines to a sensible length.
 pub fn encode_get<'k>(buf: &mut Vec<u8>, with_cas: bool, keys: impl IntoIterator<Item = &'k [u8]>) {
     buf.extend_from_slice(if with_cas { b"gets" } else { b"get" });

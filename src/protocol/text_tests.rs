@@ -1,5 +1,6 @@
 //! The text protocol's encoders and parser: every reply at every split, garbage, short input.
 use super::*;
+use crate::protocol::ascii::MAX_LINE;
 use crate::protocol::test_item as item;
 
 /// An owned copy of a reply, to compare results of different splits.

@@ -11,7 +11,9 @@ use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict};
 
-use crate::fake::{Clock, Fake, Session};
+use crate::fake::store::Clock;
+use crate::fake::text::Session;
+use crate::fake::Fake;
 
 /// The time fake servers live in (see `fastmc.testing.FakeClock`, which wraps it).
 #[pyclass(name = "fake_clock", module = "_fastmc", frozen)]

@@ -19,7 +19,8 @@ use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyList};
 
 use crate::behaviors::ALL_BEHAVIORS;
-use crate::ring::{Distribution, HashKind};
+use crate::ring::hash::HashKind;
+use crate::ring::Distribution;
 
 /// Whether the allow-list unpickler may hand `data` to `pickle.loads` unchecked (for the tests,
 /// which hold the scan against CPython's own reading of pickles).
@@ -47,10 +48,10 @@ fn _fastmc(m: &Bound<'_, PyModule>) -> PyResult<()> {
     let py = m.py();
     m.add_class::<client::state::PyClient>()?;
     m.add_class::<aio::PyAioClient>()?;
-    m.add_class::<aio::PyMailbox>()?;
-    m.add_class::<aio::PyDirect>()?;
-    m.add_class::<aio::PyAioFuture>()?;
-    m.add_class::<aio::PyReader>()?;
+    m.add_class::<aio::binding::PyMailbox>()?;
+    m.add_class::<aio::binding::PyDirect>()?;
+    m.add_class::<aio::future::PyAioFuture>()?;
+    m.add_class::<aio::binding::PyReader>()?;
     m.add_class::<fake::PyFakeClock>()?;
     m.add_class::<fake::PyFakeCore>()?;
     m.add_class::<fake::PyFakeSession>()?;

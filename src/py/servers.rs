@@ -9,7 +9,7 @@ use pyo3::types::{PyBytes, PyTuple};
 
 use super::errors::{plain_error, NotSupportedError};
 use crate::client::results::ServerSpec;
-use crate::connection::Address;
+use crate::connection::connect::Address;
 
 const SERVER_TYPE_TCP: i64 = 1;
 const SERVER_TYPE_UDP: i64 = 2;

@@ -3,11 +3,11 @@
 //! transitions that decide which ring a client ends up with (docs/design/placement.md). Pure:
 //! depends on nothing but md-5.
 
-mod hash;
+pub mod hash;
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
-pub use hash::{hash, HashKind};
+use hash::{hash, HashKind};
 use hash::{le32, md5_digest};
 
 /// libmemcached's distributions, with their behavior codes.

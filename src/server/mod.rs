@@ -11,7 +11,8 @@ use std::time::Instant;
 
 use parking_lot::Mutex;
 
-use crate::connection::{Address, Connection, SocketOptions};
+use crate::connection::connect::{Address, SocketOptions};
+use crate::connection::Connection;
 use crate::error::Result;
 use crate::metrics::ServerMetrics;
 

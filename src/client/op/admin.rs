@@ -11,7 +11,7 @@ use crate::client::results::Stats as ServerStats;
 use crate::client::sink::{unexpected, LineMap, LineSink, Sink, WireKeys};
 use crate::client::snapshot::Snapshot;
 use crate::client::Client;
-use crate::connection::Address;
+use crate::connection::connect::Address;
 use crate::error::{Error, Result};
 use crate::metrics::Family;
 use crate::protocol::{binary, text, Reply, ReplyKind};

@@ -27,7 +27,7 @@ use super::replicas;
 use super::sink::{Sink, Tally, WireKeys};
 use super::snapshot::Snapshot;
 use super::{Client, Fetched, MetaOutcome, Stats, StoreStatus};
-use crate::connection::Address;
+use crate::connection::connect::Address;
 use crate::error::Result;
 use crate::metrics::Family;
 use crate::protocol::{ReplyKind, StoreItem};

@@ -18,7 +18,9 @@ use pyo3::sync::PyOnceLock;
 use super::idle_wait::IdleWait;
 use super::submit::{Delivery, Loopside, Sides};
 use super::PyAioClient;
-use crate::dispatch::{Direct, Dispatcher, Mailbox};
+use crate::dispatch::direct::Direct;
+use crate::dispatch::mailbox::Mailbox;
+use crate::dispatch::Dispatcher;
 use crate::py::errors;
 
 /// The event loop this client resolves futures on, the mailbox it watches, and the request it

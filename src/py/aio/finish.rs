@@ -135,7 +135,10 @@ impl Finish {
             ) => {
                 let keys = bound(py, keys);
                 let k: Vec<&Bound<'_, PyAny>> = keys.iter().collect();
-                Ok(multi::store_multi_reply(py, this, cmd, &k, &sent, failed_at, v)?.into_any())
+                Ok(
+                    multi::store::store_multi_reply(py, this, cmd, &k, &sent, failed_at, v)?
+                        .into_any(),
+                )
             }
             (
                 Finish::DeleteMulti {

@@ -13,7 +13,7 @@
 //! and `selectors.EpollSelector`, or subclasses), never by attributes that look right: the
 //! loop's selector descriptor is borrowed (the binding's one `unsafe` block, below), which is
 //! sound only for a descriptor the loop owns. Not on uvloop, which is neither. The wait itself
-//! is `dispatch::Direct::wait_here`.
+//! is `dispatch::direct::Direct::wait_here`.
 
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::time::Duration;

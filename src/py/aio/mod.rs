@@ -6,7 +6,7 @@
 //!
 //! A call converts its arguments (`prepare`), makes a future for the running loop and hands
 //! an owned request to the `dispatch::Dispatcher`, whose worker threads run the blocking core.
-//! Outcomes come back through a `dispatch::Mailbox` whose descriptor the loop watches
+//! Outcomes come back through a `dispatch::mailbox::Mailbox` whose descriptor the loop watches
 //! (`_attach_loop` in Python registers a `PyReader` that calls `drain`); `drain` converts each
 //! outcome with the blocking method's own functions (`finish`) and resolves the futures. No
 //! thread per request, no interpreter on the workers, and a cancelled future simply drops its
@@ -20,9 +20,9 @@
 //! client is bound to, its mailbox and direct descriptors and their reader; `submit`: a call's
 //! way from its future to its result (`submit`, `progress`, `drain`, `resolve`).
 
-mod binding;
+pub(super) mod binding;
 mod finish;
-mod future;
+pub(super) mod future;
 mod idle_wait;
 mod order;
 mod prepare;
@@ -38,7 +38,7 @@ use pyo3::types::{PyDict, PyTuple};
 
 use super::args::{pin, MaybeArg};
 use super::client::admin::{flush_delay, stats_args};
-use super::client::multi::StoreMultiArgs;
+use super::client::multi::store::StoreMultiArgs;
 use super::client::single::{cas_args, StoreArgs};
 use super::client::state::PyClient;
 use crate::client::op::admin::{Flush, Stats};
@@ -46,9 +46,7 @@ use crate::dispatch::request::Request;
 use crate::dispatch::Dispatcher;
 use crate::protocol::StoreCmd;
 use binding::Binding;
-pub use binding::{PyDirect, PyMailbox, PyReader};
 use finish::Finish;
-pub use future::PyAioFuture;
 use prepare::Prepared;
 use submit::Order;
 

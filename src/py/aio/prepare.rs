@@ -25,7 +25,8 @@ use crate::py::args::{
     check_key_len, key_obj, multi_keys, prefix_bytes, uint_mask, ArgPos, MaybeArg,
 };
 use crate::py::client::lease;
-use crate::py::client::multi::{self, StoreMultiArgs};
+use crate::py::client::multi;
+use crate::py::client::multi::store::StoreMultiArgs;
 use crate::py::client::single::{self, StoreArgs};
 use crate::py::client::state::PyClient;
 
@@ -179,7 +180,7 @@ pub(super) fn store_multi(
     args: StoreMultiArgs<'_, '_>,
 ) -> PyResult<Prepared> {
     let pairs: Vec<(Bound<'_, PyAny>, Bound<'_, PyAny>)> = args.mapping.iter().collect();
-    let conv = multi::store_multi_keys(slf, &args, &pairs)?;
+    let conv = multi::store::store_multi_keys(slf, &args, &pairs)?;
     let items = conv.requests.with_items(|its| {
         let key_bytes = its.iter().map(|it| it.key.len()).sum();
         let bytes = its.iter().map(|it| it.data.len()).sum();

@@ -19,9 +19,11 @@ use super::order;
 use super::prepare::Prepared;
 use super::PyAioClient;
 use crate::client::op::Outcome;
+use crate::dispatch::direct::Direct;
 use crate::dispatch::direct::Progress;
+use crate::dispatch::mailbox::Mailbox;
 use crate::dispatch::request::Request;
-use crate::dispatch::{Direct, Done, Mailbox};
+use crate::dispatch::Done;
 use crate::py::errors;
 
 /// A request on its way: the future to resolve and how to build its result.

@@ -128,7 +128,7 @@ fn fetch_stats(
     stat_args: MaybeArg<'_, '_>,
 ) -> PyResult<
     Vec<(
-        crate::connection::Address,
+        crate::connection::connect::Address,
         crate::error::Result<crate::client::results::Stats>,
     )>,
 > {
@@ -187,7 +187,7 @@ pub(crate) fn stats_args(stat_args: MaybeArg<'_, '_>) -> PyResult<Vec<u8>> {
 pub(crate) fn stats_reply(
     py: Python<'_>,
     results: Vec<(
-        crate::connection::Address,
+        crate::connection::connect::Address,
         crate::error::Result<crate::client::results::Stats>,
     )>,
 ) -> PyResult<Py<PyList>> {

@@ -51,7 +51,7 @@ impl PyClient {
     ) -> PyResult<Py<PyList>> {
         let _pin = pin(server_key)?;
         let opts = (time, key_prefix, min_compress_len, compress_level);
-        multi::store(slf, StoreCmd::Replace, keys, opts, noreply)
+        multi::store::store(slf, StoreCmd::Replace, keys, opts, noreply)
     }
 
     /// fastmc extension: touch multiple keys; returns the keys that were not found.

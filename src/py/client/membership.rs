@@ -24,6 +24,7 @@ pub(crate) fn set_servers(
         core.set_servers(specs)
             .map_err(|e| errors::op_error(Op::ServerAdd, None, &e))
     })?;
-    let names = |v: Vec<crate::connection::Address>| v.iter().map(|a| a.display_name()).collect();
+    let names =
+        |v: Vec<crate::connection::connect::Address>| v.iter().map(|a| a.display_name()).collect();
     Ok((names(change.added), names(change.removed)))
 }

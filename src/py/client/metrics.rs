@@ -8,8 +8,9 @@ use pyo3::types::{PyBytes, PyDict, PyList};
 use pyo3::IntoPyObjectExt;
 
 use super::state::PyClient;
+use crate::metrics::histogram::LatencySnapshot;
 use crate::metrics::hot::HotKey;
-use crate::metrics::{LatencySnapshot, MetricsSnapshot, Value, FAMILIES, SCHEMA};
+use crate::metrics::{MetricsSnapshot, Value, FAMILIES, SCHEMA};
 use crate::py::args::{pin, str_or_bytes, ArgPos};
 use crate::py::errors;
 use crate::py::io::detached;

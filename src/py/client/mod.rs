@@ -345,7 +345,7 @@ impl PyClient {
     ) -> PyResult<Py<PyList>> {
         let _pin = pin(server_key)?;
         let opts = (time, key_prefix, min_compress_len, compress_level);
-        multi::store(slf, StoreCmd::Set, keys, opts, noreply)
+        multi::store::store(slf, StoreCmd::Set, keys, opts, noreply)
     }
 
     /// Add multiple keys at once; returns the keys that were not stored.
@@ -369,7 +369,7 @@ impl PyClient {
     ) -> PyResult<Py<PyList>> {
         let _pin = pin(server_key)?;
         let opts = (time, key_prefix, min_compress_len, compress_level);
-        multi::store(slf, StoreCmd::Add, keys, opts, noreply)
+        multi::store::store(slf, StoreCmd::Add, keys, opts, noreply)
     }
 
     /// Delete multiple keys at once; True only if every key was deleted.

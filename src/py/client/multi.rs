@@ -1,11 +1,10 @@
 //! The multi-key methods: get_multi and gets_multi (`fetch`), delete_multi, incr_multi and
 //! touch_multi, with pylibmc's rules for empty keys, str/bytes twins and failed keys;
-//! set/add/replace_multi are `multi/store.rs` (re-exported here, so `multi::` names the whole
-//! family). Arguments are converted with `py::args`, values with `codec`, the core is called
+//! set/add/replace_multi are `multi/store.rs` (`multi::store`). Arguments are converted with `py::args`, values with `codec`, the core is called
 //! through `io::detached` and errors are built by `py::errors`. Uses `client::Fetched`, the core's
 //! `Error` and `protocol`.
 
-mod store;
+pub(crate) mod store;
 
 use std::borrow::Cow;
 use std::collections::HashMap;
@@ -21,7 +20,6 @@ use crate::protocol::{is_text_key, MAX_KEY_LEN};
 use crate::py::args::*;
 use crate::py::errors::{self, Op};
 use crate::py::io::detached;
-pub(crate) use store::{store, store_multi_keys, store_multi_reply, StoreMultiArgs};
 
 /// Delete multiple keys at once; True only if every key was deleted.
 pub(super) fn delete_multi(
