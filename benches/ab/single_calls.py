@@ -34,8 +34,10 @@ from per_key import costs as per_function  # noqa: E402 (callgrind_annotate's to
 
 CALLS = ("get_hit", "get_miss", "set", "delete_miss", "incr", "get_multi_10")
 # Not in the default table: a miss of a different key each call (200,000 keys in turn), the
-# worst case of hot-key sampling (every sampled key is new to its summary).
-EXTRA_CALLS = ("get_tail",)
+# worst case of hot-key sampling (every sampled key is new to its summary); and the lone
+# `noreply` writes (`set_noreply`, `delete_noreply`: fastmc only, pylibmc has no per-call
+# `noreply`), which take a path of their own.
+EXTRA_CALLS = ("get_tail", "set_noreply", "delete_noreply")
 CLIENTS = ("fastmc", "pylibmc")
 AIO_CLIENTS = ("fastmc.aio", "aiomcache", "emcache")
 VALUE = b"v" * 40
@@ -69,6 +71,8 @@ def child(client: str, call: str, address: str, n: int) -> None:
         "delete_miss": lambda: mc.delete("sc:gone"),
         "incr": lambda: mc.incr("sc:n"),
         "get_multi_10": lambda: mc.get_multi(keys),
+        "set_noreply": lambda: mc.set("sc:1", VALUE, noreply=True),
+        "delete_noreply": lambda: mc.delete("sc:gone", noreply=True),
     }
     f = calls[call]
     for _ in range(200):
