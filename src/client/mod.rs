@@ -12,9 +12,10 @@
 //!   `keys`: keys in one buffer, for a request that outlives its caller's arguments, and the
 //!   buffers a thread keeps for its next call;
 //! - `op`: the operations, one type each (its plan, sink, metrics family, replay safety and
-//!   settling), and the blocking methods that run them;
+//!   settling; get's family is a folder: its encoder, its sink, its replica fail-over read);
 //! - `calls`: the blocking methods the binding calls, each an operation run;
-//! - `replicas`: a key's replica servers, their writes and the read fail-over (`num_replicas`);
+//! - `replicas`: a key's replica servers, their writes and which failures a read fails over on
+//!   (`num_replicas`);
 //! - `drive`: connections checked out and driven to completion: blocking (`poll`), by an event
 //!   loop's selector (asyncio, the blocking driver taking over whatever would wait), or a lone
 //!   `noreply` write;
