@@ -1,6 +1,7 @@
 //! The brain of `fastmc.testing`'s fake memcached: a store with memcached 1.6's semantics and
-//! the text, meta and binary protocols over it (`store`, `text`, `meta`, `binary`), as a pure
-//! function of the bytes a connection sent and the fake's clock, and the in-process transport
+//! the text, meta and binary protocols over it (`store`, `text`, `meta`, `binary`; a
+//! connection's `session` frames its bytes and hands each command to its protocol's file), as a
+//! pure function of the bytes a connection sent and the fake's clock, and the in-process transport
 //! (`wire`) that lets a `Connection` talk to it with no socket and no thread.
 //!
 //! A `Fake` is one fake server: its store behind a lock and its failure switches (down, slow,
@@ -12,6 +13,7 @@
 
 pub mod binary;
 pub mod meta;
+pub mod session;
 pub mod store;
 pub mod text;
 mod token;
@@ -23,8 +25,8 @@ use std::time::Duration;
 
 use parking_lot::{Mutex, MutexGuard};
 
+use session::Session;
 use store::{Clock, Store};
-use text::Session;
 
 /// One fake server: its store and its failure switches.
 #[derive(Debug)]

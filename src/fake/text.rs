@@ -1,15 +1,12 @@
-//! memcached's text protocol over a `Store`: one connection's `Session` takes the bytes it received
-//! and gives back the replies to every complete command (an incomplete one waits).
+//! memcached's classic text commands over a `Store`, one command line at a time (`answer`; the
+//! session, `session.rs`, frames the lines and sends meta verbs to `meta.rs`).
 //!
-//! Replies are memcached 1.6's, line for line: a text command with `noreply` gets no reply at all,
-//! a meta command (`meta.rs`) with `q` loses only its nominal reply; a connection whose first byte
-//! is a binary request's magic speaks the binary protocol (`binary.rs`). Kept equal to memcached by
-//! the differential tests (tests/api/test_fake_diff.py).
+//! Replies are memcached 1.6's, line for line: a text command with `noreply` gets no reply at
+//! all. Kept equal to memcached by the differential tests (tests/api/test_fake_diff.py).
 
 use std::io::Write;
 
 use super::store::{parse_u64, py_int, Delta, Mode, Store, Stored, KEY_MAX};
-use super::{binary, meta};
 
 pub const BAD_FORMAT: &[u8] = b"CLIENT_ERROR bad command line format\r\n";
 const BAD_EXPTIME: &[u8] = b"CLIENT_ERROR invalid exptime argument\r\n";
@@ -48,7 +45,8 @@ fn min_tokens(cmd: &[u8]) -> Option<usize> {
     })
 }
 
-fn store_mode(cmd: &[u8]) -> Option<Mode> {
+/// The storage command `cmd` names, if it is one.
+pub(super) fn store_mode(cmd: &[u8]) -> Option<Mode> {
     Some(match cmd {
         b"set" => Mode::Set,
         b"add" => Mode::Add,
@@ -71,100 +69,22 @@ fn store_reply(s: Stored) -> &'static [u8] {
     }
 }
 
-/// One connection's protocol state (a partial command waits in `buf`).
-#[derive(Debug, Default)]
-pub struct Session {
-    buf: Vec<u8>,
-    /// `quit` was read (or the input was not a request): the connection is to be closed.
-    pub closing: bool,
-    binary: bool,
-}
-
-/// The length of the data block that follows this command line, if it has one.
-fn data_length(tokens: &[&[u8]]) -> Option<usize> {
-    let cmd = *tokens.first()?;
-    let idx = if store_mode(cmd).is_some() {
-        4
-    } else if cmd == b"ms" {
-        2
-    } else {
-        return None;
-    };
-    let n = py_int(tokens.get(idx)?)?;
-    (0..1i128 << 31).contains(&n).then_some(n as usize)
-}
-
-impl Session {
-    pub fn new() -> Session {
-        Session::default()
+/// The reply to one classic command line (`tokens`, and its data block), into `out`; `quit`
+/// sets `closing`.
+pub(super) fn answer(
+    closing: &mut bool,
+    st: &mut Store,
+    tokens: &[&[u8]],
+    data: &[u8],
+    out: &mut Vec<u8>,
+) {
+    if matches!(tokens.first(), Some(&(b"get" | b"gets"))) && tokens.len() > 1 {
+        get(st, &tokens[1..], tokens[0] == b"gets", None, out);
+        return;
     }
-
-    /// The replies to every complete command after `data` is appended, into `out`.
-    pub fn feed(&mut self, store: &mut Store, data: &[u8], out: &mut Vec<u8>) {
-        if self.buf.is_empty() {
-            let used = self.run(store, data, out);
-            self.buf.extend_from_slice(&data[used..]);
-            return;
-        }
-        let mut buf = std::mem::take(&mut self.buf);
-        buf.extend_from_slice(data);
-        let used = self.run(store, &buf, out);
-        buf.drain(..used);
-        self.buf = buf;
-    }
-
-    /// Answer the complete commands at the start of `input`; how many bytes they took.
-    fn run(&mut self, store: &mut Store, input: &[u8], out: &mut Vec<u8>) -> usize {
-        let mut pos = 0;
-        while pos < input.len() && !self.closing {
-            let rest = &input[pos..];
-            if self.binary || rest[0] == 0x80 {
-                self.binary = true; // as memcached, the first byte decides for the connection
-                match binary::request_size(rest) {
-                    None => break,
-                    Some(None) => {
-                        self.closing = true; // not a request: memcached hangs up
-                        break;
-                    }
-                    Some(Some(size)) => {
-                        self.closing = binary::command(store, &rest[..size], out);
-                        pos += size;
-                        continue;
-                    }
-                }
-            }
-            let Some(nl) = memchr::memchr(b'\n', rest) else {
-                if rest.len() > 65536 {
-                    out.extend_from_slice(b"CLIENT_ERROR line too long\r\n");
-                    self.closing = true;
-                }
-                break;
-            };
-            let mut line = &rest[..nl];
-            while let [head @ .., b'\r'] = line {
-                line = head;
-            }
-            let tokens: Vec<&[u8]> = line
-                .split(|&c| c == b' ')
-                .filter(|t| !t.is_empty())
-                .collect();
-            let need = data_length(&tokens);
-            let end = nl + 1 + need.map_or(0, |n| n + 2);
-            if rest.len() < end {
-                break; // the data block is still on its way
-            }
-            let block = &rest[nl + 1..end];
-            pos += end;
-            if matches!(tokens.first(), Some(&(b"get" | b"gets"))) && tokens.len() > 1 {
-                get(store, &tokens[1..], tokens[0] == b"gets", None, out);
-                continue;
-            }
-            match command(&mut self.closing, store, &tokens, block) {
-                Ok(reply) => out.extend_from_slice(&reply),
-                Err(BadLine(line)) => out.extend_from_slice(line),
-            }
-        }
-        pos
+    match command(closing, st, tokens, data) {
+        Ok(reply) => out.extend_from_slice(&reply),
+        Err(BadLine(line)) => out.extend_from_slice(line),
     }
 }
 
@@ -209,9 +129,6 @@ fn command(
     let noreply = tokens.last() == Some(&&b"noreply"[..]);
     if let Some(reply) = simple(st, cmd, tokens, noreply)? {
         return Ok(if noreply { Vec::new() } else { reply });
-    }
-    if meta::VERBS.contains(&cmd) {
-        return Ok(meta::command(st, tokens, data));
     }
     if cmd == b"quit" {
         *closing = true;

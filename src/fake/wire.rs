@@ -15,8 +15,9 @@ use std::os::fd::BorrowedFd;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use super::session::Session;
 use super::token::{Token, NAPS, RECHECK};
-use super::{Fake, Session};
+use super::Fake;
 
 /// Room for replies kept between reads (more, for a huge value, is given back once read).
 const KEEP_READY: usize = 1024 * 1024;

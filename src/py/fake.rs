@@ -11,8 +11,8 @@ use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict};
 
+use crate::fake::session::Session;
 use crate::fake::store::Clock;
-use crate::fake::text::Session;
 use crate::fake::Fake;
 
 /// The time fake servers live in (see `fastmc.testing.FakeClock`, which wraps it).
