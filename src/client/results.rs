@@ -1,6 +1,7 @@
 //! What the client's calls answer: a server as given (`ServerSpec`), a fetched value (`Item`,
 //! its bytes in a `Fetched`), a store's status, a meta command's whole answer, a server's
-//! `stats`. Plain data; uses `connection::Address` and `protocol::meta` to read meta flags.
+//! `stats`. Plain data; uses `connection::connect::Address` and `protocol::meta` to read meta
+//! flags.
 
 use crate::connection::connect::Address;
 

@@ -1,7 +1,8 @@
 //! Server lists as pylibmc takes them: `(type, host, port[, weight])` tuples and
 //! libmemcached-style strings (`host[:port[:weight]]`, `[v6]:port`, `/path`), one transport per
 //! client, no UDP; turned into the core's `ServerSpec`s. Conversion only, while attached. Uses
-//! pyo3, `client::ServerSpec`, `connection::Address` and `py::errors` for its two pylibmc errors.
+//! pyo3, `client::results::ServerSpec`, `connection::connect::Address` and `py::errors` for its
+//! two pylibmc errors.
 
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
