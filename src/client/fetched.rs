@@ -1,6 +1,7 @@
 //! What a fetch returns (`Fetched`): one outcome per key, the values' bytes together in one
-//! buffer (kept for the thread's next fetch, `keys::spare_bytes`), and how a fetch's sink is
-//! finished into it. No I/O.
+//! buffer (kept for the thread's next fetch, `keys::spare_bytes`), and outcomes copied from one
+//! fetch to another (a merged fetch's shares, keys fetched again). Get's sink is finished into
+//! it (`op::get::sink`). No I/O.
 
 use super::keys;
 use super::results::Item;
@@ -47,24 +48,34 @@ impl Fetched {
         out.items.reserve(idx.len());
         for &i in idx {
             let r = match self.items.get(i as usize) {
-                Some(Ok(Some(item))) => {
-                    let start = out.data.len();
-                    let bytes = self.bytes(item);
-                    // (a copy of what the server sent: asked for, not assumed)
-                    match out.data.try_reserve(bytes.len()) {
-                        Ok(()) => {
-                            out.data.extend_from_slice(bytes);
-                            Ok(Some(Item::new(item.flags, item.cas, start, item.len)))
-                        }
-                        Err(e) => Err(e.into()),
-                    }
-                }
-                Some(Ok(None)) => Ok(None),
-                Some(Err(e)) => Err(e.clone()),
+                Some(r) => out.copied(self, r),
                 None => Err(Error::Protocol("no outcome for this key".into())),
             };
             out.items.push(r);
         }
         out
+    }
+
+    /// Key `i`'s outcome replaced by `r`, an outcome of `from` (a fetch made again for some of
+    /// this one's keys: a read-back, a replica's answer).
+    pub(super) fn take(&mut self, i: u32, from: &Fetched, r: &Result<Option<Item>>) {
+        let r = self.copied(from, r);
+        if let Some(slot) = self.items.get_mut(i as usize) {
+            *slot = r;
+        }
+    }
+
+    /// `r`, an outcome of `from`, as an outcome of this fetch: a hit's bytes are copied into
+    /// this one's buffer (room asked for, not assumed: the server chose the size).
+    fn copied(&mut self, from: &Fetched, r: &Result<Option<Item>>) -> Result<Option<Item>> {
+        let item = match r {
+            Ok(Some(item)) => item,
+            other => return other.clone(),
+        };
+        let bytes = from.bytes(item);
+        let start = self.data.len();
+        self.data.try_reserve(bytes.len())?;
+        self.data.extend_from_slice(bytes);
+        Ok(Some(Item::new(item.flags, item.cas, start, bytes.len())))
     }
 }

@@ -11,7 +11,6 @@ use super::sink::{fetch_arena, GetSink};
 use crate::client::batch::{Batches, ServerBatch};
 use crate::client::fetched::Fetched;
 use crate::client::replicas::{count, fails_over, replica};
-use crate::client::results::Item;
 use crate::client::snapshot::Snapshot;
 use crate::client::Client;
 use crate::metrics::Family;
@@ -128,29 +127,5 @@ impl Client {
         let sink = GetSink::new(&wire[..], fetch_arena(round.len()));
         let sink = self.execute(snap, Family::Get, batches, Vec::new(), sink, true);
         sink.into_fetched()
-    }
-}
-
-impl Fetched {
-    /// Key `i`'s outcome from `r`, an outcome of `from` (a hit's bytes are copied over).
-    fn take(&mut self, i: u32, from: &Fetched, r: &crate::error::Result<Option<Item>>) {
-        let out = match r {
-            Ok(Some(item)) => {
-                let bytes = from.bytes(item);
-                let start = self.data.len();
-                match self.data.try_reserve(bytes.len()) {
-                    Ok(()) => {
-                        self.data.extend_from_slice(bytes);
-                        Ok(Some(Item::new(item.flags, item.cas, start, bytes.len())))
-                    }
-                    Err(e) => Err(e.into()),
-                }
-            }
-            Ok(None) => Ok(None),
-            Err(e) => Err(e.clone()),
-        };
-        if let Some(slot) = self.items.get_mut(i as usize) {
-            *slot = out;
-        }
     }
 }

@@ -22,7 +22,6 @@ use super::{Access, Args, Operation};
 use crate::client::fetched::Fetched;
 use crate::client::plan::{plan, Plan};
 use crate::client::replicas;
-use crate::client::results::Item;
 use crate::client::sink::{Sink, WireKeys};
 use crate::client::snapshot::Snapshot;
 use crate::client::Client;
@@ -155,22 +154,6 @@ fn pin_errors(client: &Client, keys: &[&[u8]], op: &Get, mut ambiguous: Vec<u32>
     let sink = client.execute(&snap, Family::Get, p.batches, p.rejected, sink, true);
     let again = sink.into_fetched();
     for (&i, r) in ambiguous.iter().zip(again.items.iter()) {
-        let r = match r {
-            Ok(Some(item)) => {
-                let bytes = again.bytes(item);
-                let start = f.data.len();
-                match f.data.try_reserve(bytes.len()) {
-                    Ok(()) => {
-                        f.data.extend_from_slice(bytes);
-                        Ok(Some(Item::new(item.flags, item.cas, start, item.len)))
-                    }
-                    Err(e) => Err(e.into()),
-                }
-            }
-            other => other.clone(),
-        };
-        if let Some(slot) = f.items.get_mut(i as usize) {
-            *slot = r;
-        }
+        f.take(i, &again, r);
     }
 }
