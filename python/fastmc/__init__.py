@@ -17,6 +17,7 @@ from ._fastmc import exceptions as exceptions
 from .client import Client as Client
 from .consts import distributions as distributions
 from .consts import hashers as hashers
+from .near import NearCache as NearCache
 from .pools import ClientPool as ClientPool
 from .pools import ThreadMappedPool as ThreadMappedPool
 
@@ -128,6 +129,7 @@ __all__ = [
     "Client",
     "ClientPool",
     "ThreadMappedPool",
+    "NearCache",
     "build_info",
     "install_as_pylibmc",
 ] + [n for n in dir(_fastmc) if not n.startswith("_") and n != "client"]

@@ -362,6 +362,9 @@ class client:
     def _lease_release(
         self, key: _Key, cas: int, stale: bool, server_key: _Key | None = None
     ) -> bool: ...
+    def _near_check(
+        self, key: _Key, cas: int, conditional: bool, server_key: _Key | None = None
+    ) -> tuple[str, Any, int, int]: ...
     def flush_all(self, time: int = 0) -> bool: ...
     def get_stats(self, stat_args: str = ..., /) -> list[tuple[bytes, dict[str, bytes]]]: ...
     def _stats_lines(
@@ -579,6 +582,9 @@ class aio_client:
     def _alease_release(
         self, key: _Key, cas: int, stale: bool, server_key: _Key | None = None
     ) -> aio_future[bool]: ...
+    def _anear_check(
+        self, key: _Key, cas: int, conditional: bool, server_key: _Key | None = None
+    ) -> aio_future[tuple[str, Any, int, int]]: ...
     # (every key found, the keys on servers without the meta protocol, to delete instead)
     def _invalidate_multi(
         self,

@@ -29,6 +29,7 @@ from .client import (
     _behaviors_numeric,
     _behaviors_symbolic,
     _construct,
+    _near_class,
     _set_servers,
     _warmed,
     _with_dns,
@@ -44,6 +45,7 @@ if TYPE_CHECKING:
     from ._fastmc import _ServerSpec as _AnyServerSpec
     from .client import _ServerSpec
     from .dnsdiscovery import DNSWatch
+    from .near import NearCache
 
     # A blocking method's parameters and result, as _coroutine carries them over.
     _P = ParamSpec("_P")
@@ -119,6 +121,15 @@ class Client(_fastmc.aio_client):
     """What refreshes the server list when the client came from
     :func:`fastmc.autodiscovery.discover_aio` (stopped by ``close()``)."""
 
+    near_cache: NearCache | None = None
+    """The near cache in front of this client (``fastmc.NearCache``), if it was given one."""
+
+    def __new__(cls, *args: Any, near_cache: Any = None, **kwargs: Any) -> Self:
+        # As fastmc.Client's: a subclass whose reads ask the near cache first, only with one.
+        if near_cache is not None:
+            cls = _near_class(cls, "near_aio_class")
+        return super().__new__(cls)
+
     def __init__(
         self,
         servers: Iterable[_ServerSpec],
@@ -144,6 +155,7 @@ class Client(_fastmc.aio_client):
         dns_refresh: float | None = None,
         dns_nameservers: Iterable[str] | None = None,
         warm_up: int = 0,
+        near_cache: NearCache | Mapping[str, Any] | None = None,
     ) -> None:
         self._warm_connections = warm_up
         self._readers: tuple[asyncio.AbstractEventLoop, list[int]] | None = None
@@ -159,7 +171,7 @@ class Client(_fastmc.aio_client):
         # Inherited from the blocking native class: they would block the event loop.
         raise TypeError("a blocking method: the asyncio client's coroutines are used instead")
 
-    _lease_get = _lease_release = _blocking_only
+    _lease_get = _lease_release = _near_check = _blocking_only
 
     def clone(self) -> NoReturn:
         # The native class's clone would copy no addresses, loop or threads (docs/aio.md).

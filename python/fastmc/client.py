@@ -22,6 +22,7 @@ if TYPE_CHECKING:
     from ._fastmc import _Key
     from ._fastmc import _ServerSpec as _AnyServerSpec
     from .dnsdiscovery import DNSWatch
+    from .near import NearCache
     from .stampede import _Default, _OnWaitTimeout
 
     # What Client takes as a server: a spec string or a (type, host, port) tuple.
@@ -220,6 +221,18 @@ _AS_GIVEN = (
 )
 
 
+def _near_class(cls: Any, maker: str) -> Any:
+    """``cls`` with a near cache in front of it (``fastmc._nearfront``'s ``near_class`` or
+    ``near_aio_class``), unless it is one already."""
+    if cls.__dict__.get("_near_front"):
+        return cls
+    from . import _nearfront
+
+    made = getattr(_nearfront, maker)(cls)
+    made._near_front = True
+    return made
+
+
 def _construct(
     client: Any, init: Callable[..., None], set_servers: Any, a: Mapping[str, Any]
 ) -> None:
@@ -230,6 +243,12 @@ def _construct(
     constructor; then the names are followed."""
     client.binary = a["binary"]
     client.addresses = list(a["servers"])
+    if a["near_cache"] is not None:
+        from .near import from_option
+
+        near = from_option(a["near_cache"])
+        near.attach(client.addresses)  # type: ignore[union-attr]
+        client.near_cache = near
     servers = _dns_first(client, client.addresses, a["dns_refresh"], a["dns_nameservers"])
     init(
         servers=translate_server_specs(servers),
@@ -259,6 +278,15 @@ class Client(_fastmc.client):
     addresses: list[_ServerSpec]
     dns: DNSWatch | None = None
     """What follows the DNS names of the server list (``fastmc.dnsdiscovery``), if it has any."""
+    near_cache: NearCache | None = None
+    """The near cache in front of this client (``fastmc.NearCache``), if it was given one."""
+
+    def __new__(cls, *args: Any, near_cache: Any = None, **kwargs: Any) -> Self:
+        # With a near cache the instance is of a subclass whose reads ask it first
+        # (fastmc/near.py); without one, of this class, untouched.
+        if near_cache is not None:
+            cls = _near_class(cls, "near_class")
+        return super().__new__(cls)
 
     def __init__(
         self,
@@ -285,6 +313,7 @@ class Client(_fastmc.client):
         dns_refresh: float | None = None,
         dns_nameservers: Iterable[str] | None = None,
         warm_up: int = 0,
+        near_cache: NearCache | Mapping[str, Any] | None = None,
     ) -> None:
         _construct(self, super().__init__, _fastmc.client.set_servers, locals())
         if warm_up:

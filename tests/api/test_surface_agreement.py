@@ -90,7 +90,11 @@ COMPOSED = {
 }
 
 # The blocking client's internal rows and their asyncio twins (used by fastmc.stampede).
-INTERNAL_TWINS = {"_lease_get": "_alease_get", "_lease_release": "_alease_release"}
+INTERNAL_TWINS = {
+    "_lease_get": "_alease_get",
+    "_lease_release": "_alease_release",
+    "_near_check": "_anear_check",
+}
 
 # Plain methods (no I/O): the same method on both clients, no coroutine.
 PLAIN = {
@@ -121,7 +125,7 @@ BLOCKING_ONLY = {
 REFUSED_ON_AIO = {"clone"}
 AIO_ONLY = {"close", "__aenter__", "__aexit__", "discovery"}
 # Properties, the same on both.
-PROPERTIES = {"behaviors", "binary_protocol", "serializer", "dns"}
+PROPERTIES = {"behaviors", "binary_protocol", "serializer", "dns", "near_cache"}
 
 # Signatures that differ on purpose: {method: reason}.
 DIFFERENT = {

@@ -12,7 +12,7 @@ use crate::error::Error as CoreError;
 use crate::protocol::StoreCmd;
 use crate::py::args::{join_key, key_obj};
 use crate::py::client::state::PyClient;
-use crate::py::client::{admin, lease, multi, single};
+use crate::py::client::{admin, lease, multi, near, single};
 use crate::py::errors::{self, Op};
 use pyo3::types::PyList;
 
@@ -72,6 +72,10 @@ pub(super) enum Finish {
     },
     LeaseRelease {
         key: Vec<u8>,
+    },
+    NearCheck {
+        key: Vec<u8>,
+        cas: u64,
     },
     /// invalidate_multi: the keys sent (for messages) and their objects; the reply is
     /// `(every key found, [keys whose server has no meta protocol])`.
@@ -170,6 +174,9 @@ impl Finish {
             }
             (Finish::LeaseRelease { key }, Outcome::Meta(mut v)) => {
                 lease::release_reply(&key, v.pop())?.into_py_any(py)
+            }
+            (Finish::NearCheck { key, cas }, Outcome::Meta(mut v)) => {
+                near::check_reply(slf, &key, cas, v.pop())?.into_py_any(py)
             }
             (Finish::Invalidate { keys, objs, all }, Outcome::Meta(v)) => {
                 let mut all = all;

@@ -321,6 +321,19 @@ impl PyAioClient {
         Self::submit(slf, prepare::lease_get(key, lease, recache)?)
     }
 
+    /// The near cache's check of a value it holds with `cas`: a future of `(state, value, cas)`.
+    #[pyo3(signature = (key, cas, conditional, server_key=None))]
+    fn _anear_check(
+        slf: &Bound<'_, Self>,
+        key: &Bound<'_, PyAny>,
+        cas: u64,
+        conditional: bool,
+        server_key: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<Py<PyAny>> {
+        let _pin = pin(server_key)?;
+        Self::submit(slf, prepare::near_check(key, cas, conditional)?)
+    }
+
     /// Give a lease back: a future of whether it was.
     #[pyo3(signature = (key, cas, stale, server_key=None))]
     fn _alease_release(

@@ -27,6 +27,7 @@ use crate::py::args::{
 use crate::py::client::lease;
 use crate::py::client::multi;
 use crate::py::client::multi::store::StoreMultiArgs;
+use crate::py::client::near;
 use crate::py::client::single::{self, StoreArgs};
 use crate::py::client::state::PyClient;
 
@@ -300,6 +301,23 @@ pub(super) fn lease_get(key: &Bound<'_, PyAny>, lease_s: u32, recache: u32) -> P
     check_key_len(k)?;
     let req = meta(MetaVerb::Get, k, lease::lease_flags(lease_s, recache));
     Ok(Prepared::Submit(req, Finish::LeaseGet { key: k.to_vec() }))
+}
+
+pub(super) fn near_check(
+    key: &Bound<'_, PyAny>,
+    cas: u64,
+    conditional: bool,
+) -> PyResult<Prepared> {
+    let k = key_obj(key)?;
+    check_key_len(k)?;
+    let req = meta(MetaVerb::Get, k, near::check_flags(cas, conditional));
+    Ok(Prepared::Submit(
+        req,
+        Finish::NearCheck {
+            key: k.to_vec(),
+            cas,
+        },
+    ))
 }
 
 pub(super) fn lease_release(key: &Bound<'_, PyAny>, cas: u64, stale: bool) -> PyResult<Prepared> {

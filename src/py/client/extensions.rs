@@ -9,7 +9,7 @@ use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList};
 
 use super::state::PyClient;
-use super::{admin, lease, membership, metrics, multi};
+use super::{admin, lease, membership, metrics, multi, near};
 use crate::protocol::StoreCmd;
 use crate::py::args::{pin, MaybeArg};
 
@@ -214,6 +214,19 @@ impl PyClient {
     ) -> PyResult<(&'static str, Py<PyAny>, u64)> {
         let _pin = pin(server_key)?;
         lease::lease_get(slf, key, lease, recache)
+    }
+
+    /// The near cache's check of a value it holds with `cas`: `(state, value, cas)`.
+    #[pyo3(signature = (key, cas, conditional, server_key=None))]
+    fn _near_check(
+        slf: &Bound<'_, Self>,
+        key: &Bound<'_, PyAny>,
+        cas: u64,
+        conditional: bool,
+        server_key: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<near::Check> {
+        let _pin = pin(server_key)?;
+        near::check(slf, key, cas, conditional)
     }
 
     /// Give back a lease `_lease_get` won, if the item is unchanged since (its `cas`).

@@ -14,6 +14,7 @@ pub(crate) mod lease;
 pub(crate) mod membership;
 pub(crate) mod metrics;
 pub(crate) mod multi;
+pub(crate) mod near;
 pub(crate) mod single;
 pub(crate) mod state;
 

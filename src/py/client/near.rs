@@ -1,0 +1,101 @@
+//! The native half of the near cache (`python/fastmc/near.py`): asking a server whether a
+//! value held near is still current, by its CAS alone. `mg <key> c` answers the item's CAS
+//! without its value; where the server has memcached 1.6.40's conditional fetch,
+//! `mg <key> C<cas> v f c` answers `HD` when the CAS still matches and the new value when it
+//! does not, in the same round trip. A server older than 1.6.40 ignores `C` and sends the
+//! value anyway: the answer then still says whether the item changed (its CAS), and the Python
+//! side learns to ask by CAS alone. Keys are converted with `py::args`, values decoded with
+//! `codec`, errors built by `py::errors`; uses `client::MetaOutcome` and the core's `Error`.
+
+use pyo3::prelude::*;
+
+use super::state::PyClient;
+use crate::client::op::meta::MetaVerb;
+use crate::client::results::MetaOutcome;
+use crate::error::Error as CoreError;
+use crate::py::args::*;
+use crate::py::errors::{self, Op};
+use crate::py::io::detached;
+
+/// The item's CAS is the one held near.
+const SAME: &str = "same";
+/// The item changed; its new value (and CAS) came with the answer.
+const CHANGED: &str = "changed";
+/// The item changed; only its CAS came back (ask by CAS alone): fetch it.
+const STALE: &str = "stale";
+/// The item is gone.
+const MISS: &str = "miss";
+/// The key's server does not speak the meta protocol: fetch it.
+const UNSUPPORTED: &str = "unsupported";
+
+/// The item's value came although its CAS is the one held: the server ignored `C` (it is
+/// older than 1.6.40), so the client asks by CAS alone from then on.
+const SAME_SENT: &str = "same_sent";
+
+/// `(state, value, cas, size)` of a check: `size` is the bytes of a value that came, as stored.
+pub(crate) type Check = (&'static str, Py<PyAny>, u64, usize);
+
+/// The flags of a check of an item held with `cas`: a plain fetch of value and CAS (`cas` 0:
+/// nothing held yet), the conditional fetch, or the CAS alone.
+pub(crate) fn check_flags(cas: u64, conditional: bool) -> String {
+    if cas == 0 {
+        "v f c".to_owned()
+    } else if conditional {
+        format!("C{cas} v f c")
+    } else {
+        "c".to_owned()
+    }
+}
+
+/// Is `key`'s item still the one with `cas`? See the module's header.
+pub(crate) fn check(
+    slf: &Bound<'_, PyClient>,
+    key: &Bound<'_, PyAny>,
+    cas: u64,
+    conditional: bool,
+) -> PyResult<Check> {
+    let this = slf.get();
+    let k = key_obj(key)?;
+    check_key_len(k)?;
+    let flags = check_flags(cas, conditional);
+    let r = detached(slf.py(), this, |core| {
+        Ok(core
+            .meta_command(MetaVerb::Get, &[k], flags.as_bytes())
+            .pop())
+    })?;
+    check_reply(slf, k, cas, r)
+}
+
+/// What a check returns for the core's outcome `r`.
+pub(crate) fn check_reply(
+    slf: &Bound<'_, PyClient>,
+    k: &[u8],
+    held: u64,
+    r: Option<Result<MetaOutcome, CoreError>>,
+) -> PyResult<Check> {
+    let py = slf.py();
+    let out = match r {
+        Some(Ok(out)) => out,
+        Some(Err(CoreError::NotSupported(_))) => return Ok((UNSUPPORTED, py.None(), 0, 0)),
+        Some(Err(e)) => return Err(errors::op_error(Op::Get, Some(k), &e)),
+        None => return Err(errors::no_result()),
+    };
+    if out.code == *b"EN" {
+        return Ok((MISS, py.None(), 0, 0));
+    }
+    let cas = out.number(b'c').unwrap_or(0);
+    let same = cas == held && cas != 0;
+    match &out.data {
+        Some(data) if same => Ok((SAME_SENT, py.None(), cas, data.len())),
+        Some(data) => {
+            let f = out.number(b'f').unwrap_or(0) as u32;
+            match slf.get().decode_item(slf, k, data, f)? {
+                Some(value) => Ok((CHANGED, value, cas, data.len())),
+                // A value this client refuses to decode reads as a miss, as in `get`.
+                None => Ok((MISS, py.None(), 0, 0)),
+            }
+        }
+        None if same => Ok((SAME, py.None(), cas, 0)),
+        None => Ok((STALE, py.None(), cas, 0)),
+    }
+}
