@@ -136,7 +136,12 @@ class FastMCCache(BaseMemcachedCache):  # type: ignore[misc]
 
     def _new_aio_client(self) -> fastmc.aio.Client:
         if self._discovery is None:
-            return fastmc.aio.Client(self.client_servers, **self._options)
+            options = dict(self._options)
+            if options.get("near_cache") is not None:
+                # One near cache for both clients: a write through either drops the copy both
+                # read (docs/near-cache.md).
+                options["near_cache"] = self._cache.near_cache
+            return fastmc.aio.Client(self.client_servers, **options)
         endpoint, _, options = self._discovery
         found = getattr(self._cache, "discovery", None)
         if found is None or found.config is None:

@@ -56,6 +56,40 @@ _DNS = (
     ),
 )
 # Counters first (those split by a label before the others), then gauges, then histograms.
+# A client with a near cache (metrics()["near"]): one family each, labelled by client.
+_NEAR = (
+    ("hits", "fastmc_near_hits", "counter", "Reads answered from the near cache"),
+    ("misses", "fastmc_near_misses", "counter", "Reads the near cache did not answer"),
+    ("fills", "fastmc_near_fills", "counter", "Values the near cache started holding"),
+    (
+        "revalidations_unchanged",
+        "fastmc_near_revalidations_unchanged",
+        "counter",
+        "Checks that found a held value current",
+    ),
+    (
+        "revalidations_changed",
+        "fastmc_near_revalidations_changed",
+        "counter",
+        "Checks that found a held value changed or gone",
+    ),
+    (
+        "bytes_not_transferred",
+        "fastmc_near_bytes_not_transferred",
+        "counter",
+        "Bytes of values found current by their CAS alone, not sent again",
+    ),
+    ("evictions", "fastmc_near_evictions", "counter", "Values evicted to keep the bounds"),
+    ("invalidations", "fastmc_near_invalidations", "counter", "Values dropped by writes"),
+    (
+        "stale_served",
+        "fastmc_near_stale_served",
+        "counter",
+        "Values served past their ttl while their server could not be reached",
+    ),
+    ("items", "fastmc_near_items", "gauge", "Values the near cache holds"),
+    ("bytes", "fastmc_near_bytes", "gauge", "Bytes the near cache holds (as stored)"),
+)
 _SCHEMA = sorted(metric_schema(), key=lambda row: (_ORDER[row[2]], row[3] is None))
 
 
@@ -72,6 +106,7 @@ class FastMCCollector(Collector):
     def collect(self) -> Iterator[Metric]:
         servers = self.mc.metrics()
         dns = servers.pop("dns", None)
+        near = servers.pop("near", None)
         for key, name, kind, label, help_ in _SCHEMA:
             labels = ["client", "server"] + ([label] if label else [])
             doc = help_ + _BY[label] if label else help_
@@ -88,7 +123,9 @@ class FastMCCollector(Collector):
                     family.add_metric([self.client, server, value], n)
             yield family
         if dns is not None:
-            yield from self._dns(dns)
+            yield from self._client_families(_DNS, dns)
+        if near is not None:
+            yield from self._client_families(_NEAR, near)
         hot = [(server, m["hot_keys"]) for server, m in servers.items() if "hot_keys" in m]
         if hot:
             yield self._hot(hot)
@@ -109,12 +146,15 @@ class FastMCCollector(Collector):
                 )
         return family
 
-    def _dns(self, dns: dict[str, Any]) -> Iterator[Metric]:
-        """The DNS names' lookups (``fastmc.dnsdiscovery``), for a client that follows some."""
-        for key, name, kind, doc in _DNS:
+    def _client_families(
+        self, table: tuple[tuple[str, str, str, str], ...], values: dict[str, Any]
+    ) -> Iterator[Metric]:
+        """The client-wide families: the DNS names' lookups (``fastmc.dnsdiscovery``) for a
+        client that follows some, the near cache's counters for a client that has one."""
+        for key, name, kind, doc in table:
             make = CounterMetricFamily if kind == "counter" else GaugeMetricFamily
             family = make(name, doc, labels=["client"])
-            family.add_metric([self.client], dns[key])
+            family.add_metric([self.client], values[key])
             yield family
 
     def _histogram(

@@ -286,3 +286,24 @@ def test_after_fork_the_child_starts_empty(address):
     assert os.waitstatus_to_exitcode(status) == 0
     assert mc.near_cache.metrics()["items"] == 1
 
+
+def test_prometheus_exports_the_near_counters(address):
+    import fastmc.prometheus
+    from prometheus_client import CollectorRegistry, generate_latest
+    from prometheus_client.parser import text_string_to_metric_families
+
+    mc = near(address, hot_after=1)
+    registry = CollectorRegistry()
+    fastmc.prometheus.register(mc, client="web", registry=registry)
+    _admit(mc, "p")
+    mc.set("p", b"2")
+    samples = {
+        smp.name: smp.value
+        for fam in text_string_to_metric_families(generate_latest(registry).decode())
+        for smp in fam.samples
+        if smp.labels == {"client": "web"}
+    }
+    assert samples["fastmc_near_hits_total"] == 1
+    assert samples["fastmc_near_fills_total"] == 1
+    assert samples["fastmc_near_invalidations_total"] == 1
+    assert samples["fastmc_near_items"] == 0
