@@ -29,50 +29,12 @@ from opentelemetry.instrumentation.instrumentor import (  # type: ignore[attr-de
 from opentelemetry.trace import SpanKind
 
 from . import _fastmc
+from ._keyargs import KEY, METHODS, call_keys
 from .aio import Client as _AioClient
 from .client import Client as _SyncClient
 
 __all__ = ["FastMCInstrumentor"]
 
-# Where the keys are in each traced method's arguments: "key" (the first argument), "keys"
-# (a collection or mapping of keys first, ``key_prefix`` at the given position), or None.
-_KEY = "key"
-_METHODS: dict[str, tuple[str | None, int]] = {
-    **{
-        name: (_KEY, -1)
-        for name in (
-            "get",
-            "gets",
-            "set",
-            "add",
-            "replace",
-            "append",
-            "prepend",
-            "cas",
-            "delete",
-            "touch",
-            "incr",
-            "decr",
-            "gat",
-            "invalidate",
-            "get_or_set",
-        )
-    },
-    **{name: ("keys", 1) for name in ("get_multi", "gets_multi", "delete_multi", "incr_multi")},
-    **{
-        name: ("keys", 2)
-        for name in (
-            "set_multi",
-            "add_multi",
-            "replace_multi",
-            "touch_multi",
-            "gat_multi",
-            "invalidate_multi",
-        )
-    },
-    "flush_all": (None, -1),
-    "get_stats": (None, -1),
-}
 
 CAPTURE_KEYS_ENV = "OTEL_PYTHON_FASTMC_CAPTURE_KEYS"
 """Set to ``true`` to record keys in ``db.query.text`` under ``opentelemetry-instrument``."""
@@ -144,24 +106,17 @@ def _hot_attributes(mc: Any, key: Any, server_key: Any) -> dict[str, Any]:
 def _call_attributes(
     mc: Any, name: str, args: tuple[Any, ...], kwargs: Mapping[str, Any]
 ) -> dict[str, Any]:
-    where, prefix_at = _METHODS[name]
+    one = METHODS[name][0] == KEY
     attrs: dict[str, Any] = {"db.system.name": "memcached", "db.operation.name": name}
     try:
-        if where == _KEY:
-            key = args[0] if args else kwargs["key"]
-            keys: Collection[Any] = (key,)
-            prefix: Any = b""
-        elif where is not None:
-            keys = args[0] if args else kwargs["keys"]
-            prefix = args[prefix_at] if len(args) > prefix_at else kwargs.get("key_prefix", b"")
-            if len(keys) != 1:  # one key is one operation, not a batch (the convention)
-                attrs["db.operation.batch.size"] = len(keys)
-        else:
-            keys, prefix = (), b""
+        keys, prefix = call_keys(name, args, kwargs)
+        if not one and len(keys) != 1 and METHODS[name][0] is not None:
+            # one key is one operation, not a batch (the convention)
+            attrs["db.operation.batch.size"] = len(keys)
         if keys or len(_servers(mc)) == 1:
             attrs.update(_server_attributes(mc, keys, prefix))
-        if where == _KEY:
-            attrs.update(_hot_attributes(mc, key, kwargs.get("server_key")))
+        if one:
+            attrs.update(_hot_attributes(mc, keys[0], kwargs.get("server_key")))
         if _State.capture_keys and keys:
             words = [(_as_bytes(prefix) + _as_bytes(k)).decode("utf-8", "replace") for k in keys]
             attrs["db.query.text"] = " ".join([name, *words])[:_QUERY_TEXT_LIMIT]
@@ -208,7 +163,7 @@ def _traced_async(name: str, method: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def _wrap(cls: type, wrapper: Callable[[str, Callable[..., Any]], Callable[..., Any]]) -> None:
-    for name in _METHODS:
+    for name in METHODS:
         original = getattr(cls, name)
         own = name in cls.__dict__
         _State.saved.append((cls, name, own, cls.__dict__.get(name)))
