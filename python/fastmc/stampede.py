@@ -4,7 +4,7 @@ The policy is written once, as a generator of the steps it needs (``_policy``): 
 a store, a lease release, a get, an ``add`` of a lock key, a delete, calling the caller's
 function, a pause. ``get_or_set`` runs those steps on the blocking client (``time.sleep``),
 ``aget_or_set`` on the asyncio client (``asyncio.sleep``; the function may be a coroutine
-function). A lease read is one ``mg <key> v f c N<lease> [R<early>]`` (``src/py/client/lease.rs``);
+function), both through ``fastmc._steps``. A lease read is one ``mg <key> v f c N<lease> [R<early>]`` (``src/py/client/lease.rs``);
 the winner stores through ``set`` (so the value is ``set``'s, for ``get`` and pylibmc alike) and
 gives its lease back when its function raises. A server without the meta protocol gets an
 ``add``-based lock key instead.
@@ -16,6 +16,8 @@ import contextlib
 import time as _time
 from collections.abc import Generator
 from typing import TYPE_CHECKING, Any, Callable, Literal, Union
+
+from ._steps import adrive, drive
 
 if TYPE_CHECKING:
     from typing_extensions import TypeAlias
@@ -170,7 +172,7 @@ def get_or_set(
     if first[0] in _SERVED:
         return first[1]
     gen = _policy(key, time, lease, wait, early, on_wait_timeout, first)
-    return _drive(gen, lambda s: _run_step(mc, s, default, server_key, _time.sleep, "_"))
+    return drive(gen, lambda s: _run_step(mc, s, default, server_key, _time.sleep, "_"))
 
 
 def _run_step(
@@ -189,31 +191,6 @@ def _run_step(
     return getattr(mc, name)(*args, server_key=server_key)
 
 
-def _advance(
-    gen: Generator[_Step, Any, Any], result: Any, error: BaseException | None
-) -> tuple[bool, Any]:
-    """Hand the policy the last step's result (or its exception): ``(False, next step)``, or
-    ``(True, what get_or_set returns)`` once the policy is done."""
-    try:
-        return False, (gen.send(result) if error is None else gen.throw(error))
-    except StopIteration as done:
-        return True, done.value
-
-
-def _drive(gen: Generator[_Step, Any, Any], step: Callable[[_Step], Any]) -> Any:
-    result: Any = None
-    error: BaseException | None = None
-    while True:
-        finished, s = _advance(gen, result, error)
-        if finished:
-            return s
-        result, error = None, None
-        try:
-            result = step(s)
-        except BaseException as e:  # handed to the policy (its finally gives the lease back)
-            error = e
-
-
 async def aget_or_set(
     self: Any,
     key: _Key,
@@ -230,7 +207,6 @@ async def aget_or_set(
     function (awaited by the one caller that recomputes). It is ``fastmc.aio.Client.get_or_set``
     itself, hence ``self``."""
     import asyncio  # here: a blocking client's get_or_set does not need it
-    import inspect
 
     mc = self
     lease, early = _lease_args(lease, recompute_early, on_wait_timeout)
@@ -238,16 +214,5 @@ async def aget_or_set(
     if first[0] in _SERVED:
         return first[1]
     gen = _policy(key, time, lease, wait, early, on_wait_timeout, first)
-    result: Any = None
-    error: BaseException | None = None
-    while True:
-        finished, s = _advance(gen, result, error)
-        if finished:
-            return s
-        result, error = None, None
-        try:
-            result = _run_step(mc, s, default, server_key, asyncio.sleep, "_a")
-            if inspect.isawaitable(result):
-                result = await result
-        except BaseException as e:  # handed to the policy (its finally gives the lease back)
-            error = e
+    # (a step's exception is handed to the policy: its finally gives the lease back)
+    return await adrive(gen, lambda s: _run_step(mc, s, default, server_key, asyncio.sleep, "_a"))
