@@ -2,52 +2,38 @@
 
 ``near_class`` and ``near_aio_class`` make, from a client class, a subclass whose reads ask the
 near cache first and whose writes drop what it holds, before they start and again once they
-end (so a fetch that overlapped a write keeps nothing). The blocking and the asyncio clients
-share every rule (``fastmc.near``) and differ only in how they wait. A client without a near
-cache is not touched: its class stays the plain one, so its calls cost what they did.
+end (so a fetch that overlapped a write keeps nothing). A client without a near cache is not
+touched: its class stays the plain one, so its calls cost what they did.
 
-A check is one ``mg <key> C<cas> v f c`` where the server has memcached 1.6.40's conditional
-fetch (the value comes back only if it changed), ``mg <key> c`` (the CAS alone, then a fetch if
-it changed) on an older server, and a plain ``gets`` where the server has no meta protocol
-(twemproxy, the binary protocol). The native half is ``src/py/client/near.rs``.
+A read is written once, as a generator of the I/O steps it needs (``_read``): a plain get, a
+check, a batch fetch. The blocking client runs the steps with its methods, the asyncio client
+awaits them; a near hit is answered before any step, so on the asyncio client it never
+suspends. A check is one ``mg <key> C<cas> v f c`` where the server has memcached 1.6.40's
+conditional fetch (the value comes back only if it changed), ``mg <key> c`` (the CAS alone,
+then a fetch if it changed) on an older server, and a ``gets`` where the server has no meta
+protocol (twemproxy, the binary protocol). The native half is ``src/py/client/near.rs``.
 """
 
 from __future__ import annotations
 
 import time as _time
-from collections.abc import Mapping
-from typing import Any, Callable
+from collections.abc import Generator, Mapping
+from typing import TYPE_CHECKING, Any, Callable
 
+from ._keyargs import METHODS, READS, call_keys
+from ._steps import adrive, drive
 from .near import _UNREACHABLE, CHECK, FILL, HIT, PASS, NearCache, _Entry, near_key
 
-# -- which arguments of a write name its keys ----------------------------------------------------
+if TYPE_CHECKING:
+    from typing_extensions import TypeAlias
 
-# Writes of one key (its first argument).
-SINGLE_WRITES = (
-    "set",
-    "add",
-    "replace",
-    "append",
-    "prepend",
-    "cas",
-    "delete",
-    "touch",
-    "incr",
-    "decr",
-    "gat",
-    "invalidate",
-)
-# Writes of many keys: the position of key_prefix among the arguments after the keys' own.
-MULTI_WRITES = {
-    "set_multi": 2,
-    "add_multi": 2,
-    "replace_multi": 2,
-    "delete_multi": 1,
-    "incr_multi": 1,
-    "touch_multi": 2,
-    "gat_multi": 2,
-    "invalidate_multi": 2,
-}
+    # A step of a read: its name and arguments; what it returns is sent back.
+    _Step: TypeAlias = tuple[Any, ...]
+    _Steps: TypeAlias = Generator[_Step, Any, Any]
+
+# The writes: every key method that changes items (gat and touch change an expiry, invalidate
+# a stale mark), and get_or_set's lease rows.
+WRITES = tuple(name for name in METHODS if name not in READS and name != "flush_all")
 # Calls after which nothing held may be right: forget everything.
 CLEARING = ("flush_all", "set_servers", "set_behaviors")
 
@@ -57,41 +43,138 @@ def written_keys(
 ) -> tuple[Any, list[bytes]]:
     """The keys a write names (as ``near_key`` gives them), and its first argument, made a list
     if it was a one-time iterator (so the native method still sees every key; one passed by
-    name is replaced in ``kwargs``)."""
-    first: Any = args[0] if args else kwargs.get("keys", kwargs.get("key"))
-    at = MULTI_WRITES.get(name)
-    if at is None:
-        nk = near_key(first)
-        return first, [] if nk is None else [nk]
-    if not isinstance(first, (Mapping, list, tuple, set, frozenset, dict)):
+    name is replaced in ``kwargs``). A call that names no keys drops none (it raises)."""
+    try:
+        keys, prefix = call_keys(name, args, kwargs)
+    except (KeyError, IndexError):
+        return (args[0] if args else None), []
+    if not isinstance(keys, (Mapping, list, tuple, set, frozenset)):
         try:
-            first = list(first)
+            keys = list(keys)
         except TypeError:
-            return first, []
-        if not args and "keys" in kwargs:
-            kwargs["keys"] = first
-    prefix = args[at] if len(args) > at else kwargs.get("key_prefix", b"")
+            return keys, []
+        if not args:
+            kwargs["keys"] = keys
     p = near_key(prefix) or b""
-    keys = []
-    for k in first:
+    out = []
+    for k in keys:
         nk = near_key(k)
         if nk is not None:
-            keys.append(p + nk)
-    return first, keys
+            out.append(p + nk)
+    return (keys[0] if METHODS[name][1] < 0 else keys), out
 
 
-def _unchanged(near: NearCache, state: str) -> bool | None:
-    """How a check ended, from its state: True (unchanged), False (changed: its value came, or
-    the item is gone), None (the value must be fetched). Learns whether the servers honour the
-    conditional fetch."""
-    if state == "same":
-        return True
-    if state == "same_sent":
-        near.conditional = False
-        return True
-    if state in ("changed", "miss"):
-        return False
+# -- a read, written once ------------------------------------------------------------------------
+
+
+def _read(near: NearCache, key: Any, nk: bytes, kind: str, e: Any, default: Any, sk: Any) -> _Steps:
+    """A read of ``key`` that the near cache did not answer (``kind``: CHECK, FILL or PASS)."""
+    if kind is PASS:
+        return (yield ("get", key, default, sk))
+    since = near.start()
+    if kind is FILL:
+        return (yield from _fill(near, key, nk, sk, since, default))
+    try:
+        state, value, cas, size = yield ("check", key, e.cas, near.conditional, sk)
+    except _UNREACHABLE:
+        near.checked(nk, e, since, False)
+        if near.servable_stale(e):
+            return near.value(e)
+        raise
+    except BaseException:
+        near.checked(nk, e, since, False)
+        raise
+    if state in ("same", "same_sent"):
+        if state == "same_sent":  # the server ignored C: ask by CAS alone from now on
+            near.conditional = False
+        near.checked(nk, e, since, True)
+        return near.value(e)
+    near.checked(nk, e, since, False)
+    if state == "unsupported":  # no meta protocol: the fetch is the check
+        got = yield from _fill(near, key, nk, sk, since, default)
+        near.refetched(nk, e)
+        return got
+    near.changed()
+    if state == "stale":  # changed, and only its CAS came
+        return (yield from _fill(near, key, nk, sk, since, default))
+    if state == "miss":
+        near.drop([nk])
+        return default
+    near.keep(nk, sk, value, cas, size, since)
+    return near.copy(value)
+
+
+def _fill(near: NearCache, key: Any, nk: bytes, sk: Any, since: Any, default: Any) -> _Steps:
+    """Fetch ``key`` with its CAS and hold it."""
+    state, value, cas, size = yield ("check", key, 0, True, sk)
+    if state == "unsupported":
+        got = yield ("gets_multi", [key], b"", sk)
+        if key not in got:
+            return default
+        value, cas = got[key]
+        size = yield ("size", value)
+    elif state != "changed":
+        return default
+    near.keep(nk, sk, value, cas, size, since)
+    return near.copy(value)
+
+
+def _read_multi(near: NearCache, keys: Any, prefix: Any, sk: Any) -> _Steps:
+    """get_multi: the keys held and current are served near; the rest, and the held keys due
+    for a check, are fetched in one batch with their CAS, the hot ones then held."""
+    if not isinstance(keys, (list, tuple, set, frozenset, dict)):
+        keys = list(keys)
+    p = near_key(prefix)
+    out: dict[Any, Any] = {}
+    rest: list[Any] = []
+    fill: set[Any] = set()
+    for k in keys:
+        nk = near_key(k)
+        if nk is None or p is None:
+            rest.append(k)
+            continue
+        kind, e = near.read(p + nk, sk)
+        if e is not None and kind is HIT:
+            out[k] = near.value(e)
+            continue
+        if e is not None and kind is CHECK:
+            near.checked(p + nk, e, near.start(), False)  # re-read with the batch instead
+        if kind is not PASS:
+            fill.add(k)
+        rest.append(k)
+    if not rest:
+        return out
+    since = near.start()
+    fetched = yield ("gets_multi", rest, prefix, sk)
+    for k, (value, cas) in fetched.items():
+        out[k] = value
+        if k in fill and cas:
+            size = yield ("size", value)
+            near.keep(p + near_key(k), sk, value, cas, size, since)  # type: ignore[operator]
+            out[k] = near.copy(value)
+    return out
+
+
+def _fresh(near: NearCache, nk: bytes, server_key: Any) -> _Entry | None:
+    """The entry for ``nk`` if it may be served without a check (get_or_set's first look)."""
+    with near._lock:
+        e = near._items.get(nk)
+        fresh = e is not None and _time.monotonic() - e.checked < near.ttl
+        if fresh and e.server_key == server_key:  # type: ignore[union-attr]
+            near._hits += 1
+            return e
     return None
+
+
+def _size(client: Any, value: Any) -> int:
+    """What ``value`` takes stored, for a server that does not say (no meta protocol)."""
+    try:
+        return len(client.serialize(value)[0])
+    except Exception:
+        return 0
+
+
+# -- the two clients -----------------------------------------------------------------------------
 
 
 def near_class(base: Any) -> Any:
@@ -107,7 +190,7 @@ def near_aio_class(base: Any) -> Any:
 _CLASSES: dict[tuple[type, Callable[..., Any]], type] = {}
 
 
-def _made(base: Any, methods: Callable[[type], dict[str, Any]]) -> type:
+def _made(base: Any, methods: Callable[[Any], dict[str, Any]]) -> type:
     cls = _CLASSES.get((base, methods))
     if cls is None:
         ns = methods(base)
@@ -119,7 +202,18 @@ def _made(base: Any, methods: Callable[[type], dict[str, Any]]) -> type:
 
 
 def _blocking_methods(base: Any) -> dict[str, Any]:
-    ns: dict[str, Any] = {}
+    def step(self: Any, s: _Step) -> Any:
+        name = s[0]
+        if name == "get":
+            return base.get(self, s[1], s[2], server_key=s[3])
+        if name == "check":
+            return self._near_check(*s[1:])
+        if name == "gets_multi":
+            return base.gets_multi(self, s[1], s[2], server_key=s[3])
+        return _size(self, s[1])
+
+    def run(self: Any, steps: _Steps) -> Any:
+        return drive(steps, lambda s: step(self, s))
 
     def get(self: Any, key: Any, default: Any = None, server_key: Any = None) -> Any:
         near: NearCache = self.near_cache
@@ -129,74 +223,16 @@ def _blocking_methods(base: Any) -> dict[str, Any]:
         kind, e = near.read(nk, server_key)
         if kind is HIT:
             return near.value(e)  # type: ignore[arg-type]
-        if kind is PASS:
-            return base.get(self, key, default, server_key=server_key)
-        since = near.start()
-        if kind is FILL:
-            return _fill(self, near, key, nk, server_key, since, default)
-        assert e is not None
-        try:
-            state, value, cas, size = self._near_check(key, e.cas, near.conditional, server_key)
-        except _UNREACHABLE:
-            near.checked(nk, e, since, False)
-            if near.servable_stale(e):
-                return near.value(e)
-            raise
-        except BaseException:
-            near.checked(nk, e, since, False)
-            raise
-        unchanged = _unchanged(near, state)
-        near.checked(nk, e, since, bool(unchanged))
-        if unchanged:
-            return near.value(e)
-        if state == "unsupported":
-            got = _fill(self, near, key, nk, server_key, since, default)
-            near.refetched(nk, e)
-            return got
-        near.changed()
-        if unchanged is None:
-            return _fill(self, near, key, nk, server_key, since, default)
-        if state == "miss":
-            near.drop([nk])
-            return default
-        near.keep(nk, server_key, value, cas, size, since)
-        return near.copy(value)
-
-    def _fill(
-        self: Any,
-        near: NearCache,
-        key: Any,
-        nk: bytes,
-        server_key: Any,
-        since: tuple[int, float],
-        default: Any,
-    ) -> Any:
-        state, value, cas, size = self._near_check(key, 0, True, server_key)
-        if state == "unsupported":
-            got = base.gets_multi(self, [key], server_key=server_key)
-            if key not in got:
-                return default
-            value, cas = got[key]
-            size = _size(self, value)
-        elif state != "changed":
-            return default
-        near.keep(nk, server_key, value, cas, size, since)
-        return near.copy(value)
+        return run(self, _read(near, key, nk, kind, e, default, server_key))
 
     def get_multi(self: Any, keys: Any, key_prefix: Any = b"", server_key: Any = None) -> Any:
-        near: NearCache = self.near_cache
-        keys, held, rest, fill = _multi_read(near, keys, key_prefix, server_key)
-        since = near.start()
-        fetched = base.gets_multi(self, rest, key_prefix, server_key=server_key) if rest else {}
-        return _multi_result(self, near, held, fetched, fill, key_prefix, server_key, since)
+        return run(self, _read_multi(self.near_cache, keys, key_prefix, server_key))
 
     def get_or_set(self: Any, key: Any, default: Any, *args: Any, **kwargs: Any) -> Any:
-        near: NearCache = self.near_cache
         nk = near_key(key)
-        if nk is not None:
-            e = _fresh(near, nk, kwargs.get("server_key"))
-            if e is not None:
-                return near.value(e)
+        e = None if nk is None else _fresh(self.near_cache, nk, kwargs.get("server_key"))
+        if e is not None:
+            return self.near_cache.value(e)
         return base.get_or_set(self, key, default, *args, **kwargs)
 
     def clone(self: Any) -> Any:
@@ -204,98 +240,30 @@ def _blocking_methods(base: Any) -> dict[str, Any]:
         obj.near_cache = self.near_cache
         return obj
 
-    def metrics(self: Any) -> Any:
-        m = base.metrics(self)
-        m["near"] = self.near_cache.metrics()
-        return m
-
-    ns.update(
-        get=get,
-        get_multi=get_multi,
-        get_or_set=get_or_set,
-        clone=clone,
-        metrics=metrics,
-    )
-    for name in SINGLE_WRITES + tuple(MULTI_WRITES) + ("_lease_get", "_lease_release"):
+    ns: dict[str, Any] = _common(base)
+    ns.update(get=get, get_multi=get_multi, get_or_set=get_or_set, clone=clone)
+    for name in (*WRITES, "_lease_get", "_lease_release"):
         ns[name] = _blocking_write(name, getattr(base, name))
     for name in CLEARING:
         ns[name] = _blocking_clearing(getattr(base, name))
     return ns
 
 
-def _size(client: Any, value: Any) -> int:
-    """What ``value`` takes stored, for a server that does not say (no meta protocol)."""
-    try:
-        return len(client.serialize(value)[0])
-    except Exception:
-        return 0
+def _common(base: Any) -> dict[str, Any]:
+    def metrics(self: Any) -> Any:
+        m = base.metrics(self)
+        m["near"] = self.near_cache.metrics()
+        return m
 
-
-def _fresh(near: NearCache, nk: bytes, server_key: Any) -> _Entry | None:
-    """The entry for ``nk`` if it may be served without a check (get_or_set's first look)."""
-    with near._lock:
-        e = near._items.get(nk)
-        fresh = e is not None and _time.monotonic() - e.checked < near.ttl
-        if fresh and e.server_key == server_key:  # type: ignore[union-attr]
-            near._counts["hits"] += 1
-            return e
-    return None
-
-
-def _multi_read(
-    near: NearCache, keys: Any, key_prefix: Any, server_key: Any
-) -> tuple[Any, dict[Any, Any], list[Any], set[Any]]:
-    """get_multi's look at the near cache: the values it serves (by the caller's key objects),
-    the keys to fetch, and which of those to keep once fetched (hot, or held but due for a
-    check: a batch re-reads those with the rest, in the same round trip)."""
-    if not isinstance(keys, (list, tuple, set, frozenset, dict)):
-        keys = list(keys)
-    p = near_key(key_prefix)
-    held: dict[Any, Any] = {}
-    rest: list[Any] = []
-    fill: set[Any] = set()
-    for k in keys:
-        nk = near_key(k)
-        if nk is None or p is None:
-            rest.append(k)
-            continue
-        kind, e = near.read(p + nk, server_key)
-        if kind is HIT:
-            held[k] = near.value(e)  # type: ignore[arg-type]
-            continue
-        if kind is CHECK:
-            with near._lock:
-                e.checking = False  # type: ignore[union-attr]
-        if kind is not PASS:
-            fill.add(k)
-        rest.append(k)
-    return keys, held, rest, fill
-
-
-def _multi_result(
-    client: Any,
-    near: NearCache,
-    held: dict[Any, Any],
-    fetched: dict[Any, Any],
-    fill: set[Any],
-    key_prefix: Any,
-    server_key: Any,
-    since: tuple[int, float],
-) -> dict[Any, Any]:
-    p = near_key(key_prefix) or b""
-    out = held
-    for k, (value, cas) in fetched.items():
-        out[k] = value
-        if k in fill and cas:
-            out[k] = near.copy(value)
-            near.keep(p + near_key(k), server_key, value, cas, _size(client, value), since)  # type: ignore[operator]
-    return out
+    return {"metrics": metrics}
 
 
 def _blocking_write(name: str, method: Callable[..., Any]) -> Callable[..., Any]:
+    lease = name.startswith("_")  # a lease row: (key, ...) as a one-key write
+
     def write(self: Any, *args: Any, **kwargs: Any) -> Any:
         near: NearCache = self.near_cache
-        first, keys = written_keys(name, args, kwargs)
+        first, keys = written_keys("set" if lease else name, args, kwargs)
         if args:
             args = (first, *args[1:])
         near.drop(keys)
@@ -323,7 +291,18 @@ def _blocking_clearing(method: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def _aio_methods(base: Any) -> dict[str, Any]:
-    ns: dict[str, Any] = {}
+    async def step(self: Any, s: _Step) -> Any:
+        name = s[0]
+        if name == "get":
+            return await base.get(self, s[1], s[2], server_key=s[3])
+        if name == "check":
+            return await self._anear_check(*s[1:])
+        if name == "gets_multi":
+            return await base.gets_multi(self, s[1], s[2], server_key=s[3])
+        return _size(self, s[1])
+
+    async def run(self: Any, steps: _Steps) -> Any:
+        return await adrive(steps, lambda s: step(self, s))
 
     async def get(self: Any, key: Any, default: Any = None, server_key: Any = None) -> Any:
         near: NearCache = self.near_cache
@@ -333,91 +312,25 @@ def _aio_methods(base: Any) -> dict[str, Any]:
         kind, e = near.read(nk, server_key)
         if kind is HIT:
             return near.value(e)  # type: ignore[arg-type]
-        if kind is PASS:
-            return await base.get(self, key, default, server_key=server_key)
-        since = near.start()
-        if kind is FILL:
-            return await _fill(self, near, key, nk, server_key, since, default)
-        assert e is not None
-        try:
-            check = self._anear_check(key, e.cas, near.conditional, server_key)
-            state, value, cas, size = await check
-        except _UNREACHABLE:
-            near.checked(nk, e, since, False)
-            if near.servable_stale(e):
-                return near.value(e)
-            raise
-        except BaseException:
-            near.checked(nk, e, since, False)
-            raise
-        unchanged = _unchanged(near, state)
-        near.checked(nk, e, since, bool(unchanged))
-        if unchanged:
-            return near.value(e)
-        if state == "unsupported":
-            got = await _fill(self, near, key, nk, server_key, since, default)
-            near.refetched(nk, e)
-            return got
-        near.changed()
-        if unchanged is None:
-            return await _fill(self, near, key, nk, server_key, since, default)
-        if state == "miss":
-            near.drop([nk])
-            return default
-        near.keep(nk, server_key, value, cas, size, since)
-        return near.copy(value)
-
-    async def _fill(
-        self: Any,
-        near: NearCache,
-        key: Any,
-        nk: bytes,
-        server_key: Any,
-        since: tuple[int, float],
-        default: Any,
-    ) -> Any:
-        state, value, cas, size = await self._anear_check(key, 0, True, server_key)
-        if state == "unsupported":
-            got = await base.gets_multi(self, [key], server_key=server_key)
-            if key not in got:
-                return default
-            value, cas = got[key]
-            size = _size(self, value)
-        elif state != "changed":
-            return default
-        near.keep(nk, server_key, value, cas, size, since)
-        return near.copy(value)
+        return await run(self, _read(near, key, nk, kind, e, default, server_key))
 
     async def get_multi(self: Any, keys: Any, key_prefix: Any = b"", server_key: Any = None) -> Any:
-        near: NearCache = self.near_cache
-        keys, held, rest, fill = _multi_read(near, keys, key_prefix, server_key)
-        since = near.start()
-        fetched = (
-            await base.gets_multi(self, rest, key_prefix, server_key=server_key) if rest else {}
-        )
-        return _multi_result(self, near, held, fetched, fill, key_prefix, server_key, since)
+        return await run(self, _read_multi(self.near_cache, keys, key_prefix, server_key))
 
     async def get_or_set(self: Any, key: Any, default: Any, *args: Any, **kwargs: Any) -> Any:
-        near: NearCache = self.near_cache
         nk = near_key(key)
-        if nk is not None:
-            e = _fresh(near, nk, kwargs.get("server_key"))
-            if e is not None:
-                return near.value(e)
+        e = None if nk is None else _fresh(self.near_cache, nk, kwargs.get("server_key"))
+        if e is not None:
+            return self.near_cache.value(e)
         return await base.get_or_set(self, key, default, *args, **kwargs)
 
-    def metrics(self: Any) -> Any:
-        m = base.metrics(self)
-        m["near"] = self.near_cache.metrics()
-        return m
-
-    ns.update(get=get, get_multi=get_multi, get_or_set=get_or_set, metrics=metrics)
-    for name in SINGLE_WRITES + tuple(MULTI_WRITES):
+    ns: dict[str, Any] = _common(base)
+    ns.update(get=get, get_multi=get_multi, get_or_set=get_or_set)
+    for name in WRITES:
         ns[name] = _aio_write(name, getattr(base, name))
     for name in ("_alease_get", "_alease_release"):
         ns[name] = _aio_future_write(name, getattr(base, name))
-    for name in ("flush_all",):
-        ns[name] = _aio_clearing(getattr(base, name))
+    ns["flush_all"] = _aio_clearing(base.flush_all)
     for name in ("set_servers", "set_behaviors"):
         ns[name] = _blocking_clearing(getattr(base, name))
     return ns
@@ -441,7 +354,8 @@ def _aio_write(name: str, method: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def _aio_future_write(name: str, method: Callable[..., Any]) -> Callable[..., Any]:
-    """A native method returning a future (the lease rows of ``get_or_set``): the keys are dropped when it is issued and again when its answer comes."""
+    """A native method returning a future (the lease rows of ``get_or_set``): the keys are
+    dropped when it is issued and again when its answer comes."""
 
     def write(self: Any, *args: Any, **kwargs: Any) -> Any:
         near: NearCache = self.near_cache

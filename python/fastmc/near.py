@@ -156,11 +156,11 @@ class NearCache:
         self._window_end = _time.monotonic() + self.window
         # Bumped before and after every write: a fetch that overlapped a write keeps nothing.
         self.epoch = 0
+        self._hits = 0  # (apart from _counts: the one counter of the hot path)
         # Whether the servers answer a conditional fetch (1.6.40); learned on the first check.
         self.conditional = True
         self._counts = dict.fromkeys(
             (
-                "hits",
                 "misses",
                 "fills",
                 "revalidations_unchanged",
@@ -192,7 +192,7 @@ class NearCache:
             if e is not None and e.server_key == server_key:
                 if now - e.checked < self.ttl or e.checking:
                     self._items.move_to_end(nk)
-                    self._counts["hits"] += 1
+                    self._hits += 1
                     return HIT, e
                 e.checking = True
                 return CHECK, e
@@ -285,7 +285,8 @@ class NearCache:
 
     def drop(self, keys: Iterable[bytes]) -> None:
         """A write to ``keys`` is about to start or has ended: forget them, and let no fetch
-        that overlapped it keep what it read."""
+        that overlapped it keep what it read. A key that was held stays hot: its next read
+        fetches it to be held again."""
         with self._lock:
             self.epoch += 1
             for nk in keys:
@@ -293,6 +294,7 @@ class NearCache:
                 if e is not None:
                     self._bytes -= e.size + len(nk) + _ENTRY_BYTES
                     self._counts["invalidations"] += 1
+                    self._reads[nk] = self.hot_after - 1
 
     def clear(self) -> None:
         """Forget every key (``flush_all``, a new server list or behaviors)."""
@@ -305,7 +307,7 @@ class NearCache:
     def metrics(self) -> dict[str, int]:
         """The counters since the cache was made, and what it holds now."""
         with self._lock:
-            m = dict(self._counts)
+            m = {"hits": self._hits, **self._counts}
             m["items"] = len(self._items)
             m["bytes"] = self._bytes
         return m

@@ -171,6 +171,18 @@ def test_get_or_set_serves_a_held_value_and_its_lease_drops_it(address):
     assert mc.get("g") == "computed"
 
 
+def test_a_held_key_written_stays_hot(address):
+    mc = near(address, hot_after=3)
+    mc.set("w", b"1")
+    for _ in range(3):
+        assert mc.get("w") == b"1"
+    assert mc.near_cache.metrics()["items"] == 1
+    mc.set("w", b"2")
+    assert mc.near_cache.metrics()["items"] == 0
+    assert mc.get("w") == b"2"  # fetched, and held again at once
+    assert mc.near_cache.metrics()["items"] == 1
+
+
 def test_a_write_that_overlaps_a_fetch_keeps_nothing(address):
     mc = near(address, hot_after=1)
     mc.set("k", b"old")
