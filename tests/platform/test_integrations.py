@@ -69,20 +69,6 @@ def test_as_pylibmc_fixture_restores_the_real_pylibmc(as_pylibmc):
 # Django
 
 
-@pytest.fixture(scope="module")
-def django_settings():
-    import django
-    from django.conf import settings
-
-    if not settings.configured:
-        settings.configure(
-            CACHES={"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}},
-            USE_TZ=True,
-        )
-        django.setup()
-    return settings
-
-
 def _django_caches(backend, server, **extra):
     config = {"BACKEND": backend, "LOCATION": server.address, "TIMEOUT": 60}
     other = dict(config, KEY_PREFIX="other-site")
