@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any, Callable
 
 from ._keyargs import METHODS, READS, call_keys
 from ._steps import adrive, drive
-from .near import _UNREACHABLE, CHECK, FILL, HIT, PASS, NearCache, _Entry, near_key
+from .near import _IMMUTABLE, _UNREACHABLE, CHECK, FILL, HIT, PASS, NearCache, _Entry, near_key
 
 if TYPE_CHECKING:
     from typing_extensions import TypeAlias
@@ -217,12 +217,14 @@ def _blocking_methods(base: Any) -> dict[str, Any]:
 
     def get(self: Any, key: Any, default: Any = None, server_key: Any = None) -> Any:
         near: NearCache = self.near_cache
-        nk = near_key(key)
+        t = type(key)  # (near_key, inline: this is the path of every near hit)
+        nk = key if t is bytes else key.encode() if t is str else None
         if nk is None:
             return base.get(self, key, default, server_key=server_key)
         kind, e = near.read(nk, server_key)
         if kind is HIT:
-            return near.value(e)  # type: ignore[arg-type]
+            v = e.value  # type: ignore[union-attr]
+            return v if type(v) in _IMMUTABLE else near.copy(v)
         return run(self, _read(near, key, nk, kind, e, default, server_key))
 
     def get_multi(self: Any, keys: Any, key_prefix: Any = b"", server_key: Any = None) -> Any:
@@ -306,12 +308,14 @@ def _aio_methods(base: Any) -> dict[str, Any]:
 
     async def get(self: Any, key: Any, default: Any = None, server_key: Any = None) -> Any:
         near: NearCache = self.near_cache
-        nk = near_key(key)
+        t = type(key)  # (near_key, inline: this is the path of every near hit)
+        nk = key if t is bytes else key.encode() if t is str else None
         if nk is None:
             return await base.get(self, key, default, server_key=server_key)
         kind, e = near.read(nk, server_key)
         if kind is HIT:
-            return near.value(e)  # type: ignore[arg-type]
+            v = e.value  # type: ignore[union-attr]
+            return v if type(v) in _IMMUTABLE else near.copy(v)
         return await run(self, _read(near, key, nk, kind, e, default, server_key))
 
     async def get_multi(self: Any, keys: Any, key_prefix: Any = b"", server_key: Any = None) -> Any:
