@@ -254,6 +254,22 @@ TARGETS = {
         "Safe values (signed, allow-listed or pickle-free) cost at most 10% over the default on "
         "single and 100-key calls.",
     ),
+    "near_zipf": Threshold(
+        "near",
+        "near cache: Zipf-like reads over 1,000 keys ≥ 5× without it",
+        "fastmc's calls/s with the near cache ÷ without it, 99% reads, same calls",
+        ">=",
+        5.0,
+        "A near cache makes a Zipf-like, read-mostly workload at least five times faster.",
+    ),
+    "near_bound": Threshold(
+        "near",
+        "near cache: held items and bytes stay within max_items and max_bytes",
+        "1 when the most it held stayed within both bounds",
+        ">=",
+        1.0,
+        "max_items and max_bytes are hard bounds, whatever is read.",
+    ),
     "large_peers": Threshold(
         "large",
         "{row}: at least as fast as every peer",

@@ -12,6 +12,7 @@ from . import (
     large,
     memory,
     multi,
+    near,
     noreply,
     simple_vs_multi,
     single,
@@ -36,6 +37,7 @@ SCENARIOS: dict[str, Callable] = {
     "values": values.run,
     "compression": compression.run,
     "large": large.run,
+    "near": near.run,
 }
 
 # Run without pinning to one CPU: threads need every CPU (so do the asyncio client's I/O
