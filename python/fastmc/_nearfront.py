@@ -98,7 +98,7 @@ def _read(near: NearCache, key: Any, nk: bytes, kind: str, e: Any, default: Any,
     if state == "stale":  # changed, and only its CAS came
         return (yield from _fill(near, key, nk, sk, since, default))
     if state == "miss":
-        near.drop([nk])
+        near.forget(nk, e)
         return default
     near.keep(nk, sk, value, cas, size, since)
     return near.copy(value)
@@ -120,14 +120,16 @@ def _fill(near: NearCache, key: Any, nk: bytes, sk: Any, since: Any, default: An
 
 
 def _read_multi(near: NearCache, keys: Any, prefix: Any, sk: Any) -> _Steps:
-    """get_multi: the keys held and current are served near; the rest, and the held keys due
-    for a check, are fetched in one batch with their CAS, the hot ones then held."""
+    """get_multi: the keys held and current are served near; the held keys due for a check are
+    checked by their CAS alone, in one batch (``mg <key> c`` each); the rest, and the keys whose
+    CAS changed, are fetched in one batch with their CAS, the hot ones then held."""
     if not isinstance(keys, (list, tuple, set, frozenset, dict)):
         keys = list(keys)
     p = near_key(prefix)
     out: dict[Any, Any] = {}
     rest: list[Any] = []
     fill: set[Any] = set()
+    due: list[tuple[Any, bytes, _Entry]] = []
     for k in keys:
         nk = near_key(k)
         if nk is None or p is None:
@@ -136,15 +138,34 @@ def _read_multi(near: NearCache, keys: Any, prefix: Any, sk: Any) -> _Steps:
         kind, e = near.read(p + nk, sk)
         if e is not None and kind is HIT:
             out[k] = near.value(e)
-            continue
-        if e is not None and kind is CHECK:
-            near.checked(p + nk, e, near.start(), False)  # re-read with the batch instead
-        if kind is not PASS:
+        elif e is not None and kind is CHECK:
+            due.append((k, p + nk, e))
+        else:
+            if kind is FILL:
+                fill.add(k)
+            rest.append(k)
+    since = near.start()
+    if due:
+        try:
+            found = yield ("cas_multi", [nk for _, nk, _ in due], sk)
+        except BaseException:
+            for _, nk, e in due:
+                near.checked(nk, e, since, False)
+            raise
+        for (k, nk, e), cas in zip(due, found):
+            if cas == e.cas:
+                near.checked(nk, e, since, True)
+                out[k] = near.value(e)
+                continue
+            near.checked(nk, e, since, False)
+            if cas == 0:
+                near.forget(nk, e)
+            if cas != -1:  # (-1: no meta protocol, the fetch is the check)
+                near.changed()
             fill.add(k)
-        rest.append(k)
+            rest.append(k)
     if not rest:
         return out
-    since = near.start()
     fetched = yield ("gets_multi", rest, prefix, sk)
     for k, (value, cas) in fetched.items():
         out[k] = value
@@ -210,6 +231,8 @@ def _blocking_methods(base: Any) -> dict[str, Any]:
             return self._near_check(*s[1:])
         if name == "gets_multi":
             return base.gets_multi(self, s[1], s[2], server_key=s[3])
+        if name == "cas_multi":
+            return self._near_cas_multi(s[1], s[2])
         return _size(self, s[1])
 
     def run(self: Any, steps: _Steps) -> Any:
@@ -301,6 +324,8 @@ def _aio_methods(base: Any) -> dict[str, Any]:
             return await self._anear_check(*s[1:])
         if name == "gets_multi":
             return await base.gets_multi(self, s[1], s[2], server_key=s[3])
+        if name == "cas_multi":
+            return await self._anear_cas_multi(s[1], s[2])
         return _size(self, s[1])
 
     async def run(self: Any, steps: _Steps) -> Any:

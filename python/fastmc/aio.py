@@ -171,7 +171,7 @@ class Client(_fastmc.aio_client):
         # Inherited from the blocking native class: they would block the event loop.
         raise TypeError("a blocking method: the asyncio client's coroutines are used instead")
 
-    _lease_get = _lease_release = _near_check = _blocking_only
+    _lease_get = _lease_release = _near_check = _near_cas_multi = _blocking_only
 
     def clone(self) -> NoReturn:
         # The native class's clone would copy no addresses, loop or threads (docs/aio.md).

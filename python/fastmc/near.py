@@ -296,6 +296,13 @@ class NearCache:
                     self._counts["invalidations"] += 1
                     self._reads[nk] = self.hot_after - 1
 
+    def forget(self, nk: bytes, e: _Entry) -> None:
+        """A check found ``e``'s item gone: forget it (unless a write replaced it already)."""
+        with self._lock:
+            if self._items.get(nk) is e:
+                del self._items[nk]
+                self._bytes -= e.size + len(nk) + _ENTRY_BYTES
+
     def clear(self) -> None:
         """Forget every key (``flush_all``, a new server list or behaviors)."""
         with self._lock:

@@ -131,6 +131,13 @@ def test_get_multi_serves_held_keys_and_fetches_the_rest(address):
         got = await mc.get_multi(["m%d" % i for i in range(6)])
         assert got == {"m%d" % i: i for i in range(6)}
         assert mc.metrics()["near"]["hits"] == 3
+        mc.near_cache.ttl = TTL
+        await asyncio.sleep(TTL * 1.5)
+        fastmc.Client([address]).set("m5", "changed")
+        got = await mc.get_multi(["m%d" % i for i in range(6)])
+        assert got == {**{"m%d" % i: i for i in range(5)}, "m5": "changed"}
+        m = mc.metrics()["near"]
+        assert m["revalidations_unchanged"] == 5 and m["revalidations_changed"] == 1
         await mc.close()
 
     asyncio.run(main())

@@ -105,6 +105,29 @@ def test_a_deleted_value_is_gone_after_the_check(memcached):
     assert mc.near_cache.metrics()["items"] == 0
 
 
+def test_get_multi_checks_held_keys_by_cas_in_one_batch(memcached):
+    address = memcached.address
+    mc = near(address)
+    other = fastmc.Client([address])
+    keys = ["gm%d" % i for i in range(5)]
+    big = {k: k.encode() * 10_000 for k in keys}  # 30-40 KB each
+    mc.set_multi(big)
+    assert mc.get_multi(keys) == big
+    assert mc.near_cache.metrics()["items"] == 5
+    other.set("gm0", b"changed")
+    other.delete("gm1")
+    time.sleep(TTL * 1.5)
+    got = {}
+    moved = stats_delta(address, lambda: got.update(mc.get_multi(keys)))
+    assert got == {"gm0": b"changed", **{k: big[k] for k in keys[2:]}}
+    # five CAS checks, then one fetch of the changed key and the gone one
+    assert moved["cmd_get"] == 7, moved
+    assert moved["bytes_written"] < 1000, moved
+    m = mc.metrics()["near"]
+    assert m["revalidations_unchanged"] == 3 and m["revalidations_changed"] == 2
+    assert m["items"] == 4 and b"gm1" not in mc.near_cache._items
+
+
 def test_without_the_meta_protocol_a_plain_get_revalidates():
     backend = Memcached()
     proxy = Nutcracker([backend])
@@ -122,6 +145,9 @@ def test_without_the_meta_protocol_a_plain_get_revalidates():
         assert mc.get("t") == "v2"
         m = mc.metrics()["near"]
         assert m["revalidations_changed"] == 1 and m["revalidations_unchanged"] == 1
+        other.set("t", "v3")
+        time.sleep(TTL * 1.5)
+        assert mc.get_multi(["t"]) == {"t": "v3"}  # a batch check falls back to the fetch
     finally:
         proxy.stop()
         backend.stop()

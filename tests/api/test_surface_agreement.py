@@ -94,6 +94,7 @@ INTERNAL_TWINS = {
     "_lease_get": "_alease_get",
     "_lease_release": "_alease_release",
     "_near_check": "_anear_check",
+    "_near_cas_multi": "_anear_cas_multi",
 }
 
 # Plain methods (no I/O): the same method on both clients, no coroutine.

@@ -77,6 +77,7 @@ pub(super) enum Finish {
         key: Vec<u8>,
         cas: u64,
     },
+    NearCasMulti,
     /// invalidate_multi: the keys sent (for messages) and their objects; the reply is
     /// `(every key found, [keys whose server has no meta protocol])`.
     Invalidate {
@@ -178,6 +179,7 @@ impl Finish {
             (Finish::NearCheck { key, cas }, Outcome::Meta(mut v)) => {
                 near::check_reply(slf, &key, cas, v.pop())?.into_py_any(py)
             }
+            (Finish::NearCasMulti, Outcome::Meta(v)) => near::cas_reply(v).into_py_any(py),
             (Finish::Invalidate { keys, objs, all }, Outcome::Meta(v)) => {
                 let mut all = all;
                 let unsupported = PyList::empty(py);

@@ -334,6 +334,17 @@ impl PyAioClient {
         Self::submit(slf, prepare::near_check(key, cas, conditional)?)
     }
 
+    /// The near cache's check of many held values by their CAS alone: a future of each CAS.
+    #[pyo3(signature = (keys, server_key=None))]
+    fn _anear_cas_multi(
+        slf: &Bound<'_, Self>,
+        keys: Vec<Bound<'_, PyAny>>,
+        server_key: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<Py<PyAny>> {
+        let _pin = pin(server_key)?;
+        Self::submit(slf, prepare::near_cas_multi(&keys)?)
+    }
+
     /// Give a lease back: a future of whether it was.
     #[pyo3(signature = (key, cas, stale, server_key=None))]
     fn _alease_release(

@@ -320,6 +320,19 @@ pub(super) fn near_check(
     ))
 }
 
+pub(super) fn near_cas_multi(keys: &[Bound<'_, PyAny>]) -> PyResult<Prepared> {
+    let full = near::batch_keys(keys)?;
+    let refs: Vec<&[u8]> = full.iter().map(Vec::as_slice).collect();
+    let op = Meta {
+        verb: MetaVerb::Get,
+        flags: near::CAS_ONLY.into(),
+    };
+    Ok(Prepared::Submit(
+        Request::new(op, Keys::of(&refs)),
+        Finish::NearCasMulti,
+    ))
+}
+
 pub(super) fn lease_release(key: &Bound<'_, PyAny>, cas: u64, stale: bool) -> PyResult<Prepared> {
     let k = key_obj(key)?;
     check_key_len(k)?;

@@ -229,6 +229,17 @@ impl PyClient {
         near::check(slf, key, cas, conditional)
     }
 
+    /// The near cache's check of many held values by their CAS alone: each key's CAS.
+    #[pyo3(signature = (keys, server_key=None))]
+    fn _near_cas_multi(
+        slf: &Bound<'_, Self>,
+        keys: Vec<Bound<'_, PyAny>>,
+        server_key: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<Vec<i64>> {
+        let _pin = pin(server_key)?;
+        near::cas_multi(slf, &keys)
+    }
+
     /// Give back a lease `_lease_get` won, if the item is unchanged since (its `cas`).
     #[pyo3(signature = (key, cas, stale, server_key=None))]
     fn _lease_release(

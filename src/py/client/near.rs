@@ -4,8 +4,10 @@
 //! `mg <key> C<cas> v f c` answers `HD` when the CAS still matches and the new value when it
 //! does not, in the same round trip. A server older than 1.6.40 ignores `C` and sends the
 //! value anyway: the answer then still says whether the item changed (its CAS), and the Python
-//! side learns to ask by CAS alone. Keys are converted with `py::args`, values decoded with
-//! `codec`, errors built by `py::errors`; uses `client::MetaOutcome` and the core's `Error`.
+//! side learns to ask by CAS alone. A batch (`get_multi`'s held keys due for a check) asks
+//! `mg <key> c` for each key in one round trip (`cas_multi`) and fetches only the keys whose
+//! CAS changed. Keys are converted with `py::args`, values decoded with `codec`, errors built
+//! by `py::errors`; uses `client::MetaOutcome` and the core's `Error`.
 
 use pyo3::prelude::*;
 
@@ -98,4 +100,55 @@ pub(crate) fn check_reply(
         None if same => Ok((SAME, py.None(), cas, 0)),
         None => Ok((STALE, py.None(), cas, 0)),
     }
+}
+
+/// A key of a batch check that is not found.
+const CAS_MISS: i64 = 0;
+/// A key whose server does not speak the meta protocol.
+const CAS_UNSUPPORTED: i64 = -1;
+/// A key whose check failed (the server's error): fetched with the batch's other keys, where
+/// the failure is reported as a fetch's is.
+const CAS_FAILED: i64 = -2;
+
+/// The full keys of a batch check, each converted and checked as a key.
+pub(crate) fn batch_keys(keys: &[Bound<'_, PyAny>]) -> PyResult<Vec<Vec<u8>>> {
+    keys.iter()
+        .map(|k| {
+            let k = key_obj(k)?;
+            check_key_len(k)?;
+            Ok(k.to_vec())
+        })
+        .collect()
+}
+
+/// `mg <key> c` for every key, in one round trip: each key's CAS (or `CAS_MISS`,
+/// `CAS_UNSUPPORTED`, `CAS_FAILED`).
+pub(crate) fn cas_multi(
+    slf: &Bound<'_, PyClient>,
+    keys: &[Bound<'_, PyAny>],
+) -> PyResult<Vec<i64>> {
+    let full = batch_keys(keys)?;
+    let refs: Vec<&[u8]> = full.iter().map(Vec::as_slice).collect();
+    let out = detached(slf.py(), slf.get(), |core| {
+        Ok(core.meta_command(MetaVerb::Get, &refs, CAS_ONLY))
+    })?;
+    Ok(cas_reply(out))
+}
+
+/// The flags of a batch check.
+pub(crate) const CAS_ONLY: &[u8] = b"c";
+
+/// Each key's CAS from the outcomes of a batch check.
+pub(crate) fn cas_reply(out: Vec<Result<MetaOutcome, CoreError>>) -> Vec<i64> {
+    out.into_iter()
+        .map(|r| match r {
+            Ok(out) if out.code == *b"EN" => CAS_MISS,
+            Ok(out) => out
+                .number(b'c')
+                .and_then(|c| i64::try_from(c).ok())
+                .unwrap_or(CAS_FAILED),
+            Err(CoreError::NotSupported(_)) => CAS_UNSUPPORTED,
+            Err(_) => CAS_FAILED,
+        })
+        .collect()
 }
