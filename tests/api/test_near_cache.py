@@ -4,6 +4,7 @@ client drops its key's near copy at once; the bounds; get_multi; clones; fork; m
 Revalidation by CAS and bounded staleness are in test_near_revalidation.py."""
 
 import os
+import time
 
 import fastmc
 import pytest
@@ -319,3 +320,25 @@ def test_prometheus_exports_the_near_counters(address):
     assert samples["fastmc_near_fills_total"] == 1
     assert samples["fastmc_near_invalidations_total"] == 1
     assert samples["fastmc_near_items"] == 0
+
+
+def test_a_lease_read_drops_the_near_copy(address):
+    mc = near(address, hot_after=1)
+    _admit(mc, "l")
+    mc._lease_get("l", 10, 0)
+    assert mc.near_cache.metrics()["items"] == 0
+
+
+def test_checks_read_the_namespaced_item(address):
+    mc = fastmc.Client(
+        [address], {"namespace": b"ns:"}, near_cache=fastmc.NearCache(ttl=0.05, hot_after=1)
+    )
+    mc.set("k", b"1")
+    assert mc.get("k") == b"1"
+    fastmc.Client([address]).set("ns:k", b"2")
+    time.sleep(0.08)
+    assert mc.get("k") == b"2"  # the check asked for ns:k, saw its CAS change
+    time.sleep(0.08)
+    assert mc.get("k") == b"2"
+    m = mc.metrics()["near"]
+    assert m["revalidations_changed"] == 1 and m["revalidations_unchanged"] == 1
