@@ -17,7 +17,19 @@ from collections import OrderedDict
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from . import _fastmc
+from ._fastmc import (
+    ConnectionError as _ConnectionError,
+)
+from ._fastmc import (
+    HostLookupError,
+    NoServers,
+    ReadError,
+    ServerDead,
+    ServerDown,
+    SocketCreateError,
+    UnknownReadFailure,
+    WriteError,
+)
 
 __all__ = ["NearCache"]
 
@@ -31,15 +43,15 @@ _IMMUTABLE = frozenset({str, bytes, int, float, bool, complex, type(None)})
 
 # The failures that mean "the server cannot answer now", for stale_on_error.
 _UNREACHABLE: tuple[type[BaseException], ...] = (
-    _fastmc.ConnectionError,
-    _fastmc.ServerDown,
-    _fastmc.ServerDead,
-    _fastmc.WriteError,
-    _fastmc.ReadError,
-    _fastmc.UnknownReadFailure,
-    _fastmc.NoServers,
-    _fastmc.HostLookupError,
-    _fastmc.SocketCreateError,
+    _ConnectionError,
+    ServerDown,
+    ServerDead,
+    WriteError,
+    ReadError,
+    UnknownReadFailure,
+    NoServers,
+    HostLookupError,
+    SocketCreateError,
 )
 
 # What one held key costs besides its value and key (the entry and the map's slot), counted
