@@ -8,6 +8,7 @@ pub mod client;
 pub mod errors;
 pub mod events;
 pub mod fake;
+pub(crate) mod finish;
 mod io;
 pub mod serde;
 pub mod servers;

@@ -290,6 +290,14 @@ impl Access {
     }
 }
 
+/// An operation of the table below, typed: what its request's outcome holds. A request made
+/// of a `K` ends with `K`'s variant of `Outcome`, so `outcome` finds it there (`None` only for
+/// an outcome of another operation, which no request of a `K` produces).
+pub trait Kind: Into<Op> {
+    type Output;
+    fn outcome(o: Outcome) -> Option<Self::Output>;
+}
+
 /// The enums of the operations, from one table: `Op` (an operation and its parameters),
 /// `Outcome` (its blocking method's result) and `Pending` (an operation begun on the loop's
 /// thread, with its sink), and the one delegation of each to the family's `Operation`.
@@ -313,6 +321,17 @@ macro_rules! operations {
         $(impl From<$ty> for Op {
             fn from(op: $ty) -> Op {
                 Op::$name(op)
+            }
+        })*
+
+        $(impl Kind for $ty {
+            type Output = $out;
+            fn outcome(o: Outcome) -> Option<$out> {
+                match o {
+                    Outcome::$name(v) => Some(v),
+                    #[allow(unreachable_patterns)]
+                    _ => None,
+                }
             }
         })*
 

@@ -37,17 +37,15 @@ use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyTuple};
 
 use super::args::{pin, MaybeArg};
-use super::client::admin::{flush_delay, stats_args};
+use super::client::admin::{flush_delay, stats_args, FlushFinish, StatsFinish};
 use super::client::multi::store::StoreMultiArgs;
 use super::client::single::{cas_args, StoreArgs};
 use super::client::state::PyClient;
 use crate::client::op::admin::{Flush, Stats};
-use crate::dispatch::request::Request;
 use crate::dispatch::Dispatcher;
 use crate::protocol::StoreCmd;
 use binding::Binding;
-use finish::Finish;
-use prepare::Prepared;
+use finish::Prepared;
 use submit::Order;
 
 #[pyclass(name = "aio_client", module = "_fastmc", extends = PyClient, subclass, frozen)]
@@ -269,10 +267,7 @@ impl PyAioClient {
     #[pyo3(signature = (time=MaybeArg::Missing))]
     fn _flush_all(slf: &Bound<'_, Self>, time: MaybeArg<'_, '_>) -> PyResult<Py<PyAny>> {
         let delay = flush_delay(time)?;
-        Self::submit(
-            slf,
-            Prepared::Submit(Request::whole(Flush { delay }), Finish::Flush),
-        )
+        Self::submit(slf, Prepared::whole(Flush { delay }, FlushFinish))
     }
 
     #[pyo3(signature = (stat_args=MaybeArg::Missing))]
@@ -280,7 +275,7 @@ impl PyAioClient {
         let args = stats_args(stat_args)?;
         Self::submit(
             slf,
-            Prepared::Submit(Request::whole(Stats { args: args.into() }), Finish::Stats),
+            Prepared::whole(Stats { args: args.into() }, StatsFinish),
         )
     }
 

@@ -8,7 +8,7 @@ use pyo3::prelude::*;
 use pyo3::types::PyTuple;
 use pyo3::IntoPyObjectExt;
 
-use super::finish::Finish;
+use super::finish::Prepared;
 use crate::client::keys::Keys;
 use crate::client::op::{
     arith::Arith,
@@ -18,26 +18,22 @@ use crate::client::op::{
     store::Store,
     touch::Touch,
 };
-use crate::dispatch::request::{Items, Request};
+use crate::dispatch::request::Items;
 use crate::protocol::StoreCmd;
 use crate::protocol::StoreItem;
 use crate::py::args::{
     check_key_len, key_obj, multi_keys, prefix_bytes, uint_mask, ArgPos, MaybeArg,
 };
-use crate::py::client::lease;
-use crate::py::client::multi;
-use crate::py::client::multi::store::StoreMultiArgs;
-use crate::py::client::near;
-use crate::py::client::single::{self, StoreArgs};
+use crate::py::client::lease::{self, InvalidateFinish, LeaseGetFinish, LeaseReleaseFinish};
+use crate::py::client::multi::store::{StoreMultiArgs, StoreMultiFinish};
+use crate::py::client::multi::{
+    self, DeleteMultiFinish, FetchFinish, IncrMultiFinish, TouchMultiFinish,
+};
+use crate::py::client::near::{self, CasMultiFinish, CheckFinish};
+use crate::py::client::single::{
+    self, ArithFinish, DeleteFinish, GetFinish, GetsFinish, StoreArgs, StoreFinish, TouchFinish,
+};
 use crate::py::client::state::PyClient;
-
-// Lives on the stack for the length of one call: boxing the request would cost an allocation.
-#[allow(clippy::large_enum_variant)]
-pub(super) enum Prepared {
-    /// Answered without I/O.
-    Ready(Py<PyAny>),
-    Submit(Request, Finish),
-}
 
 const GET: Get = Get {
     cas: false,
@@ -69,12 +65,11 @@ pub(super) fn get(key: &Bound<'_, PyAny>, default: Option<Py<PyAny>>) -> PyResul
     if k.is_empty() {
         return Ok(Prepared::Ready(default));
     }
-    let req = Request::new(GET, one(k));
-    let finish = Finish::Get {
+    let finish = GetFinish {
         key: k.to_vec(),
         default,
     };
-    Ok(Prepared::Submit(req, finish))
+    Ok(Prepared::keys(GET, one(k), finish))
 }
 
 pub(super) fn gets(slf: &Bound<'_, PyClient>, key: &Bound<'_, PyAny>) -> PyResult<Prepared> {
@@ -83,9 +78,7 @@ pub(super) fn gets(slf: &Bound<'_, PyClient>, key: &Bound<'_, PyAny>) -> PyResul
         let none = PyTuple::new(py, [py.None(), py.None()])?;
         return Ok(Prepared::Ready(none.into_any().unbind()));
     };
-    let req = Request::new(GETS, one(k));
-    let finish = Finish::Gets { key: k.to_vec() };
-    Ok(Prepared::Submit(req, finish))
+    Ok(Prepared::keys(GETS, one(k), GetsFinish { key: k.to_vec() }))
 }
 
 pub(super) fn store(
@@ -107,12 +100,11 @@ pub(super) fn store(
         cas: args.cas,
     });
     let noreply = args.noreply;
-    let req = Request::items(Store { cmd, noreply }, items);
-    let finish = Finish::Store {
+    let finish = StoreFinish {
         cmd,
         key: key.to_vec(),
     };
-    Ok(Prepared::Submit(req, finish))
+    Ok(Prepared::items(Store { cmd, noreply }, items, finish))
 }
 
 pub(super) fn delete(key: &Bound<'_, PyAny>, noreply: bool) -> PyResult<Prepared> {
@@ -120,8 +112,8 @@ pub(super) fn delete(key: &Bound<'_, PyAny>, noreply: bool) -> PyResult<Prepared
     if k.is_empty() {
         return Ok(Prepared::Ready(false.into_py_any(key.py())?));
     }
-    let req = Request::new(Delete { noreply }, one(k));
-    Ok(Prepared::Submit(req, Finish::Delete { key: k.to_vec() }))
+    let finish = DeleteFinish { key: k.to_vec() };
+    Ok(Prepared::keys(Delete { noreply }, one(k), finish))
 }
 
 pub(super) fn touch(
@@ -133,8 +125,8 @@ pub(super) fn touch(
     if k.is_empty() {
         return Ok(Prepared::Ready(false.into_py_any(key.py())?));
     }
-    let req = Request::new(Touch { exptime, noreply }, one(k));
-    Ok(Prepared::Submit(req, Finish::Touch { key: k.to_vec() }))
+    let finish = TouchFinish { key: k.to_vec() };
+    Ok(Prepared::keys(Touch { exptime, noreply }, one(k), finish))
 }
 
 pub(super) fn arith(
@@ -151,8 +143,7 @@ pub(super) fn arith(
         delta,
         create,
     };
-    let req = Request::new(op, one(k));
-    Ok(Prepared::Submit(req, Finish::Arith))
+    Ok(Prepared::keys(op, one(k), ArithFinish))
 }
 
 pub(super) fn fetch(
@@ -166,13 +157,12 @@ pub(super) fn fetch(
         cas: with_cas,
         touch: None,
     };
-    let req = Request::new(op, Keys::of(&full));
-    let finish = Finish::Fetch {
+    let finish = FetchFinish {
         objs: unbind(&objs),
         prefix,
         with_cas,
     };
-    Ok(Prepared::Submit(req, finish))
+    Ok(Prepared::keys(op, Keys::of(&full), finish))
 }
 
 pub(super) fn store_multi(
@@ -192,14 +182,13 @@ pub(super) fn store_multi(
         items
     });
     let noreply = args.noreply;
-    let req = Request::items(Store { cmd, noreply }, items);
-    let finish = Finish::StoreMulti {
+    let finish = StoreMultiFinish {
         cmd,
         keys: pairs.iter().map(|(k, _)| k.clone().unbind()).collect(),
         sent: conv.sent,
         failed_at: conv.failed_at,
     };
-    Ok(Prepared::Submit(req, finish))
+    Ok(Prepared::items(Store { cmd, noreply }, items, finish))
 }
 
 pub(super) fn delete_multi(
@@ -210,14 +199,13 @@ pub(super) fn delete_multi(
     let (prefix, items, stopped) = multi::delete_multi_items(keys, key_prefix)?;
     let (full, all, stopped) = multi::delete_multi_keys(&items, &prefix, stopped);
     let wire = Keys::of(&full);
-    let req = Request::new(Delete { noreply }, wire.clone());
-    let finish = Finish::DeleteMulti {
-        keys: wire,
+    let finish = DeleteMultiFinish {
+        keys: wire.clone(),
         prefix_len: prefix.len(),
         all,
         stopped,
     };
-    Ok(Prepared::Submit(req, finish))
+    Ok(Prepared::keys(Delete { noreply }, wire, finish))
 }
 
 pub(super) fn incr_multi(
@@ -233,8 +221,11 @@ pub(super) fn incr_multi(
         delta: u64::from(delta),
         create: None,
     };
-    let req = Request::new(op, Keys::of(&full));
-    Ok(Prepared::Submit(req, Finish::IncrMulti { by_length }))
+    Ok(Prepared::keys(
+        op,
+        Keys::of(&full),
+        IncrMultiFinish { by_length },
+    ))
 }
 
 pub(super) fn touch_multi(
@@ -245,12 +236,12 @@ pub(super) fn touch_multi(
 ) -> PyResult<Prepared> {
     let (exptime, prefix, items) = multi::touch_multi_items(keys, time, key_prefix)?;
     let keys = multi_keys(&items, &prefix, true)?;
-    let req = Request::new(Touch { exptime, noreply }, Keys::of(&keys.full));
-    let finish = Finish::TouchMulti {
+    let finish = TouchMultiFinish {
         empty: unbind(&keys.empty),
         objs: unbind(&keys.objs),
     };
-    Ok(Prepared::Submit(req, finish))
+    let op = Touch { exptime, noreply };
+    Ok(Prepared::keys(op, Keys::of(&keys.full), finish))
 }
 
 pub(super) fn gat(
@@ -263,12 +254,11 @@ pub(super) fn gat(
     if k.is_empty() {
         return Ok(Prepared::Ready(default));
     }
-    let req = Request::new(get_and_touch(exptime), one(k));
-    let finish = Finish::Get {
+    let finish = GetFinish {
         key: k.to_vec(),
         default,
     };
-    Ok(Prepared::Submit(req, finish))
+    Ok(Prepared::keys(get_and_touch(exptime), one(k), finish))
 }
 
 pub(super) fn gat_multi(
@@ -279,28 +269,34 @@ pub(super) fn gat_multi(
     let exptime = uint_mask(time)?;
     let (prefix, items) = multi::fetch_items(keys, key_prefix, false)?;
     let (objs, full) = multi::fetch_keys(&items, &prefix)?;
-    let req = Request::new(get_and_touch(exptime), Keys::of(&full));
-    let finish = Finish::Fetch {
+    let finish = FetchFinish {
         objs: unbind(&objs),
         prefix,
         with_cas: false,
     };
-    Ok(Prepared::Submit(req, finish))
+    Ok(Prepared::keys(
+        get_and_touch(exptime),
+        Keys::of(&full),
+        finish,
+    ))
 }
 
-fn meta(verb: MetaVerb, key: &[u8], flags: String) -> Request {
-    let op = Meta {
+fn meta(verb: MetaVerb, flags: String) -> Meta {
+    Meta {
         verb,
         flags: flags.into_bytes().into(),
-    };
-    Request::new(op, one(key))
+    }
 }
 
 pub(super) fn lease_get(key: &Bound<'_, PyAny>, lease_s: u32, recache: u32) -> PyResult<Prepared> {
     let k = key_obj(key)?;
     check_key_len(k)?;
-    let req = meta(MetaVerb::Get, k, lease::lease_flags(lease_s, recache));
-    Ok(Prepared::Submit(req, Finish::LeaseGet { key: k.to_vec() }))
+    let op = meta(MetaVerb::Get, lease::lease_flags(lease_s, recache));
+    Ok(Prepared::keys(
+        op,
+        one(k),
+        LeaseGetFinish { key: k.to_vec() },
+    ))
 }
 
 pub(super) fn near_check(
@@ -310,14 +306,12 @@ pub(super) fn near_check(
 ) -> PyResult<Prepared> {
     let k = key_obj(key)?;
     check_key_len(k)?;
-    let req = meta(MetaVerb::Get, k, near::check_flags(cas, conditional));
-    Ok(Prepared::Submit(
-        req,
-        Finish::NearCheck {
-            key: k.to_vec(),
-            cas,
-        },
-    ))
+    let op = meta(MetaVerb::Get, near::check_flags(cas, conditional));
+    let finish = CheckFinish {
+        key: k.to_vec(),
+        cas,
+    };
+    Ok(Prepared::keys(op, one(k), finish))
 }
 
 pub(super) fn near_cas_multi(keys: &[Bound<'_, PyAny>]) -> PyResult<Prepared> {
@@ -327,19 +321,17 @@ pub(super) fn near_cas_multi(keys: &[Bound<'_, PyAny>]) -> PyResult<Prepared> {
         verb: MetaVerb::Get,
         flags: near::CAS_ONLY.into(),
     };
-    Ok(Prepared::Submit(
-        Request::new(op, Keys::of(&refs)),
-        Finish::NearCasMulti,
-    ))
+    Ok(Prepared::keys(op, Keys::of(&refs), CasMultiFinish))
 }
 
 pub(super) fn lease_release(key: &Bound<'_, PyAny>, cas: u64, stale: bool) -> PyResult<Prepared> {
     let k = key_obj(key)?;
     check_key_len(k)?;
-    let req = meta(MetaVerb::Delete, k, lease::release_flags(cas, stale));
-    Ok(Prepared::Submit(
-        req,
-        Finish::LeaseRelease { key: k.to_vec() },
+    let op = meta(MetaVerb::Delete, lease::release_flags(cas, stale));
+    Ok(Prepared::keys(
+        op,
+        one(k),
+        LeaseReleaseFinish { key: k.to_vec() },
     ))
 }
 
@@ -360,11 +352,10 @@ pub(super) fn invalidate_multi(
         verb: MetaVerb::Delete,
         flags: lease::invalidate_flags(stale_time).into_bytes().into(),
     };
-    let req = Request::new(op, wire.clone());
-    let finish = Finish::Invalidate {
-        keys: wire,
+    let finish = InvalidateFinish {
+        keys: wire.clone(),
         objs,
         all: full.len() == keys.len(),
     };
-    Ok(Prepared::Submit(req, finish))
+    Ok(Prepared::keys(op, wire, finish))
 }

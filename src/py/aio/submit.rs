@@ -12,11 +12,10 @@ use std::time::Instant;
 use parking_lot::Mutex;
 use pyo3::prelude::*;
 
-use super::finish::Finish;
+use super::finish::{Finishes, Prepared};
 use super::future::{self, PyAioFuture};
 use super::idle_wait::IdleWait;
 use super::order;
-use super::prepare::Prepared;
 use super::PyAioClient;
 use crate::client::op::Outcome;
 use crate::dispatch::direct::Direct;
@@ -29,7 +28,7 @@ use crate::py::errors;
 /// A request on its way: the future to resolve and how to build its result.
 pub(super) struct Pending {
     fut: Py<PyAioFuture>,
-    finish: Finish,
+    finish: Finishes,
     /// Its place in the per-key order, given up when it is dropped (`order`).
     ticket: Option<Ticket>,
 }

@@ -8,12 +8,14 @@ use std::sync::atomic::Ordering;
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList};
+use pyo3::IntoPyObjectExt;
 
 use super::state::PyClient;
 use crate::client::op::meta::MetaVerb;
 use crate::error::Error as CoreError;
 use crate::py::args::*;
 use crate::py::errors::{self, Op};
+use crate::py::finish::Finish;
 use crate::py::io::detached;
 use crate::py::serde;
 use crate::py::stored;
@@ -315,4 +317,35 @@ pub(super) fn deserialize(
         false,
         max,
     )
+}
+
+/// `flush_all` on the asyncio client: whether every server flushed.
+pub(crate) struct FlushFinish;
+
+impl Finish for FlushFinish {
+    type Op = crate::client::op::admin::Flush;
+    fn finish(
+        self,
+        slf: &Bound<'_, PyClient>,
+        v: Vec<crate::error::Result<()>>,
+    ) -> PyResult<Py<PyAny>> {
+        flush_reply(v)?.into_py_any(slf.py())
+    }
+}
+
+/// `get_stats` on the asyncio client: `[(server, {name: value})]`.
+pub(crate) struct StatsFinish;
+
+impl Finish for StatsFinish {
+    type Op = crate::client::op::admin::Stats;
+    fn finish(
+        self,
+        slf: &Bound<'_, PyClient>,
+        v: Vec<(
+            crate::connection::connect::Address,
+            crate::error::Result<crate::client::results::Stats>,
+        )>,
+    ) -> PyResult<Py<PyAny>> {
+        Ok(stats_reply(slf.py(), v)?.into_any())
+    }
 }

@@ -7,6 +7,7 @@
 
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
+use pyo3::IntoPyObjectExt;
 
 use super::state::PyClient;
 use super::{multi, single};
@@ -15,6 +16,7 @@ use crate::client::results::MetaOutcome;
 use crate::error::Error as CoreError;
 use crate::py::args::*;
 use crate::py::errors::{self, Op};
+use crate::py::finish::Finish;
 use crate::py::io::detached;
 
 /// What a lease read found, for `get_or_set` (`python/fastmc/client.py`).
@@ -288,4 +290,67 @@ pub(super) fn gat_multi(
 ) -> PyResult<Py<PyDict>> {
     let exptime = uint_mask(time)?;
     multi::fetch(slf, keys, key_prefix, false, Some(exptime))
+}
+
+// -- the asynchronous halves: each method's outcome into its value, as above ---------------------
+
+/// The lease read of `get_or_set`: `(state, value, cas)`.
+pub(crate) struct LeaseGetFinish {
+    pub key: Vec<u8>,
+}
+
+impl Finish for LeaseGetFinish {
+    type Op = crate::client::op::meta::Meta;
+    fn finish(
+        self,
+        slf: &Bound<'_, PyClient>,
+        mut v: Vec<Result<MetaOutcome, CoreError>>,
+    ) -> PyResult<Py<PyAny>> {
+        lease_reply(slf, &self.key, v.pop())?.into_py_any(slf.py())
+    }
+}
+
+/// A lease given back: whether it was.
+pub(crate) struct LeaseReleaseFinish {
+    pub key: Vec<u8>,
+}
+
+impl Finish for LeaseReleaseFinish {
+    type Op = crate::client::op::meta::Meta;
+    fn finish(
+        self,
+        slf: &Bound<'_, PyClient>,
+        mut v: Vec<Result<MetaOutcome, CoreError>>,
+    ) -> PyResult<Py<PyAny>> {
+        release_reply(&self.key, v.pop())?.into_py_any(slf.py())
+    }
+}
+
+/// `invalidate_multi`: the keys sent (for messages) and their objects; the reply is `(every key
+/// found, [keys whose server has no meta protocol])`.
+pub(crate) struct InvalidateFinish {
+    pub keys: crate::client::keys::Keys,
+    pub objs: Vec<Py<PyAny>>,
+    pub all: bool,
+}
+
+impl Finish for InvalidateFinish {
+    type Op = crate::client::op::meta::Meta;
+    fn finish(
+        self,
+        slf: &Bound<'_, PyClient>,
+        v: Vec<Result<MetaOutcome, CoreError>>,
+    ) -> PyResult<Py<PyAny>> {
+        let py = slf.py();
+        let mut all = self.all;
+        let unsupported = pyo3::types::PyList::empty(py);
+        for ((r, obj), k) in v.into_iter().zip(self.objs).zip(self.keys.refs()) {
+            match r {
+                Ok(out) => all &= out.code == *b"HD",
+                Err(CoreError::NotSupported(_)) => unsupported.append(obj)?,
+                Err(e) => return Err(errors::op_error(Op::Delete, Some(k), &e)),
+            }
+        }
+        (all, unsupported).into_py_any(py)
+    }
 }

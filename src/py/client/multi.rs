@@ -12,6 +12,7 @@ use std::collections::HashMap;
 use pyo3::exceptions::PyTypeError;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList, PyString};
+use pyo3::IntoPyObjectExt;
 
 use super::state::PyClient;
 use crate::client::fetched::Fetched;
@@ -19,6 +20,7 @@ use crate::error::Error as CoreError;
 use crate::protocol::{is_text_key, MAX_KEY_LEN};
 use crate::py::args::*;
 use crate::py::errors::{self, Op};
+use crate::py::finish::Finish;
 use crate::py::io::detached;
 
 /// Delete multiple keys at once; True only if every key was deleted.
@@ -425,4 +427,92 @@ fn merge_twins<'a, 'py>(
         }
     }
     (o2, f2)
+}
+
+// -- the asynchronous halves: each method's outcome into its value, as above ---------------------
+
+fn bound<'py>(py: Python<'py>, objs: Vec<Py<PyAny>>) -> Vec<Bound<'py, PyAny>> {
+    objs.into_iter().map(|o| o.into_bound(py)).collect()
+}
+
+/// `get_multi`, `gets_multi` and `gat_multi`: `{key: value}` (or `(value, cas)`).
+pub(crate) struct FetchFinish {
+    pub objs: Vec<Py<PyAny>>,
+    /// The key prefix: a value is decoded for its full key (signed values are bound to it).
+    pub prefix: Vec<u8>,
+    pub with_cas: bool,
+}
+
+impl Finish for FetchFinish {
+    type Op = crate::client::op::get::Get;
+    fn finish(self, slf: &Bound<'_, PyClient>, f: Fetched) -> PyResult<Py<PyAny>> {
+        let objs = bound(slf.py(), self.objs);
+        let refs: Vec<&Bound<'_, PyAny>> = objs.iter().collect();
+        let full = objs
+            .iter()
+            .map(|o| Ok(join_key(&self.prefix, key_obj(o)?)))
+            .collect::<PyResult<Vec<_>>>()?;
+        Ok(fetch_reply(slf, &refs, &full, f, self.with_cas)?.into_any())
+    }
+}
+
+/// `delete_multi`: whether every key was there.
+pub(crate) struct DeleteMultiFinish {
+    pub keys: crate::client::keys::Keys,
+    pub prefix_len: usize,
+    pub all: bool,
+    /// The error pylibmc raises after deleting the keys before it.
+    pub stopped: Option<PyErr>,
+}
+
+impl Finish for DeleteMultiFinish {
+    type Op = crate::client::op::delete::Delete;
+    fn finish(
+        self,
+        slf: &Bound<'_, PyClient>,
+        v: Vec<crate::error::Result<bool>>,
+    ) -> PyResult<Py<PyAny>> {
+        let refs = self.keys.refs();
+        let all = delete_multi_reply(slf.get(), &refs, self.prefix_len, v, self.all, self.stopped)?;
+        all.into_py_any(slf.py())
+    }
+}
+
+/// `incr_multi`: None, or the error.
+pub(crate) struct IncrMultiFinish {
+    /// Per key, whether pylibmc refuses it too (`refused_by_length`).
+    pub by_length: Vec<bool>,
+}
+
+impl Finish for IncrMultiFinish {
+    type Op = crate::client::op::arith::Arith;
+    fn finish(
+        self,
+        slf: &Bound<'_, PyClient>,
+        v: Vec<crate::error::Result<Option<u64>>>,
+    ) -> PyResult<Py<PyAny>> {
+        report_arith(v, &self.by_length, slf.get().flags()?.verify_keys)?;
+        Ok(slf.py().None())
+    }
+}
+
+/// `touch_multi`: the keys not touched.
+pub(crate) struct TouchMultiFinish {
+    pub empty: Vec<Py<PyAny>>,
+    pub objs: Vec<Py<PyAny>>,
+}
+
+impl Finish for TouchMultiFinish {
+    type Op = crate::client::op::touch::Touch;
+    fn finish(
+        self,
+        slf: &Bound<'_, PyClient>,
+        v: Vec<crate::error::Result<bool>>,
+    ) -> PyResult<Py<PyAny>> {
+        let py = slf.py();
+        let (empty, objs) = (bound(py, self.empty), bound(py, self.objs));
+        let e: Vec<&Bound<'_, PyAny>> = empty.iter().collect();
+        let o: Vec<&Bound<'_, PyAny>> = objs.iter().collect();
+        Ok(touch_multi_reply(py, &e, &o, v)?.into_any())
+    }
 }

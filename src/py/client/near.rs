@@ -10,6 +10,7 @@
 //! by `py::errors`; uses `client::MetaOutcome` and the core's `Error`.
 
 use pyo3::prelude::*;
+use pyo3::IntoPyObjectExt;
 
 use super::state::PyClient;
 use crate::client::op::meta::MetaVerb;
@@ -17,6 +18,7 @@ use crate::client::results::MetaOutcome;
 use crate::error::Error as CoreError;
 use crate::py::args::*;
 use crate::py::errors::{self, Op};
+use crate::py::finish::Finish;
 use crate::py::io::detached;
 
 /// The item's CAS is the one held near.
@@ -151,4 +153,35 @@ pub(crate) fn cas_reply(out: Vec<Result<MetaOutcome, CoreError>>) -> Vec<i64> {
             Err(_) => CAS_FAILED,
         })
         .collect()
+}
+
+/// A check on the asyncio client: `(state, value, cas, size)`.
+pub(crate) struct CheckFinish {
+    pub key: Vec<u8>,
+    pub cas: u64,
+}
+
+impl Finish for CheckFinish {
+    type Op = crate::client::op::meta::Meta;
+    fn finish(
+        self,
+        slf: &Bound<'_, PyClient>,
+        mut v: Vec<Result<MetaOutcome, CoreError>>,
+    ) -> PyResult<Py<PyAny>> {
+        check_reply(slf, &self.key, self.cas, v.pop())?.into_py_any(slf.py())
+    }
+}
+
+/// A batch check on the asyncio client: each key's CAS.
+pub(crate) struct CasMultiFinish;
+
+impl Finish for CasMultiFinish {
+    type Op = crate::client::op::meta::Meta;
+    fn finish(
+        self,
+        slf: &Bound<'_, PyClient>,
+        v: Vec<Result<MetaOutcome, CoreError>>,
+    ) -> PyResult<Py<PyAny>> {
+        cas_reply(v).into_py_any(slf.py())
+    }
 }

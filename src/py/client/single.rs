@@ -19,6 +19,7 @@ use crate::protocol::StoreCmd;
 use crate::protocol::StoreItem;
 use crate::py::args::{self, *};
 use crate::py::errors::{self, Op};
+use crate::py::finish::Finish;
 use crate::py::io::{detached, noreply_write};
 
 /// A single store's arguments, converted once in pylibmc's order (`s#O|IIi`: key, time,
@@ -437,5 +438,95 @@ pub(crate) fn arith_reply(r: Option<Result<Option<u64>, CoreError>>) -> PyResult
         Some(Ok(None)) => Err(errors::keys_failed(1, true, errors::ArithRc::NotFound)),
         Some(Err(e)) => Err(errors::keys_failed(1, false, errors::ArithRc::Failed(&e))),
         None => Err(errors::no_result()),
+    }
+}
+
+// -- the asynchronous halves: each method's outcome into its value, as above ---------------------
+
+/// `get` and `gat`: the value, or `default`.
+pub(crate) struct GetFinish {
+    pub key: Vec<u8>,
+    pub default: Py<PyAny>,
+}
+
+impl Finish for GetFinish {
+    type Op = crate::client::op::get::Get;
+    fn finish(self, slf: &Bound<'_, PyClient>, f: Fetched) -> PyResult<Py<PyAny>> {
+        get_reply(slf, &self.key, self.default, f)
+    }
+}
+
+/// `gets`: `(value, cas)`.
+pub(crate) struct GetsFinish {
+    pub key: Vec<u8>,
+}
+
+impl Finish for GetsFinish {
+    type Op = crate::client::op::get::Get;
+    fn finish(self, slf: &Bound<'_, PyClient>, f: Fetched) -> PyResult<Py<PyAny>> {
+        gets_reply(slf, &self.key, f)?.into_py_any(slf.py())
+    }
+}
+
+/// The storage commands and `cas`: whether it was stored.
+pub(crate) struct StoreFinish {
+    pub cmd: StoreCmd,
+    pub key: Vec<u8>,
+}
+
+impl Finish for StoreFinish {
+    type Op = crate::client::op::store::Store;
+    fn finish(
+        self,
+        slf: &Bound<'_, PyClient>,
+        mut v: Vec<Result<StoreStatus, CoreError>>,
+    ) -> PyResult<Py<PyAny>> {
+        store_reply(slf.get(), self.cmd, &self.key, v.pop())?.into_py_any(slf.py())
+    }
+}
+
+/// `delete`: whether the key was there.
+pub(crate) struct DeleteFinish {
+    pub key: Vec<u8>,
+}
+
+impl Finish for DeleteFinish {
+    type Op = crate::client::op::delete::Delete;
+    fn finish(
+        self,
+        slf: &Bound<'_, PyClient>,
+        mut v: Vec<Result<bool, CoreError>>,
+    ) -> PyResult<Py<PyAny>> {
+        delete_reply(slf.get(), &self.key, v.pop())?.into_py_any(slf.py())
+    }
+}
+
+/// `touch`: whether the key was there.
+pub(crate) struct TouchFinish {
+    pub key: Vec<u8>,
+}
+
+impl Finish for TouchFinish {
+    type Op = crate::client::op::touch::Touch;
+    fn finish(
+        self,
+        slf: &Bound<'_, PyClient>,
+        mut v: Vec<Result<bool, CoreError>>,
+    ) -> PyResult<Py<PyAny>> {
+        touch_reply(&self.key, v.pop())?.into_py_any(slf.py())
+    }
+}
+
+/// `incr` and `decr`: the new value.
+pub(crate) struct ArithFinish;
+
+impl Finish for ArithFinish {
+    type Op = crate::client::op::arith::Arith;
+    fn finish(
+        self,
+        slf: &Bound<'_, PyClient>,
+        mut v: Vec<Result<Option<u64>, CoreError>>,
+    ) -> PyResult<Py<PyAny>> {
+        arith_reply(v.pop())?.into_py_any(slf.py())
     }
 }

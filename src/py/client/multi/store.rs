@@ -18,6 +18,7 @@ use crate::protocol::StoreCmd;
 use crate::py::args::{self, *};
 use crate::py::client::state::PyClient;
 use crate::py::errors::{self, Op};
+use crate::py::finish::Finish;
 use crate::py::io::detached;
 
 /// A multi store's arguments, converted once in pylibmc's order (`O!|Is#Ii`: the mapping, time,
@@ -286,4 +287,31 @@ fn prefer_str_forms(keys: &[&Bound<'_, PyAny>], failed: &Bound<'_, PyList>) -> P
         }
     }
     Ok(())
+}
+
+/// `set_multi`, `add_multi`, `replace_multi` on the asyncio client: the keys not stored.
+pub(crate) struct StoreMultiFinish {
+    pub cmd: StoreCmd,
+    /// Every key of the mapping, in its order.
+    pub keys: Vec<Py<PyAny>>,
+    /// The positions of the keys sent, in the order of the request.
+    pub sent: Vec<usize>,
+    /// The positions that failed before anything was sent.
+    pub failed_at: Vec<bool>,
+}
+
+impl Finish for StoreMultiFinish {
+    type Op = crate::client::op::store::Store;
+    fn finish(
+        self,
+        slf: &Bound<'_, PyClient>,
+        v: Vec<crate::error::Result<StoreStatus>>,
+    ) -> PyResult<Py<PyAny>> {
+        let py = slf.py();
+        let keys: Vec<Bound<'_, PyAny>> = self.keys.into_iter().map(|o| o.into_bound(py)).collect();
+        let k: Vec<&Bound<'_, PyAny>> = keys.iter().collect();
+        let this = slf.get();
+        let failed = store_multi_reply(py, this, self.cmd, &k, &self.sent, self.failed_at, v)?;
+        Ok(failed.into_any())
+    }
 }
