@@ -8,7 +8,6 @@ pub mod client;
 pub mod errors;
 pub mod events;
 pub mod fake;
-pub(crate) mod finish;
 mod io;
 pub mod serde;
 pub mod servers;

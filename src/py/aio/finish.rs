@@ -1,7 +1,7 @@
 //! A call of the asyncio client as it is handed on: answered at once (`Prepared::Ready`), or a
 //! request with the `Finish` that will turn its outcome into the method's value. Each method's
 //! finish is declared by its family, next to the reply function its blocking method uses (see
-//! `py::finish`); `Prepared::keys`, `items` and `whole` take the request's operation as that
+//! `py::client::finish`); `Prepared::keys`, `items` and `whole` take the request's operation as that
 //! finish's `Op`, so a request and a finish that disagree do not compile. The table below lists
 //! every finish once and makes the enum a pending call carries. Attached only; no I/O.
 
@@ -10,10 +10,10 @@ use pyo3::prelude::*;
 use crate::client::keys::Keys;
 use crate::client::op::{Kind, Outcome};
 use crate::dispatch::request::{Items, Request};
+use crate::py::client::finish::Finish;
 use crate::py::client::state::PyClient;
 use crate::py::client::{admin, lease, multi, near, single};
 use crate::py::errors;
-use crate::py::finish::Finish;
 
 // Lives on the stack for the length of one call: boxing the request would cost an allocation.
 #[allow(clippy::large_enum_variant)]

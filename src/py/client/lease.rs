@@ -15,8 +15,8 @@ use crate::client::op::meta::MetaVerb;
 use crate::client::results::MetaOutcome;
 use crate::error::Error as CoreError;
 use crate::py::args::*;
+use crate::py::client::finish::Finish;
 use crate::py::errors::{self, Op};
-use crate::py::finish::Finish;
 use crate::py::io::detached;
 
 /// What a lease read found, for `get_or_set` (`python/fastmc/client.py`).

@@ -9,6 +9,7 @@
 pub(crate) mod admin;
 mod codec;
 mod extensions;
+pub(crate) mod finish;
 mod init;
 pub(crate) mod lease;
 pub(crate) mod membership;

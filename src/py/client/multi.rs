@@ -19,8 +19,8 @@ use crate::client::fetched::Fetched;
 use crate::error::Error as CoreError;
 use crate::protocol::{is_text_key, MAX_KEY_LEN};
 use crate::py::args::*;
+use crate::py::client::finish::Finish;
 use crate::py::errors::{self, Op};
-use crate::py::finish::Finish;
 use crate::py::io::detached;
 
 /// Delete multiple keys at once; True only if every key was deleted.

@@ -17,8 +17,8 @@ use crate::client::op::meta::MetaVerb;
 use crate::client::results::MetaOutcome;
 use crate::error::Error as CoreError;
 use crate::py::args::*;
+use crate::py::client::finish::Finish;
 use crate::py::errors::{self, Op};
-use crate::py::finish::Finish;
 use crate::py::io::detached;
 
 /// The item's CAS is the one held near.

@@ -18,8 +18,8 @@ use crate::error::Error as CoreError;
 use crate::protocol::StoreCmd;
 use crate::protocol::StoreItem;
 use crate::py::args::{self, *};
+use crate::py::client::finish::Finish;
 use crate::py::errors::{self, Op};
-use crate::py::finish::Finish;
 use crate::py::io::{detached, noreply_write};
 
 /// A single store's arguments, converted once in pylibmc's order (`s#O|IIi`: key, time,

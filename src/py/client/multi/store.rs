@@ -16,9 +16,9 @@ use crate::client::results::StoreStatus;
 use crate::error::Error as CoreError;
 use crate::protocol::StoreCmd;
 use crate::py::args::{self, *};
+use crate::py::client::finish::Finish;
 use crate::py::client::state::PyClient;
 use crate::py::errors::{self, Op};
-use crate::py::finish::Finish;
 use crate::py::io::detached;
 
 /// A multi store's arguments, converted once in pylibmc's order (`O!|Is#Ii`: the mapping, time,

@@ -7,8 +7,8 @@
 
 use pyo3::prelude::*;
 
+use super::state::PyClient;
 use crate::client::op::Kind;
-use crate::py::client::state::PyClient;
 
 /// A method's conversion of its operation's outcome into its value (or exception).
 pub(crate) trait Finish: Send + 'static {
