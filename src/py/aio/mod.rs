@@ -38,6 +38,7 @@ use pyo3::types::{PyDict, PyTuple};
 
 use super::args::{pin, MaybeArg};
 use super::client::admin::{flush_delay, stats_args, FlushFinish, StatsFinish};
+use super::client::finish::Prepared;
 use super::client::multi::store::StoreMultiArgs;
 use super::client::single::{cas_args, StoreArgs};
 use super::client::state::PyClient;
@@ -45,7 +46,6 @@ use crate::client::op::admin::{Flush, Stats};
 use crate::dispatch::Dispatcher;
 use crate::protocol::StoreCmd;
 use binding::Binding;
-use finish::Prepared;
 use submit::Order;
 
 #[pyclass(name = "aio_client", module = "_fastmc", extends = PyClient, subclass, frozen)]

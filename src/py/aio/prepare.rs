@@ -8,7 +8,6 @@ use pyo3::prelude::*;
 use pyo3::types::PyTuple;
 use pyo3::IntoPyObjectExt;
 
-use super::finish::Prepared;
 use crate::client::keys::Keys;
 use crate::client::op::{
     arith::Arith,
@@ -24,6 +23,7 @@ use crate::protocol::StoreItem;
 use crate::py::args::{
     check_key_len, key_obj, multi_keys, prefix_bytes, uint_mask, ArgPos, MaybeArg,
 };
+use crate::py::client::finish::{one, unbind, Prepared};
 use crate::py::client::lease::{self, InvalidateFinish, LeaseGetFinish, LeaseReleaseFinish};
 use crate::py::client::multi::store::{StoreMultiArgs, StoreMultiFinish};
 use crate::py::client::multi::{
@@ -51,15 +51,10 @@ fn get_and_touch(exptime: u32) -> Get {
     }
 }
 
-fn one(k: &[u8]) -> Keys {
-    Keys::of(&[k])
-}
-
-fn unbind(objs: &[&Bound<'_, PyAny>]) -> Vec<Py<PyAny>> {
-    objs.iter().map(|o| (*o).clone().unbind()).collect()
-}
-
-pub(super) fn get(key: &Bound<'_, PyAny>, default: Option<Py<PyAny>>) -> PyResult<Prepared> {
+pub(super) fn get(
+    key: &Bound<'_, PyAny>,
+    default: Option<Py<PyAny>>,
+) -> PyResult<Prepared<GetFinish>> {
     let default = default.unwrap_or_else(|| key.py().None());
     let k = single::get_key(key)?;
     if k.is_empty() {
@@ -72,7 +67,10 @@ pub(super) fn get(key: &Bound<'_, PyAny>, default: Option<Py<PyAny>>) -> PyResul
     Ok(Prepared::keys(GET, one(k), finish))
 }
 
-pub(super) fn gets(slf: &Bound<'_, PyClient>, key: &Bound<'_, PyAny>) -> PyResult<Prepared> {
+pub(super) fn gets(
+    slf: &Bound<'_, PyClient>,
+    key: &Bound<'_, PyAny>,
+) -> PyResult<Prepared<GetsFinish>> {
     let py = slf.py();
     let Some(k) = single::gets_key(slf, key)? else {
         let none = PyTuple::new(py, [py.None(), py.None()])?;
@@ -86,7 +84,7 @@ pub(super) fn store(
     cmd: StoreCmd,
     val: &Bound<'_, PyAny>,
     args: StoreArgs<'_>,
-) -> PyResult<Prepared> {
+) -> PyResult<Prepared<StoreFinish>> {
     let key = args.key;
     let Some((data, flags)) = single::store_value(slf, cmd, val, &args)? else {
         return Ok(Prepared::Ready(false.into_py_any(slf.py())?));
@@ -107,7 +105,7 @@ pub(super) fn store(
     Ok(Prepared::items(Store { cmd, noreply }, items, finish))
 }
 
-pub(super) fn delete(key: &Bound<'_, PyAny>, noreply: bool) -> PyResult<Prepared> {
+pub(super) fn delete(key: &Bound<'_, PyAny>, noreply: bool) -> PyResult<Prepared<DeleteFinish>> {
     let k = single::delete_key(key)?;
     if k.is_empty() {
         return Ok(Prepared::Ready(false.into_py_any(key.py())?));
@@ -120,7 +118,7 @@ pub(super) fn touch(
     key: &Bound<'_, PyAny>,
     time: &Bound<'_, PyAny>,
     noreply: bool,
-) -> PyResult<Prepared> {
+) -> PyResult<Prepared<TouchFinish>> {
     let (k, exptime) = single::touch_args(key, time)?;
     if k.is_empty() {
         return Ok(Prepared::Ready(false.into_py_any(key.py())?));
@@ -135,7 +133,7 @@ pub(super) fn arith(
     delta: MaybeArg<'_, '_>,
     initial: Option<&Bound<'_, PyAny>>,
     time: MaybeArg<'_, '_>,
-) -> PyResult<Prepared> {
+) -> PyResult<Prepared<ArithFinish>> {
     let (k, delta) = single::arith_args(key, delta)?;
     let create = single::arith_create(initial, time)?;
     let op = Arith {
@@ -150,7 +148,7 @@ pub(super) fn fetch(
     keys: &Bound<'_, PyAny>,
     key_prefix: MaybeArg<'_, '_>,
     with_cas: bool,
-) -> PyResult<Prepared> {
+) -> PyResult<Prepared<FetchFinish>> {
     let (prefix, items) = multi::fetch_items(keys, key_prefix, with_cas)?;
     let (objs, full) = multi::fetch_keys(&items, &prefix)?;
     let op = Get {
@@ -169,7 +167,7 @@ pub(super) fn store_multi(
     slf: &Bound<'_, PyClient>,
     cmd: StoreCmd,
     args: StoreMultiArgs<'_, '_>,
-) -> PyResult<Prepared> {
+) -> PyResult<Prepared<StoreMultiFinish>> {
     let pairs: Vec<(Bound<'_, PyAny>, Bound<'_, PyAny>)> = args.mapping.iter().collect();
     let conv = multi::store::store_multi_keys(slf, &args, &pairs)?;
     let items = conv.requests.with_items(|its| {
@@ -195,7 +193,7 @@ pub(super) fn delete_multi(
     keys: &Bound<'_, PyAny>,
     key_prefix: MaybeArg<'_, '_>,
     noreply: bool,
-) -> PyResult<Prepared> {
+) -> PyResult<Prepared<DeleteMultiFinish>> {
     let (prefix, items, stopped) = multi::delete_multi_items(keys, key_prefix)?;
     let (full, all, stopped) = multi::delete_multi_keys(&items, &prefix, stopped);
     let wire = Keys::of(&full);
@@ -212,7 +210,7 @@ pub(super) fn incr_multi(
     keys: &Bound<'_, PyAny>,
     key_prefix: MaybeArg<'_, '_>,
     delta: MaybeArg<'_, '_>,
-) -> PyResult<Prepared> {
+) -> PyResult<Prepared<IncrMultiFinish>> {
     let (prefix, delta, items) = multi::incr_multi_items(keys, key_prefix, delta)?;
     let full = multi::incr_multi_keys(&items, &prefix)?;
     let by_length = multi::refused_by_length(&full);
@@ -233,7 +231,7 @@ pub(super) fn touch_multi(
     time: MaybeArg<'_, '_>,
     key_prefix: MaybeArg<'_, '_>,
     noreply: bool,
-) -> PyResult<Prepared> {
+) -> PyResult<Prepared<TouchMultiFinish>> {
     let (exptime, prefix, items) = multi::touch_multi_items(keys, time, key_prefix)?;
     let keys = multi_keys(&items, &prefix, true)?;
     let finish = TouchMultiFinish {
@@ -248,7 +246,7 @@ pub(super) fn gat(
     key: &Bound<'_, PyAny>,
     time: &Bound<'_, PyAny>,
     default: Option<Py<PyAny>>,
-) -> PyResult<Prepared> {
+) -> PyResult<Prepared<GetFinish>> {
     let default = default.unwrap_or_else(|| key.py().None());
     let (k, exptime) = lease::gat_args(key, time)?;
     if k.is_empty() {
@@ -265,7 +263,7 @@ pub(super) fn gat_multi(
     keys: &Bound<'_, PyAny>,
     time: &Bound<'_, PyAny>,
     key_prefix: MaybeArg<'_, '_>,
-) -> PyResult<Prepared> {
+) -> PyResult<Prepared<FetchFinish>> {
     let exptime = uint_mask(time)?;
     let (prefix, items) = multi::fetch_items(keys, key_prefix, false)?;
     let (objs, full) = multi::fetch_keys(&items, &prefix)?;
@@ -288,7 +286,11 @@ fn meta(verb: MetaVerb, flags: String) -> Meta {
     }
 }
 
-pub(super) fn lease_get(key: &Bound<'_, PyAny>, lease_s: u32, recache: u32) -> PyResult<Prepared> {
+pub(super) fn lease_get(
+    key: &Bound<'_, PyAny>,
+    lease_s: u32,
+    recache: u32,
+) -> PyResult<Prepared<LeaseGetFinish>> {
     let k = key_obj(key)?;
     check_key_len(k)?;
     let op = meta(MetaVerb::Get, lease::lease_flags(lease_s, recache));
@@ -303,7 +305,7 @@ pub(super) fn near_check(
     key: &Bound<'_, PyAny>,
     cas: u64,
     conditional: bool,
-) -> PyResult<Prepared> {
+) -> PyResult<Prepared<CheckFinish>> {
     let k = key_obj(key)?;
     check_key_len(k)?;
     let op = meta(MetaVerb::Get, near::check_flags(cas, conditional));
@@ -314,7 +316,7 @@ pub(super) fn near_check(
     Ok(Prepared::keys(op, one(k), finish))
 }
 
-pub(super) fn near_cas_multi(keys: &[Bound<'_, PyAny>]) -> PyResult<Prepared> {
+pub(super) fn near_cas_multi(keys: &[Bound<'_, PyAny>]) -> PyResult<Prepared<CasMultiFinish>> {
     let full = near::batch_keys(keys)?;
     let refs: Vec<&[u8]> = full.iter().map(Vec::as_slice).collect();
     let op = Meta {
@@ -324,7 +326,11 @@ pub(super) fn near_cas_multi(keys: &[Bound<'_, PyAny>]) -> PyResult<Prepared> {
     Ok(Prepared::keys(op, Keys::of(&refs), CasMultiFinish))
 }
 
-pub(super) fn lease_release(key: &Bound<'_, PyAny>, cas: u64, stale: bool) -> PyResult<Prepared> {
+pub(super) fn lease_release(
+    key: &Bound<'_, PyAny>,
+    cas: u64,
+    stale: bool,
+) -> PyResult<Prepared<LeaseReleaseFinish>> {
     let k = key_obj(key)?;
     check_key_len(k)?;
     let op = meta(MetaVerb::Delete, lease::release_flags(cas, stale));
@@ -339,7 +345,7 @@ pub(super) fn invalidate_multi(
     keys: &[Bound<'_, PyAny>],
     stale_time: u32,
     key_prefix: MaybeArg<'_, '_>,
-) -> PyResult<Prepared> {
+) -> PyResult<Prepared<InvalidateFinish>> {
     let prefix = prefix_bytes(key_prefix, ArgPos::of("invalidate_multi", 3))?;
     let (full, at) = lease::invalidate_keys(keys, &prefix)?;
     let wire = Keys::of(&full);

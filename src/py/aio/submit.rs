@@ -12,7 +12,7 @@ use std::time::Instant;
 use parking_lot::Mutex;
 use pyo3::prelude::*;
 
-use super::finish::{Finishes, Prepared};
+use super::finish::{Finishes, Submitted};
 use super::future::{self, PyAioFuture};
 use super::idle_wait::IdleWait;
 use super::order;
@@ -23,6 +23,7 @@ use crate::dispatch::direct::Progress;
 use crate::dispatch::mailbox::Mailbox;
 use crate::dispatch::request::Request;
 use crate::dispatch::Done;
+use crate::py::client::finish::Prepared;
 use crate::py::errors;
 
 /// A request on its way: the future to resolve and how to build its result.
@@ -46,7 +47,14 @@ pub(super) type Sides = (Arc<Mailbox<Delivery>>, Loopside, Option<Arc<IdleWait>>
 
 impl PyAioClient {
     /// The future for a prepared call.
-    pub(super) fn submit(slf: &Bound<'_, Self>, prepared: Prepared) -> PyResult<Py<PyAny>> {
+    pub(super) fn submit<F>(slf: &Bound<'_, Self>, prepared: Prepared<F>) -> PyResult<Py<PyAny>>
+    where
+        Finishes: From<F>,
+    {
+        Self::submit_any(slf, prepared.map(Finishes::from))
+    }
+
+    fn submit_any(slf: &Bound<'_, Self>, prepared: Submitted) -> PyResult<Py<PyAny>> {
         let py = slf.py();
         let (running, (mailbox, direct, idle)) = Self::future(slf)?;
         let fut = match prepared {

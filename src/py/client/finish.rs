@@ -1,14 +1,18 @@
-//! How a method's outcome becomes its Python value, typed by the operation it finishes: each
-//! family declares a `Finish` per method next to the reply function its blocking method uses
-//! (`py::client::single`, `multi`, `multi::store`, `admin`, `lease`, `near`), and the asyncio
-//! client carries it with the call's request (`py::aio::finish`). `Op` names the operation the
-//! request is made of, so a method whose request and finish disagree does not compile.
+//! A method's asynchronous half, as its family declares it next to the blocking method: the
+//! call prepared from the arguments (`Prepared`: answered at once, or a request and its finish)
+//! and the `Finish` that turns the operation's outcome into the method's Python value, through
+//! the reply function the blocking method uses. `Finish::Op` names the operation the request is
+//! made of, and `Prepared::keys`, `items` and `whole` take the request's operation as that
+//! `Op`: a method whose request and finish disagree does not compile. The asyncio client
+//! (`py::aio`) submits the request and carries the finish (its table: `py::aio::finish`).
 //! Attached only; no I/O.
 
 use pyo3::prelude::*;
 
 use super::state::PyClient;
+use crate::client::keys::Keys;
 use crate::client::op::Kind;
+use crate::dispatch::request::{Items, Request};
 
 /// A method's conversion of its operation's outcome into its value (or exception).
 pub(crate) trait Finish: Send + 'static {
@@ -19,4 +23,55 @@ pub(crate) trait Finish: Send + 'static {
         slf: &Bound<'_, PyClient>,
         out: <Self::Op as Kind>::Output,
     ) -> PyResult<Py<PyAny>>;
+}
+
+/// A call prepared from a method's arguments: answered without I/O, or a request with its
+/// finish.
+// Lives on the stack for the length of one call: boxing the request would cost an allocation.
+#[allow(clippy::large_enum_variant)]
+pub(crate) enum Prepared<F> {
+    Ready(Py<PyAny>),
+    Submit(Request, F),
+}
+
+impl<F: Finish> Prepared<F> {
+    /// `op` on `keys`, finished by `f`.
+    pub(crate) fn keys(op: F::Op, keys: Keys, f: F) -> Prepared<F> {
+        Prepared::Submit(Request::new(op, keys), f)
+    }
+
+    /// `op` sending `items` (a store), finished by `f`.
+    pub(crate) fn items(op: F::Op, items: Items, f: F) -> Prepared<F> {
+        Prepared::Submit(Request::items(op, items), f)
+    }
+
+    /// A whole-client command, finished by `f`.
+    pub(crate) fn whole(op: F::Op, f: F) -> Prepared<F> {
+        Prepared::Submit(Request::whole(op), f)
+    }
+}
+
+impl<F> Prepared<F> {
+    /// The same call with its finish converted (into the asyncio client's table).
+    pub(crate) fn map<G>(self, into: impl FnOnce(F) -> G) -> Prepared<G> {
+        match self {
+            Prepared::Ready(v) => Prepared::Ready(v),
+            Prepared::Submit(req, f) => Prepared::Submit(req, into(f)),
+        }
+    }
+}
+
+/// One key, owned for a request.
+pub(crate) fn one(k: &[u8]) -> Keys {
+    Keys::of(&[k])
+}
+
+/// Key objects kept past the call, for its finish.
+pub(crate) fn unbind(objs: &[&Bound<'_, PyAny>]) -> Vec<Py<PyAny>> {
+    objs.iter().map(|o| (*o).clone().unbind()).collect()
+}
+
+/// Key objects a finish kept, back in the interpreter.
+pub(crate) fn bound<'py>(py: Python<'py>, objs: Vec<Py<PyAny>>) -> Vec<Bound<'py, PyAny>> {
+    objs.into_iter().map(|o| o.into_bound(py)).collect()
 }

@@ -19,7 +19,7 @@ use crate::client::fetched::Fetched;
 use crate::error::Error as CoreError;
 use crate::protocol::{is_text_key, MAX_KEY_LEN};
 use crate::py::args::*;
-use crate::py::client::finish::Finish;
+use crate::py::client::finish::{bound, Finish};
 use crate::py::errors::{self, Op};
 use crate::py::io::detached;
 
@@ -430,10 +430,6 @@ fn merge_twins<'a, 'py>(
 }
 
 // -- the asynchronous halves: each method's outcome into its value, as above ---------------------
-
-fn bound<'py>(py: Python<'py>, objs: Vec<Py<PyAny>>) -> Vec<Bound<'py, PyAny>> {
-    objs.into_iter().map(|o| o.into_bound(py)).collect()
-}
 
 /// `get_multi`, `gets_multi` and `gat_multi`: `{key: value}` (or `(value, cas)`).
 pub(crate) struct FetchFinish {
