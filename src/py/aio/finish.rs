@@ -51,12 +51,12 @@ macro_rules! finishes {
 }
 
 finishes! {
-    Get(single::GetFinish),
-    Gets(single::GetsFinish),
-    Store(single::StoreFinish),
-    Delete(single::DeleteFinish),
-    Touch(single::TouchFinish),
-    Arith(single::ArithFinish),
+    Get(single::get::GetFinish),
+    Gets(single::get::GetsFinish),
+    Store(single::store::StoreFinish),
+    Delete(single::delete::DeleteFinish),
+    Touch(single::touch::TouchFinish),
+    Arith(single::arith::ArithFinish),
     Fetch(multi::FetchFinish),
     StoreMulti(multi::store::StoreMultiFinish),
     DeleteMulti(multi::DeleteMultiFinish),

@@ -40,7 +40,8 @@ use super::args::{pin, MaybeArg};
 use super::client::admin::{flush_delay, stats_args, FlushFinish, StatsFinish};
 use super::client::finish::Prepared;
 use super::client::multi::store::StoreMultiArgs;
-use super::client::single::{cas_args, StoreArgs};
+use super::client::single;
+use super::client::single::store::{cas_args, StoreArgs};
 use super::client::state::PyClient;
 use crate::client::op::admin::{Flush, Stats};
 use crate::dispatch::Dispatcher;
@@ -99,7 +100,7 @@ impl PyAioClient {
         server_key: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Py<PyAny>> {
         let _pin = pin(server_key)?;
-        Self::submit(slf, prepare::get(key, default)?)
+        Self::submit(slf, single::get::prepare_get(key, default)?)
     }
 
     #[pyo3(signature = (key, server_key=None))]
@@ -109,7 +110,7 @@ impl PyAioClient {
         server_key: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Py<PyAny>> {
         let _pin = pin(server_key)?;
-        Self::submit(slf, prepare::gets(slf.as_super(), key)?)
+        Self::submit(slf, single::get::prepare_gets(slf.as_super(), key)?)
     }
 
     /// The arguments as the blocking method's; a left-out one is `MaybeArg::Missing`.
@@ -130,7 +131,10 @@ impl PyAioClient {
         let _pin = pin(server_key)?;
         let cmd = store_cmd(cmd)?;
         let args = StoreArgs::parse(key, time, min_compress_len, compress_level, noreply)?;
-        Self::submit(slf, prepare::store(slf.as_super(), cmd, val, args)?)
+        Self::submit(
+            slf,
+            single::store::prepare_store(slf.as_super(), cmd, val, args)?,
+        )
     }
 
     #[pyo3(signature = (key, val, cas, time=MaybeArg::Missing, server_key=None))]
@@ -146,7 +150,7 @@ impl PyAioClient {
         let args = cas_args(slf.as_super(), key, cas, time)?;
         Self::submit(
             slf,
-            prepare::store(slf.as_super(), StoreCmd::Cas, val, args)?,
+            single::store::prepare_store(slf.as_super(), StoreCmd::Cas, val, args)?,
         )
     }
 
@@ -158,7 +162,7 @@ impl PyAioClient {
         server_key: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Py<PyAny>> {
         let _pin = pin(server_key)?;
-        Self::submit(slf, prepare::delete(key, noreply)?)
+        Self::submit(slf, single::delete::prepare_delete(key, noreply)?)
     }
 
     #[pyo3(signature = (key, time, noreply, server_key=None))]
@@ -170,7 +174,7 @@ impl PyAioClient {
         server_key: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Py<PyAny>> {
         let _pin = pin(server_key)?;
-        Self::submit(slf, prepare::touch(key, time, noreply)?)
+        Self::submit(slf, single::touch::prepare_touch(key, time, noreply)?)
     }
 
     #[pyo3(signature = (incr, key, delta=MaybeArg::Missing, initial=None, time=MaybeArg::Missing, server_key=None))]
@@ -184,7 +188,10 @@ impl PyAioClient {
         server_key: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Py<PyAny>> {
         let _pin = pin(server_key)?;
-        Self::submit(slf, prepare::arith(incr, key, delta, initial, time)?)
+        Self::submit(
+            slf,
+            single::arith::prepare_arith(incr, key, delta, initial, time)?,
+        )
     }
 
     #[pyo3(signature = (keys, key_prefix=MaybeArg::Missing, with_cas=false, server_key=None))]

@@ -1,12 +1,11 @@
 //! An asynchronous call's arguments converted by the very functions the blocking methods use
-//! (`single::get_key`, `StoreArgs::parse`, `multi::fetch_keys`, ...), so both clients refuse the
-//! same input the same way, in the same order; then copied into an owned request for the
-//! dispatcher with the `Finish` that will convert its outcome, or, when no I/O is needed (an
-//! empty key), the answer itself. Attached only; no I/O.
+//! (`multi::fetch_keys`, `lease::gat_args`, ...), so both clients refuse the same input the same
+//! way, in the same order; then copied into an owned request for the dispatcher with the
+//! `Finish` that will convert its outcome, or, when no I/O is needed (an empty key), the answer
+//! itself. The single-key methods prepare theirs in their own files (`py::client::single`); the
+//! others move there next. Attached only; no I/O.
 
 use pyo3::prelude::*;
-use pyo3::types::PyTuple;
-use pyo3::IntoPyObjectExt;
 
 use crate::client::keys::Keys;
 use crate::client::op::{
@@ -19,7 +18,6 @@ use crate::client::op::{
 };
 use crate::dispatch::request::Items;
 use crate::protocol::StoreCmd;
-use crate::protocol::StoreItem;
 use crate::py::args::{
     check_key_len, key_obj, multi_keys, prefix_bytes, uint_mask, ArgPos, MaybeArg,
 };
@@ -30,118 +28,14 @@ use crate::py::client::multi::{
     self, DeleteMultiFinish, FetchFinish, IncrMultiFinish, TouchMultiFinish,
 };
 use crate::py::client::near::{self, CasMultiFinish, CheckFinish};
-use crate::py::client::single::{
-    self, ArithFinish, DeleteFinish, GetFinish, GetsFinish, StoreArgs, StoreFinish, TouchFinish,
-};
+use crate::py::client::single::get::GetFinish;
 use crate::py::client::state::PyClient;
-
-const GET: Get = Get {
-    cas: false,
-    touch: None,
-};
-const GETS: Get = Get {
-    cas: true,
-    touch: None,
-};
 
 fn get_and_touch(exptime: u32) -> Get {
     Get {
         cas: false,
         touch: Some(exptime),
     }
-}
-
-pub(super) fn get(
-    key: &Bound<'_, PyAny>,
-    default: Option<Py<PyAny>>,
-) -> PyResult<Prepared<GetFinish>> {
-    let default = default.unwrap_or_else(|| key.py().None());
-    let k = single::get_key(key)?;
-    if k.is_empty() {
-        return Ok(Prepared::Ready(default));
-    }
-    let finish = GetFinish {
-        key: k.to_vec(),
-        default,
-    };
-    Ok(Prepared::keys(GET, one(k), finish))
-}
-
-pub(super) fn gets(
-    slf: &Bound<'_, PyClient>,
-    key: &Bound<'_, PyAny>,
-) -> PyResult<Prepared<GetsFinish>> {
-    let py = slf.py();
-    let Some(k) = single::gets_key(slf, key)? else {
-        let none = PyTuple::new(py, [py.None(), py.None()])?;
-        return Ok(Prepared::Ready(none.into_any().unbind()));
-    };
-    Ok(Prepared::keys(GETS, one(k), GetsFinish { key: k.to_vec() }))
-}
-
-pub(super) fn store(
-    slf: &Bound<'_, PyClient>,
-    cmd: StoreCmd,
-    val: &Bound<'_, PyAny>,
-    args: StoreArgs<'_>,
-) -> PyResult<Prepared<StoreFinish>> {
-    let key = args.key;
-    let Some((data, flags)) = single::store_value(slf, cmd, val, &args)? else {
-        return Ok(Prepared::Ready(false.into_py_any(slf.py())?));
-    };
-    let mut items = Items::with_capacity(1, key.len(), data.len());
-    items.push(&StoreItem {
-        key,
-        flags,
-        exptime: args.exptime,
-        data: &data,
-        cas: args.cas,
-    });
-    let noreply = args.noreply;
-    let finish = StoreFinish {
-        cmd,
-        key: key.to_vec(),
-    };
-    Ok(Prepared::items(Store { cmd, noreply }, items, finish))
-}
-
-pub(super) fn delete(key: &Bound<'_, PyAny>, noreply: bool) -> PyResult<Prepared<DeleteFinish>> {
-    let k = single::delete_key(key)?;
-    if k.is_empty() {
-        return Ok(Prepared::Ready(false.into_py_any(key.py())?));
-    }
-    let finish = DeleteFinish { key: k.to_vec() };
-    Ok(Prepared::keys(Delete { noreply }, one(k), finish))
-}
-
-pub(super) fn touch(
-    key: &Bound<'_, PyAny>,
-    time: &Bound<'_, PyAny>,
-    noreply: bool,
-) -> PyResult<Prepared<TouchFinish>> {
-    let (k, exptime) = single::touch_args(key, time)?;
-    if k.is_empty() {
-        return Ok(Prepared::Ready(false.into_py_any(key.py())?));
-    }
-    let finish = TouchFinish { key: k.to_vec() };
-    Ok(Prepared::keys(Touch { exptime, noreply }, one(k), finish))
-}
-
-pub(super) fn arith(
-    incr: bool,
-    key: &Bound<'_, PyAny>,
-    delta: MaybeArg<'_, '_>,
-    initial: Option<&Bound<'_, PyAny>>,
-    time: MaybeArg<'_, '_>,
-) -> PyResult<Prepared<ArithFinish>> {
-    let (k, delta) = single::arith_args(key, delta)?;
-    let create = single::arith_create(initial, time)?;
-    let op = Arith {
-        incr,
-        delta,
-        create,
-    };
-    Ok(Prepared::keys(op, one(k), ArithFinish))
 }
 
 pub(super) fn fetch(

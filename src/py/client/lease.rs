@@ -268,7 +268,7 @@ pub(super) fn gat(
         return Ok(default);
     }
     let f = detached(py, this, |core| Ok(core.gat_multi(&[k], exptime)))?;
-    single::get_reply(slf, k, default, f)
+    single::get::get_reply(slf, k, default, f)
 }
 
 /// gat's key and time, converted and checked.

@@ -26,7 +26,7 @@ use pyo3::types::{PyBytes, PyDict, PyList, PyTuple};
 
 use super::args::{pin, MaybeArg};
 use crate::protocol::StoreCmd;
-use single::StoreArgs;
+use single::store::StoreArgs;
 use state::PyClient;
 
 #[pymethods]
@@ -98,7 +98,7 @@ impl PyClient {
         server_key: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Py<PyAny>> {
         let _pin = pin(server_key)?;
-        single::get(slf, key, default)
+        single::get::get(slf, key, default)
     }
 
     /// Retrieve a key and cas_id from a memcached.
@@ -109,7 +109,7 @@ impl PyClient {
         server_key: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<(Py<PyAny>, Py<PyAny>)> {
         let _pin = pin(server_key)?;
-        single::gets(slf, key)
+        single::get::gets(slf, key)
     }
 
     /// Set a key unconditionally.
@@ -132,7 +132,7 @@ impl PyClient {
     ) -> PyResult<bool> {
         let _pin = pin(server_key)?;
         let args = StoreArgs::parse(key, time, min_compress_len, compress_level, noreply)?;
-        single::store(slf, StoreCmd::Set, val, args)
+        single::store::store(slf, StoreCmd::Set, val, args)
     }
 
     /// Add a key if it does not exist.
@@ -155,7 +155,7 @@ impl PyClient {
     ) -> PyResult<bool> {
         let _pin = pin(server_key)?;
         let args = StoreArgs::parse(key, time, min_compress_len, compress_level, noreply)?;
-        single::store(slf, StoreCmd::Add, val, args)
+        single::store::store(slf, StoreCmd::Add, val, args)
     }
 
     /// Replace a key if it exists.
@@ -178,7 +178,7 @@ impl PyClient {
     ) -> PyResult<bool> {
         let _pin = pin(server_key)?;
         let args = StoreArgs::parse(key, time, min_compress_len, compress_level, noreply)?;
-        single::store(slf, StoreCmd::Replace, val, args)
+        single::store::store(slf, StoreCmd::Replace, val, args)
     }
 
     /// Append data to a key.
@@ -201,7 +201,7 @@ impl PyClient {
     ) -> PyResult<bool> {
         let _pin = pin(server_key)?;
         let args = StoreArgs::parse(key, time, min_compress_len, compress_level, noreply)?;
-        single::store(slf, StoreCmd::Append, val, args)
+        single::store::store(slf, StoreCmd::Append, val, args)
     }
 
     /// Prepend data to a key.
@@ -224,7 +224,7 @@ impl PyClient {
     ) -> PyResult<bool> {
         let _pin = pin(server_key)?;
         let args = StoreArgs::parse(key, time, min_compress_len, compress_level, noreply)?;
-        single::store(slf, StoreCmd::Prepend, val, args)
+        single::store::store(slf, StoreCmd::Prepend, val, args)
     }
 
     /// Attempt to compare-and-store a key by CAS ID.
@@ -241,7 +241,7 @@ impl PyClient {
         server_key: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<bool> {
         let _pin = pin(server_key)?;
-        single::cas(slf, key, val, cas, time)
+        single::store::cas(slf, key, val, cas, time)
     }
 
     /// Delete a key.
@@ -259,7 +259,7 @@ impl PyClient {
         server_key: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<bool> {
         let _pin = pin(server_key)?;
-        single::delete(slf, key.exactly_one(rest, "delete")?, noreply)
+        single::delete::delete(slf, key.exactly_one(rest, "delete")?, noreply)
     }
 
     /// Change the expiry time of a key.
@@ -272,7 +272,7 @@ impl PyClient {
         server_key: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<bool> {
         let _pin = pin(server_key)?;
-        single::touch(slf, key, time, noreply)
+        single::touch::touch(slf, key, time, noreply)
     }
 
     /// Increment a key by a delta; with `initial=`, a missing key is created at that value (which
@@ -290,7 +290,7 @@ impl PyClient {
         server_key: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<u64> {
         let _pin = pin(server_key)?;
-        single::arith(slf, true, key, delta, initial, time)
+        single::arith::arith(slf, true, key, delta, initial, time)
     }
 
     /// Decrement a key by a delta; with `initial=`, a missing key is created at that value (which
@@ -308,7 +308,7 @@ impl PyClient {
         server_key: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<u64> {
         let _pin = pin(server_key)?;
-        single::arith(slf, false, key, delta, initial, time)
+        single::arith::arith(slf, false, key, delta, initial, time)
     }
 
     /// Get multiple keys at once; misses are absent from the result.
