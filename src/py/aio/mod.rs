@@ -40,9 +40,9 @@ use super::args::{pin, MaybeArg};
 use super::client::admin::{flush_delay, stats_args, FlushFinish, StatsFinish};
 use super::client::finish::Prepared;
 use super::client::multi::store::StoreMultiArgs;
-use super::client::single;
 use super::client::single::store::{cas_args, StoreArgs};
 use super::client::state::PyClient;
+use super::client::{multi, single};
 use crate::client::op::admin::{Flush, Stats};
 use crate::dispatch::Dispatcher;
 use crate::protocol::StoreCmd;
@@ -203,7 +203,10 @@ impl PyAioClient {
         server_key: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Py<PyAny>> {
         let _pin = pin(server_key)?;
-        Self::submit(slf, prepare::fetch(keys, key_prefix, with_cas)?)
+        Self::submit(
+            slf,
+            multi::fetch::prepare_fetch(keys, key_prefix, with_cas)?,
+        )
     }
 
     #[pyo3(signature = (cmd, keys, time=MaybeArg::Missing, key_prefix=MaybeArg::Missing,
@@ -231,7 +234,10 @@ impl PyAioClient {
             compress_level,
             noreply,
         )?;
-        Self::submit(slf, prepare::store_multi(slf.as_super(), cmd, args)?)
+        Self::submit(
+            slf,
+            multi::store::prepare_store_multi(slf.as_super(), cmd, args)?,
+        )
     }
 
     #[pyo3(signature = (keys, key_prefix=MaybeArg::Missing, noreply=false, server_key=None))]
@@ -243,7 +249,10 @@ impl PyAioClient {
         server_key: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Py<PyAny>> {
         let _pin = pin(server_key)?;
-        Self::submit(slf, prepare::delete_multi(keys, key_prefix, noreply)?)
+        Self::submit(
+            slf,
+            multi::delete::prepare_delete_multi(keys, key_prefix, noreply)?,
+        )
     }
 
     #[pyo3(signature = (keys, key_prefix=MaybeArg::Missing, delta=MaybeArg::Missing, server_key=None))]
@@ -255,7 +264,10 @@ impl PyAioClient {
         server_key: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Py<PyAny>> {
         let _pin = pin(server_key)?;
-        Self::submit(slf, prepare::incr_multi(keys, key_prefix, delta)?)
+        Self::submit(
+            slf,
+            multi::incr::prepare_incr_multi(keys, key_prefix, delta)?,
+        )
     }
 
     #[pyo3(signature = (keys, time=MaybeArg::Missing, key_prefix=MaybeArg::Missing, noreply=false, server_key=None))]
@@ -268,7 +280,10 @@ impl PyAioClient {
         server_key: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Py<PyAny>> {
         let _pin = pin(server_key)?;
-        Self::submit(slf, prepare::touch_multi(keys, time, key_prefix, noreply)?)
+        Self::submit(
+            slf,
+            multi::touch::prepare_touch_multi(keys, time, key_prefix, noreply)?,
+        )
     }
 
     #[pyo3(signature = (time=MaybeArg::Missing))]

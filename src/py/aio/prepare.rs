@@ -1,139 +1,29 @@
 //! An asynchronous call's arguments converted by the very functions the blocking methods use
-//! (`multi::fetch_keys`, `lease::gat_args`, ...), so both clients refuse the same input the same
+//! (`fetch::fetch_keys`, `lease::gat_args`, ...), so both clients refuse the same input the same
 //! way, in the same order; then copied into an owned request for the dispatcher with the
 //! `Finish` that will convert its outcome, or, when no I/O is needed (an empty key), the answer
-//! itself. The single-key methods prepare theirs in their own files (`py::client::single`); the
-//! others move there next. Attached only; no I/O.
+//! itself. The single-key and multi-key methods prepare theirs in their own files
+//! (`py::client::single`, `multi`); the others move there next. Attached only; no I/O.
 
 use pyo3::prelude::*;
 
 use crate::client::keys::Keys;
 use crate::client::op::{
-    arith::Arith,
-    delete::Delete,
     get::Get,
     meta::{Meta, MetaVerb},
-    store::Store,
-    touch::Touch,
 };
-use crate::dispatch::request::Items;
-use crate::protocol::StoreCmd;
-use crate::py::args::{
-    check_key_len, key_obj, multi_keys, prefix_bytes, uint_mask, ArgPos, MaybeArg,
-};
+use crate::py::args::{check_key_len, key_obj, prefix_bytes, uint_mask, ArgPos, MaybeArg};
 use crate::py::client::finish::{one, unbind, Prepared};
 use crate::py::client::lease::{self, InvalidateFinish, LeaseGetFinish, LeaseReleaseFinish};
-use crate::py::client::multi::store::{StoreMultiArgs, StoreMultiFinish};
-use crate::py::client::multi::{
-    self, DeleteMultiFinish, FetchFinish, IncrMultiFinish, TouchMultiFinish,
-};
+use crate::py::client::multi::fetch::{self, FetchFinish};
 use crate::py::client::near::{self, CasMultiFinish, CheckFinish};
 use crate::py::client::single::get::GetFinish;
-use crate::py::client::state::PyClient;
 
 fn get_and_touch(exptime: u32) -> Get {
     Get {
         cas: false,
         touch: Some(exptime),
     }
-}
-
-pub(super) fn fetch(
-    keys: &Bound<'_, PyAny>,
-    key_prefix: MaybeArg<'_, '_>,
-    with_cas: bool,
-) -> PyResult<Prepared<FetchFinish>> {
-    let (prefix, items) = multi::fetch_items(keys, key_prefix, with_cas)?;
-    let (objs, full) = multi::fetch_keys(&items, &prefix)?;
-    let op = Get {
-        cas: with_cas,
-        touch: None,
-    };
-    let finish = FetchFinish {
-        objs: unbind(&objs),
-        prefix,
-        with_cas,
-    };
-    Ok(Prepared::keys(op, Keys::of(&full), finish))
-}
-
-pub(super) fn store_multi(
-    slf: &Bound<'_, PyClient>,
-    cmd: StoreCmd,
-    args: StoreMultiArgs<'_, '_>,
-) -> PyResult<Prepared<StoreMultiFinish>> {
-    let pairs: Vec<(Bound<'_, PyAny>, Bound<'_, PyAny>)> = args.mapping.iter().collect();
-    let conv = multi::store::store_multi_keys(slf, &args, &pairs)?;
-    let items = conv.requests.with_items(|its| {
-        let key_bytes = its.iter().map(|it| it.key.len()).sum();
-        let bytes = its.iter().map(|it| it.data.len()).sum();
-        let mut items = Items::with_capacity(its.len(), key_bytes, bytes);
-        for it in its {
-            items.push(it);
-        }
-        items
-    });
-    let noreply = args.noreply;
-    let finish = StoreMultiFinish {
-        cmd,
-        keys: pairs.iter().map(|(k, _)| k.clone().unbind()).collect(),
-        sent: conv.sent,
-        failed_at: conv.failed_at,
-    };
-    Ok(Prepared::items(Store { cmd, noreply }, items, finish))
-}
-
-pub(super) fn delete_multi(
-    keys: &Bound<'_, PyAny>,
-    key_prefix: MaybeArg<'_, '_>,
-    noreply: bool,
-) -> PyResult<Prepared<DeleteMultiFinish>> {
-    let (prefix, items, stopped) = multi::delete_multi_items(keys, key_prefix)?;
-    let (full, all, stopped) = multi::delete_multi_keys(&items, &prefix, stopped);
-    let wire = Keys::of(&full);
-    let finish = DeleteMultiFinish {
-        keys: wire.clone(),
-        prefix_len: prefix.len(),
-        all,
-        stopped,
-    };
-    Ok(Prepared::keys(Delete { noreply }, wire, finish))
-}
-
-pub(super) fn incr_multi(
-    keys: &Bound<'_, PyAny>,
-    key_prefix: MaybeArg<'_, '_>,
-    delta: MaybeArg<'_, '_>,
-) -> PyResult<Prepared<IncrMultiFinish>> {
-    let (prefix, delta, items) = multi::incr_multi_items(keys, key_prefix, delta)?;
-    let full = multi::incr_multi_keys(&items, &prefix)?;
-    let by_length = multi::refused_by_length(&full);
-    let op = Arith {
-        incr: true,
-        delta: u64::from(delta),
-        create: None,
-    };
-    Ok(Prepared::keys(
-        op,
-        Keys::of(&full),
-        IncrMultiFinish { by_length },
-    ))
-}
-
-pub(super) fn touch_multi(
-    keys: &Bound<'_, PyAny>,
-    time: MaybeArg<'_, '_>,
-    key_prefix: MaybeArg<'_, '_>,
-    noreply: bool,
-) -> PyResult<Prepared<TouchMultiFinish>> {
-    let (exptime, prefix, items) = multi::touch_multi_items(keys, time, key_prefix)?;
-    let keys = multi_keys(&items, &prefix, true)?;
-    let finish = TouchMultiFinish {
-        empty: unbind(&keys.empty),
-        objs: unbind(&keys.objs),
-    };
-    let op = Touch { exptime, noreply };
-    Ok(Prepared::keys(op, Keys::of(&keys.full), finish))
 }
 
 pub(super) fn gat(
@@ -159,8 +49,8 @@ pub(super) fn gat_multi(
     key_prefix: MaybeArg<'_, '_>,
 ) -> PyResult<Prepared<FetchFinish>> {
     let exptime = uint_mask(time)?;
-    let (prefix, items) = multi::fetch_items(keys, key_prefix, false)?;
-    let (objs, full) = multi::fetch_keys(&items, &prefix)?;
+    let (prefix, items) = fetch::fetch_items(keys, key_prefix, false)?;
+    let (objs, full) = fetch::fetch_keys(&items, &prefix)?;
     let finish = FetchFinish {
         objs: unbind(&objs),
         prefix,

@@ -27,7 +27,7 @@ impl PyClient {
         server_key: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Py<PyDict>> {
         let _pin = pin(server_key)?;
-        multi::fetch(slf, keys, key_prefix, true, None)
+        multi::fetch::fetch(slf, keys, key_prefix, true, None)
     }
 
     /// fastmc extension: replace multiple keys at once; returns the keys that were not stored.
@@ -68,7 +68,7 @@ impl PyClient {
         server_key: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Py<PyList>> {
         let _pin = pin(server_key)?;
-        multi::touch_multi(slf, keys, time, key_prefix, noreply)
+        multi::touch::touch_multi(slf, keys, time, key_prefix, noreply)
     }
 
     /// Every stat each server sent, in its order (the command line's `stats GROUP`).

@@ -289,7 +289,7 @@ pub(super) fn gat_multi(
     key_prefix: MaybeArg<'_, '_>,
 ) -> PyResult<Py<PyDict>> {
     let exptime = uint_mask(time)?;
-    multi::fetch(slf, keys, key_prefix, false, Some(exptime))
+    multi::fetch::fetch(slf, keys, key_prefix, false, Some(exptime))
 }
 
 // -- the asynchronous halves: each method's outcome into its value, as above ---------------------

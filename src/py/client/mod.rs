@@ -323,7 +323,7 @@ impl PyClient {
         server_key: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Py<PyDict>> {
         let _pin = pin(server_key)?;
-        multi::fetch(slf, keys, key_prefix, false, None)
+        multi::fetch::fetch(slf, keys, key_prefix, false, None)
     }
 
     /// Set multiple keys at once; returns the keys that were not stored.
@@ -387,7 +387,7 @@ impl PyClient {
         server_key: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<bool> {
         let _pin = pin(server_key)?;
-        multi::delete_multi(slf, keys, key_prefix, noreply)
+        multi::delete::delete_multi(slf, keys, key_prefix, noreply)
     }
 
     /// Increment multiple keys by a delta; returns None.
@@ -403,7 +403,7 @@ impl PyClient {
         server_key: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<()> {
         let _pin = pin(server_key)?;
-        multi::incr_multi(slf, keys, key_prefix, delta)
+        multi::incr::incr_multi(slf, keys, key_prefix, delta)
     }
 
     /// Flush all data on all servers.

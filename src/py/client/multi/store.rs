@@ -12,11 +12,13 @@ use pyo3::types::{PyBytes, PyDict, PyList, PyString};
 
 use crate::protocol::StoreItem;
 
+use crate::client::op::store::Store;
 use crate::client::results::StoreStatus;
+use crate::dispatch::request::Items;
 use crate::error::Error as CoreError;
 use crate::protocol::StoreCmd;
 use crate::py::args::{self, *};
-use crate::py::client::finish::Finish;
+use crate::py::client::finish::{Finish, Prepared};
 use crate::py::client::state::PyClient;
 use crate::py::errors::{self, Op};
 use crate::py::io::detached;
@@ -314,4 +316,32 @@ impl Finish for StoreMultiFinish {
         let failed = store_multi_reply(py, this, self.cmd, &k, &self.sent, self.failed_at, v)?;
         Ok(failed.into_any())
     }
+}
+
+/// The asynchronous `store_multi`: its arguments converted as the blocking method converts them,
+/// into a request and its finish (or its answer, when no I/O is needed).
+pub(crate) fn prepare_store_multi(
+    slf: &Bound<'_, PyClient>,
+    cmd: StoreCmd,
+    args: StoreMultiArgs<'_, '_>,
+) -> PyResult<Prepared<StoreMultiFinish>> {
+    let pairs: Vec<(Bound<'_, PyAny>, Bound<'_, PyAny>)> = args.mapping.iter().collect();
+    let conv = store_multi_keys(slf, &args, &pairs)?;
+    let items = conv.requests.with_items(|its| {
+        let key_bytes = its.iter().map(|it| it.key.len()).sum();
+        let bytes = its.iter().map(|it| it.data.len()).sum();
+        let mut items = Items::with_capacity(its.len(), key_bytes, bytes);
+        for it in its {
+            items.push(it);
+        }
+        items
+    });
+    let noreply = args.noreply;
+    let finish = StoreMultiFinish {
+        cmd,
+        keys: pairs.iter().map(|(k, _)| k.clone().unbind()).collect(),
+        sent: conv.sent,
+        failed_at: conv.failed_at,
+    };
+    Ok(Prepared::items(Store { cmd, noreply }, items, finish))
 }
