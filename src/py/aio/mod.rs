@@ -4,28 +4,29 @@
 //! blocking. `fastmc.aio.Client` wraps each one in a coroutine with the blocking method's name
 //! and signature.
 //!
-//! A call converts its arguments (`prepare`), makes a future for the running loop and hands
-//! an owned request to the `dispatch::Dispatcher`, whose worker threads run the blocking core.
+//! A call converts its arguments with its family's `prepare_*` function (the blocking
+//! method's own conversions, `py::client`), makes a future for the running loop and hands an
+//! owned request to the `dispatch::Dispatcher`, whose worker threads run the blocking core.
 //! Outcomes come back through a `dispatch::mailbox::Mailbox` whose descriptor the loop watches
 //! (`_attach_loop` in Python registers a `PyReader` that calls `drain`); `drain` converts each
-//! outcome with the blocking method's own functions (`finish`) and resolves the futures. No
-//! thread per request, no interpreter on the workers, and a cancelled future simply drops its
-//! outcome: the worker's blocking call finishes the exchange, so no reply is ever read for
-//! another request.
+//! outcome with its method's finish (declared by the family, listed in `finish`) and resolves
+//! the futures. No thread per request, no interpreter on the workers, and a cancelled future
+//! simply drops its outcome: the worker's blocking call finishes the exchange, so no reply is
+//! ever read for another request.
 //!
 //! One client serves one event loop at a time (a new loop may take over once the old one is
-//! closed). Uses `py::client` (base class, codec, reply functions), `dispatch`, `py::errors`.
+//! closed). Uses `py::client` (base class, codec, the families), `dispatch`, `py::errors`.
 //!
-//! This file: the class and its `_x` method table (one line per method). `binding`: the loop a
-//! client is bound to, its mailbox and direct descriptors and their reader; `submit`: a call's
-//! way from its future to its result (`submit`, `progress`, `drain`, `resolve`).
+//! This file: the class and its `_x` method table (one line per method); `finish`: the table of
+//! finishes; `binding`: the loop a client is bound to, its mailbox and direct descriptors and
+//! their reader; `submit`: a call's way from its future to its result (`submit`, `progress`,
+//! `drain`, `resolve`).
 
 pub(super) mod binding;
 mod finish;
 pub(super) mod future;
 mod idle_wait;
 mod order;
-mod prepare;
 mod submit;
 
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -42,7 +43,7 @@ use super::client::finish::Prepared;
 use super::client::multi::store::StoreMultiArgs;
 use super::client::single::store::{cas_args, StoreArgs};
 use super::client::state::PyClient;
-use super::client::{multi, single};
+use super::client::{lease, multi, near, single};
 use crate::client::op::admin::{Flush, Stats};
 use crate::dispatch::Dispatcher;
 use crate::protocol::StoreCmd;
@@ -310,7 +311,7 @@ impl PyAioClient {
         server_key: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Py<PyAny>> {
         let _pin = pin(server_key)?;
-        Self::submit(slf, prepare::gat(key, time, default)?)
+        Self::submit(slf, lease::prepare_gat(key, time, default)?)
     }
 
     #[pyo3(signature = (keys, time, key_prefix=MaybeArg::Missing, server_key=None))]
@@ -322,7 +323,7 @@ impl PyAioClient {
         server_key: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Py<PyAny>> {
         let _pin = pin(server_key)?;
-        Self::submit(slf, prepare::gat_multi(keys, time, key_prefix)?)
+        Self::submit(slf, lease::prepare_gat_multi(keys, time, key_prefix)?)
     }
 
     /// The lease read of `get_or_set`: a future of `(state, value, cas)`.
@@ -335,7 +336,7 @@ impl PyAioClient {
         server_key: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Py<PyAny>> {
         let _pin = pin(server_key)?;
-        Self::submit(slf, prepare::lease_get(key, lease, recache)?)
+        Self::submit(slf, lease::prepare_lease_get(key, lease, recache)?)
     }
 
     /// The near cache's check of a value it holds with `cas`: a future of `(state, value, cas)`.
@@ -348,7 +349,7 @@ impl PyAioClient {
         server_key: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Py<PyAny>> {
         let _pin = pin(server_key)?;
-        Self::submit(slf, prepare::near_check(key, cas, conditional)?)
+        Self::submit(slf, near::prepare_check(key, cas, conditional)?)
     }
 
     /// The near cache's check of many held values by their CAS alone: a future of each CAS.
@@ -359,7 +360,7 @@ impl PyAioClient {
         server_key: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Py<PyAny>> {
         let _pin = pin(server_key)?;
-        Self::submit(slf, prepare::near_cas_multi(&keys)?)
+        Self::submit(slf, near::prepare_cas_multi(&keys)?)
     }
 
     /// Give a lease back: a future of whether it was.
@@ -372,7 +373,7 @@ impl PyAioClient {
         server_key: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Py<PyAny>> {
         let _pin = pin(server_key)?;
-        Self::submit(slf, prepare::lease_release(key, cas, stale)?)
+        Self::submit(slf, lease::prepare_lease_release(key, cas, stale)?)
     }
 
     /// Mark keys stale: a future of `(every key found, [keys on servers without meta])`.
@@ -388,7 +389,7 @@ impl PyAioClient {
         let items = super::args::sized_items(keys)?;
         Self::submit(
             slf,
-            prepare::invalidate_multi(&items, stale_time, key_prefix)?,
+            lease::prepare_invalidate_multi(&items, stale_time, key_prefix)?,
         )
     }
 

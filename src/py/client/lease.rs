@@ -11,11 +11,16 @@ use pyo3::IntoPyObjectExt;
 
 use super::state::PyClient;
 use super::{multi, single};
+use crate::client::keys::Keys;
+use crate::client::op::get::Get;
+use crate::client::op::meta::Meta;
 use crate::client::op::meta::MetaVerb;
 use crate::client::results::MetaOutcome;
 use crate::error::Error as CoreError;
 use crate::py::args::*;
-use crate::py::client::finish::Finish;
+use crate::py::client::finish::{one, unbind, Finish, Prepared};
+use crate::py::client::multi::fetch::FetchFinish;
+use crate::py::client::single::get::GetFinish;
 use crate::py::errors::{self, Op};
 use crate::py::io::detached;
 
@@ -353,4 +358,123 @@ impl Finish for InvalidateFinish {
         }
         (all, unsupported).into_py_any(py)
     }
+}
+
+// -- the asynchronous halves: the calls prepared -------------------------------------------------
+
+fn get_and_touch(exptime: u32) -> Get {
+    Get {
+        cas: false,
+        touch: Some(exptime),
+    }
+}
+
+/// A meta command of `verb` with `flags`, for a request.
+pub(crate) fn meta(verb: MetaVerb, flags: String) -> Meta {
+    Meta {
+        verb,
+        flags: flags.into_bytes().into(),
+    }
+}
+
+/// The asynchronous `gat`: its arguments converted as the blocking method converts them,
+/// into a request and its finish (or its answer, when no I/O is needed).
+pub(crate) fn prepare_gat(
+    key: &Bound<'_, PyAny>,
+    time: &Bound<'_, PyAny>,
+    default: Option<Py<PyAny>>,
+) -> PyResult<Prepared<GetFinish>> {
+    let default = default.unwrap_or_else(|| key.py().None());
+    let (k, exptime) = gat_args(key, time)?;
+    if k.is_empty() {
+        return Ok(Prepared::Ready(default));
+    }
+    let finish = GetFinish {
+        key: k.to_vec(),
+        default,
+    };
+    Ok(Prepared::keys(get_and_touch(exptime), one(k), finish))
+}
+
+/// The asynchronous `gat_multi`: its arguments converted as the blocking method converts them,
+/// into a request and its finish (or its answer, when no I/O is needed).
+pub(crate) fn prepare_gat_multi(
+    keys: &Bound<'_, PyAny>,
+    time: &Bound<'_, PyAny>,
+    key_prefix: MaybeArg<'_, '_>,
+) -> PyResult<Prepared<FetchFinish>> {
+    let exptime = uint_mask(time)?;
+    let (prefix, items) = multi::fetch::fetch_items(keys, key_prefix, false)?;
+    let (objs, full) = multi::fetch::fetch_keys(&items, &prefix)?;
+    let finish = FetchFinish {
+        objs: unbind(&objs),
+        prefix,
+        with_cas: false,
+    };
+    Ok(Prepared::keys(
+        get_and_touch(exptime),
+        Keys::of(&full),
+        finish,
+    ))
+}
+
+/// The asynchronous `lease_get`: its arguments converted as the blocking method converts them,
+/// into a request and its finish (or its answer, when no I/O is needed).
+pub(crate) fn prepare_lease_get(
+    key: &Bound<'_, PyAny>,
+    lease_s: u32,
+    recache: u32,
+) -> PyResult<Prepared<LeaseGetFinish>> {
+    let k = key_obj(key)?;
+    check_key_len(k)?;
+    let op = meta(MetaVerb::Get, lease_flags(lease_s, recache));
+    Ok(Prepared::keys(
+        op,
+        one(k),
+        LeaseGetFinish { key: k.to_vec() },
+    ))
+}
+
+/// The asynchronous `lease_release`: its arguments converted as the blocking method converts them,
+/// into a request and its finish (or its answer, when no I/O is needed).
+pub(crate) fn prepare_lease_release(
+    key: &Bound<'_, PyAny>,
+    cas: u64,
+    stale: bool,
+) -> PyResult<Prepared<LeaseReleaseFinish>> {
+    let k = key_obj(key)?;
+    check_key_len(k)?;
+    let op = meta(MetaVerb::Delete, release_flags(cas, stale));
+    Ok(Prepared::keys(
+        op,
+        one(k),
+        LeaseReleaseFinish { key: k.to_vec() },
+    ))
+}
+
+/// The asynchronous `invalidate_multi`: its arguments converted as the blocking method converts them,
+/// into a request and its finish (or its answer, when no I/O is needed).
+pub(crate) fn prepare_invalidate_multi(
+    keys: &[Bound<'_, PyAny>],
+    stale_time: u32,
+    key_prefix: MaybeArg<'_, '_>,
+) -> PyResult<Prepared<InvalidateFinish>> {
+    let prefix = prefix_bytes(key_prefix, ArgPos::of("invalidate_multi", 3))?;
+    let (full, at) = invalidate_keys(keys, &prefix)?;
+    let wire = Keys::of(&full);
+    let objs = at
+        .iter()
+        .filter_map(|&i| keys.get(i))
+        .map(|o| o.clone().unbind())
+        .collect();
+    let op = Meta {
+        verb: MetaVerb::Delete,
+        flags: invalidate_flags(stale_time).into_bytes().into(),
+    };
+    let finish = InvalidateFinish {
+        keys: wire.clone(),
+        objs,
+        all: full.len() == keys.len(),
+    };
+    Ok(Prepared::keys(op, wire, finish))
 }

@@ -13,11 +13,14 @@ use pyo3::prelude::*;
 use pyo3::IntoPyObjectExt;
 
 use super::state::PyClient;
+use crate::client::keys::Keys;
+use crate::client::op::meta::Meta;
 use crate::client::op::meta::MetaVerb;
 use crate::client::results::MetaOutcome;
 use crate::error::Error as CoreError;
 use crate::py::args::*;
-use crate::py::client::finish::Finish;
+use crate::py::client::finish::{one, Finish, Prepared};
+use crate::py::client::lease::meta;
 use crate::py::errors::{self, Op};
 use crate::py::io::detached;
 
@@ -184,4 +187,33 @@ impl Finish for CasMultiFinish {
     ) -> PyResult<Py<PyAny>> {
         cas_reply(v).into_py_any(slf.py())
     }
+}
+
+/// The asynchronous `check`: its arguments converted as the blocking method converts them,
+/// into a request and its finish (or its answer, when no I/O is needed).
+pub(crate) fn prepare_check(
+    key: &Bound<'_, PyAny>,
+    cas: u64,
+    conditional: bool,
+) -> PyResult<Prepared<CheckFinish>> {
+    let k = key_obj(key)?;
+    check_key_len(k)?;
+    let op = meta(MetaVerb::Get, check_flags(cas, conditional));
+    let finish = CheckFinish {
+        key: k.to_vec(),
+        cas,
+    };
+    Ok(Prepared::keys(op, one(k), finish))
+}
+
+/// The asynchronous `cas_multi`: its arguments converted as the blocking method converts them,
+/// into a request and its finish (or its answer, when no I/O is needed).
+pub(crate) fn prepare_cas_multi(keys: &[Bound<'_, PyAny>]) -> PyResult<Prepared<CasMultiFinish>> {
+    let full = batch_keys(keys)?;
+    let refs: Vec<&[u8]> = full.iter().map(Vec::as_slice).collect();
+    let op = Meta {
+        verb: MetaVerb::Get,
+        flags: CAS_ONLY.into(),
+    };
+    Ok(Prepared::keys(op, Keys::of(&refs), CasMultiFinish))
 }
