@@ -151,6 +151,11 @@ impl<'k> InFlight<'k> {
     /// Parse every complete unit that has arrived into `sink`. A value the sink claimed (one
     /// that came in a read buffer grown past its usual size for it) is handed the buffer itself.
     pub fn parse_available(&mut self, sink: &mut dyn Sink) -> Result<()> {
+        // Nothing read yet (the first look of every exchange, before its `recv`): routing no
+        // bytes would find no reply, consume nothing and leave nothing over.
+        if self.conn.unread().is_empty() {
+            return Ok(());
+        }
         if let Some(c) = sink.claims() {
             c.allow(self.conn.holds_large_unit());
         }
