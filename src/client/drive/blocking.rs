@@ -29,7 +29,8 @@ const STREAM_PIECE: usize = 1024;
 
 impl Client {
     /// Send the planned batches (counted in `family`) and collect the outcomes in `sink`, keys
-    /// failed up front (`rejected`) included.
+    /// failed up front (`rejected`) included. (The sink is borrowed: a sink is large, and
+    /// moving it in and out was a copy each way.)
     #[allow(clippy::too_many_arguments)]
     pub(in crate::client) fn execute<S: Sink>(
         &self,
@@ -37,17 +38,16 @@ impl Client {
         family: Family,
         mut batches: Batches,
         rejected: Vec<(u32, Error)>,
-        mut sink: S,
+        sink: &mut S,
         replay_safe: bool,
-    ) -> S {
+    ) {
         for b in &mut batches {
             b.family = family;
         }
         for (i, e) in rejected {
             sink.reject(i, e);
         }
-        self.run(snap, batches, &mut sink, replay_safe);
-        sink
+        self.run(snap, batches, sink, replay_safe);
     }
 
     /// The blocking call of `op` on `snap`: plan, drive every batch, settle.
@@ -62,9 +62,9 @@ impl Client {
         }
         let p = op.plan(snap, args);
         count_hot(snap, &p.batches, args);
-        let sink = op.sink(snap, &p.wire_keys[..], args);
+        let mut sink = op.sink(snap, &p.wire_keys[..], args);
         let (family, replay_safe) = (op.family(), op.replay_safe());
-        let sink = self.execute(snap, family, p.batches, p.rejected, sink, replay_safe);
+        self.execute(snap, family, p.batches, p.rejected, &mut sink, replay_safe);
         op.settle(self, snap, sink, args)
     }
 

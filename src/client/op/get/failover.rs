@@ -124,8 +124,8 @@ impl Client {
         for batch in &mut batches {
             batch.encode_gets(&wire, with_cas, true, touch);
         }
-        let sink = GetSink::new(&wire[..], fetch_arena(round.len()));
-        let sink = self.execute(snap, Family::Get, batches, Vec::new(), sink, true);
+        let mut sink = GetSink::new(&wire[..], fetch_arena(round.len()));
+        self.execute(snap, Family::Get, batches, Vec::new(), &mut sink, true);
         sink.into_fetched()
     }
 }

@@ -150,8 +150,8 @@ fn pin_errors(client: &Client, keys: &[&[u8]], op: &Get, mut ambiguous: Vec<u32>
     for batch in &mut p.batches {
         batch.encode_gets_by(&p.wire_keys, with_cas, false, op.touch, 1);
     }
-    let sink = GetSink::new(&p.wire_keys[..], fetch_arena(again.len()));
-    let sink = client.execute(&snap, Family::Get, p.batches, p.rejected, sink, true);
+    let mut sink = GetSink::new(&p.wire_keys[..], fetch_arena(again.len()));
+    client.execute(&snap, Family::Get, p.batches, p.rejected, &mut sink, true);
     let again = sink.into_fetched();
     for (&i, r) in ambiguous.iter().zip(again.items.iter()) {
         f.take(i, &again, r);
