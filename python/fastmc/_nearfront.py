@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any, Callable
 
 from ._keyargs import METHODS, READS, call_keys
 from ._steps import adrive, drive
-from .near import _IMMUTABLE, _UNREACHABLE, CHECK, FILL, HIT, PASS, NearCache, _Entry, near_key
+from .near import _IMMUTABLE, CHECK, FILL, HIT, PASS, NearCache, _Entry, near_key, unreachable
 
 if TYPE_CHECKING:
     from typing_extensions import TypeAlias
@@ -76,13 +76,10 @@ def _read(near: NearCache, key: Any, nk: bytes, kind: str, e: Any, default: Any,
         return (yield from _fill(near, key, nk, sk, since, default))
     try:
         state, value, cas, size = yield ("check", key, e.cas, near.conditional, sk)
-    except _UNREACHABLE:
+    except BaseException as exc:
         near.checked(nk, e, since, False)
-        if near.servable_stale(e):
+        if unreachable(exc) and near.servable_stale(e):
             return near.value(e)
-        raise
-    except BaseException:
-        near.checked(nk, e, since, False)
         raise
     if state in ("same", "same_sent"):
         if state == "same_sent":  # the server ignored C: ask by CAS alone from now on

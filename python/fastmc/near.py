@@ -20,6 +20,7 @@ from typing import Any
 from ._fastmc import (
     ConnectionError as _ConnectionError,
 )
+from ._fastmc import Error as _Error
 from ._fastmc import (
     HostLookupError,
     NoServers,
@@ -41,7 +42,8 @@ HIT, CHECK, FILL, PASS = "hit", "check", "fill", "pass"
 # value is copied for each near hit, as a server read would give each caller its own object.
 _IMMUTABLE = frozenset({str, bytes, int, float, bool, complex, type(None)})
 
-# The failures that mean "the server cannot answer now", for stale_on_error.
+# The failures that mean "the server cannot answer now", for stale_on_error (and a timeout,
+# which raises pylibmc's base class itself: `unreachable`).
 _UNREACHABLE: tuple[type[BaseException], ...] = (
     _ConnectionError,
     ServerDown,
@@ -53,6 +55,12 @@ _UNREACHABLE: tuple[type[BaseException], ...] = (
     HostLookupError,
     SocketCreateError,
 )
+
+
+def unreachable(exc: BaseException) -> bool:
+    """Whether a check's failure means its server cannot answer now (stale_on_error)."""
+    return isinstance(exc, _UNREACHABLE) or type(exc) is _Error
+
 
 # What one held key costs besides its value and key (the entry and the map's slot), counted
 # against max_bytes so that many tiny values cannot hold unbounded memory.

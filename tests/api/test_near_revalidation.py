@@ -4,12 +4,14 @@ conditional fetch of Debian sid's 1.6.45 (``mg <key> C<cas> v``), by a plain get
 twemproxy; a 100 KB value not re-sent while unchanged (the server's bytes_written); bounded
 staleness under concurrent writers; stale_on_error while the server is down."""
 
+import os
+import signal
 import threading
 import time
 
 import fastmc
 import pytest
-from memcached import Memcached
+from memcached import FAST_FAILURE, Memcached, sigstop
 from nutcracker import Nutcracker
 from sid_memcached import proxy_binary
 
@@ -241,5 +243,28 @@ def test_stale_on_error_serves_held_values_while_the_server_is_down(stale_on_err
             time.sleep(0.6)  # past ttl + max_stale: the failure raises
         with pytest.raises(fastmc.Error):
             mc.get("s")
+    finally:
+        m.stop()
+
+
+def test_stale_on_error_serves_held_values_through_a_timeout():
+    """A server that stops answering (SIGSTOP): the check times out (pylibmc's `Error`), and
+    the held value is served instead."""
+    m = Memcached()
+    try:
+        mc = fastmc.Client(
+            [m.address],
+            FAST_FAILURE,
+            near_cache=fastmc.NearCache(ttl=TTL, hot_after=1, stale_on_error=True),
+        )
+        mc.set("t", "held")
+        assert mc.get("t") == "held"
+        sigstop(m.proc.pid)
+        try:
+            time.sleep(TTL * 1.5)
+            assert mc.get("t") == "held"
+            assert mc.metrics()["near"]["stale_served"] == 1
+        finally:
+            os.kill(m.proc.pid, signal.SIGCONT)
     finally:
         m.stop()
