@@ -369,6 +369,19 @@ fn get_and_touch(exptime: u32) -> Get {
     }
 }
 
+/// One key's meta command prepared for the asyncio client: the key converted and checked as
+/// the blocking methods check it, the command `verb` with `flags`, its finish made from the key.
+pub(crate) fn prepare_meta<F: Finish<Op = Meta>>(
+    key: &Bound<'_, PyAny>,
+    verb: MetaVerb,
+    flags: String,
+    finish: impl FnOnce(&[u8]) -> F,
+) -> PyResult<Prepared<F>> {
+    let k = key_obj(key)?;
+    check_key_len(k)?;
+    Ok(Prepared::keys(meta(verb, flags), one(k), finish(k)))
+}
+
 /// A meta command of `verb` with `flags`, for a request.
 pub(crate) fn meta(verb: MetaVerb, flags: String) -> Meta {
     Meta {
@@ -425,14 +438,10 @@ pub(crate) fn prepare_lease_get(
     lease_s: u32,
     recache: u32,
 ) -> PyResult<Prepared<LeaseGetFinish>> {
-    let k = key_obj(key)?;
-    check_key_len(k)?;
-    let op = meta(MetaVerb::Get, lease_flags(lease_s, recache));
-    Ok(Prepared::keys(
-        op,
-        one(k),
-        LeaseGetFinish { key: k.to_vec() },
-    ))
+    let flags = lease_flags(lease_s, recache);
+    prepare_meta(key, MetaVerb::Get, flags, |k| LeaseGetFinish {
+        key: k.to_vec(),
+    })
 }
 
 /// The asynchronous `lease_release`: its arguments converted as the blocking method converts them,
@@ -442,18 +451,14 @@ pub(crate) fn prepare_lease_release(
     cas: u64,
     stale: bool,
 ) -> PyResult<Prepared<LeaseReleaseFinish>> {
-    let k = key_obj(key)?;
-    check_key_len(k)?;
-    let op = meta(MetaVerb::Delete, release_flags(cas, stale));
-    Ok(Prepared::keys(
-        op,
-        one(k),
-        LeaseReleaseFinish { key: k.to_vec() },
-    ))
+    let flags = release_flags(cas, stale);
+    prepare_meta(key, MetaVerb::Delete, flags, |k| LeaseReleaseFinish {
+        key: k.to_vec(),
+    })
 }
 
-/// The asynchronous `invalidate_multi`: its arguments converted as the blocking method converts them,
-/// into a request and its finish (or its answer, when no I/O is needed).
+/// The asynchronous `invalidate_multi`: its arguments converted as the blocking method converts
+/// them, into a request and its finish (or its answer, when no I/O is needed).
 pub(crate) fn prepare_invalidate_multi(
     keys: &[Bound<'_, PyAny>],
     stale_time: u32,

@@ -19,8 +19,8 @@ use crate::client::op::meta::MetaVerb;
 use crate::client::results::MetaOutcome;
 use crate::error::Error as CoreError;
 use crate::py::args::*;
-use crate::py::client::finish::{one, Finish, Prepared};
-use crate::py::client::lease::meta;
+use crate::py::client::finish::{Finish, Prepared};
+use crate::py::client::lease::prepare_meta;
 use crate::py::errors::{self, Op};
 use crate::py::io::detached;
 
@@ -196,14 +196,11 @@ pub(crate) fn prepare_check(
     cas: u64,
     conditional: bool,
 ) -> PyResult<Prepared<CheckFinish>> {
-    let k = key_obj(key)?;
-    check_key_len(k)?;
-    let op = meta(MetaVerb::Get, check_flags(cas, conditional));
-    let finish = CheckFinish {
+    let flags = check_flags(cas, conditional);
+    prepare_meta(key, MetaVerb::Get, flags, |k| CheckFinish {
         key: k.to_vec(),
         cas,
-    };
-    Ok(Prepared::keys(op, one(k), finish))
+    })
 }
 
 /// The asynchronous `cas_multi`: its arguments converted as the blocking method converts them,
