@@ -16,7 +16,6 @@ protocol (twemproxy, the binary protocol). The native half is ``src/py/client/ne
 
 from __future__ import annotations
 
-import time as _time
 from collections.abc import Generator, Mapping
 from typing import TYPE_CHECKING, Any, Callable
 
@@ -173,17 +172,6 @@ def _read_multi(near: NearCache, keys: Any, prefix: Any, sk: Any) -> _Steps:
     return out
 
 
-def _fresh(near: NearCache, nk: bytes, server_key: Any) -> _Entry | None:
-    """The entry for ``nk`` if it may be served without a check (get_or_set's first look)."""
-    with near._lock:
-        e = near._items.get(nk)
-        fresh = e is not None and _time.monotonic() - e.checked < near.ttl
-        if fresh and e.server_key == server_key:  # type: ignore[union-attr]
-            near._hits += 1
-            return e
-    return None
-
-
 def _size(client: Any, value: Any) -> int:
     """What ``value`` takes stored, for a server that does not say (no meta protocol)."""
     try:
@@ -252,7 +240,7 @@ def _blocking_methods(base: Any) -> dict[str, Any]:
 
     def get_or_set(self: Any, key: Any, default: Any, *args: Any, **kwargs: Any) -> Any:
         nk = near_key(key)
-        e = None if nk is None else _fresh(self.near_cache, nk, kwargs.get("server_key"))
+        e = None if nk is None else self.near_cache.fresh(nk, kwargs.get("server_key"))
         if e is not None:
             return self.near_cache.value(e)
         return base.get_or_set(self, key, default, *args, **kwargs)
@@ -345,7 +333,7 @@ def _aio_methods(base: Any) -> dict[str, Any]:
 
     async def get_or_set(self: Any, key: Any, default: Any, *args: Any, **kwargs: Any) -> Any:
         nk = near_key(key)
-        e = None if nk is None else _fresh(self.near_cache, nk, kwargs.get("server_key"))
+        e = None if nk is None else self.near_cache.fresh(nk, kwargs.get("server_key"))
         if e is not None:
             return self.near_cache.value(e)
         return await base.get_or_set(self, key, default, *args, **kwargs)

@@ -227,6 +227,17 @@ class NearCache:
             self._reads[nk] = n
             return PASS, None
 
+    def fresh(self, nk: bytes, server_key: Any) -> _Entry | None:
+        """The entry for ``nk`` if it may be served without a check, counted as a hit; else
+        None, counting nothing (``get_or_set``'s first look, which falls back to its own
+        read)."""
+        with self._lock:
+            e = self._items.get(nk)
+            if e is None or e.server_key != server_key or _time.monotonic() - e.checked >= self.ttl:
+                return None
+            self._hits += 1
+            return e
+
     def value(self, e: _Entry) -> Any:
         """The held value for one caller: itself if immutable, else a copy of its own."""
         return self.copy(e.value)
