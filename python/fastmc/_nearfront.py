@@ -31,7 +31,7 @@ if TYPE_CHECKING:
     _Steps: TypeAlias = Generator[_Step, Any, Any]
 
 # The writes: every key method that changes items (gat and touch change an expiry, invalidate
-# a stale mark), and get_or_set's lease rows.
+# a stale mark). get_or_set's lease rows are wrapped as writes too, by each client.
 WRITES = tuple(name for name in METHODS if name not in READS and name != "flush_all")
 # Calls after which nothing held may be right: forget everything.
 CLEARING = ("flush_all", "set_servers", "set_behaviors")
@@ -202,6 +202,7 @@ def _made(base: Any, methods: Callable[[Any], dict[str, Any]]) -> type:
         ns = methods(base)
         ns["__module__"] = base.__module__
         ns["__doc__"] = base.__doc__
+        ns["_near_front"] = True  # (a near class is not wrapped again: see client._near_class)
         cls = type(base.__name__, (base,), ns)
         _CLASSES[(base, methods)] = cls
     return cls

@@ -228,9 +228,7 @@ def _near_class(cls: Any, maker: str) -> Any:
         return cls
     from . import _nearfront
 
-    made = getattr(_nearfront, maker)(cls)
-    made._near_front = True
-    return made
+    return getattr(_nearfront, maker)(cls)
 
 
 def _construct(
@@ -283,7 +281,7 @@ class Client(_fastmc.client):
 
     def __new__(cls, *args: Any, near_cache: Any = None, **kwargs: Any) -> Self:
         # With a near cache the instance is of a subclass whose reads ask it first
-        # (fastmc/near.py); without one, of this class, untouched.
+        # (fastmc/_nearfront.py); without one, of this class, untouched.
         if near_cache is not None:
             cls = _near_class(cls, "near_class")
         return super().__new__(cls)
