@@ -78,7 +78,15 @@ pub(super) fn push_u64(buf: &mut Vec<u8>, mut n: u64) {
 
 /// Find the end of the line that starts at `buf[0]`: the index of its `\r\n`.
 pub(super) fn find_line(buf: &[u8]) -> Result<Option<usize>> {
-    match memchr::memchr(b'\n', buf) {
+    // A status line (`STORED`, `END`, `NOT_FOUND`) is shorter than the setup of `memchr`'s
+    // vector search: the first bytes are scanned a word at a time.
+    let nl = match newline_in(&buf[..buf.len().min(SHORT_LINE)]) {
+        None if buf.len() > SHORT_LINE => {
+            memchr::memchr(b'\n', &buf[SHORT_LINE..]).map(|i| i + SHORT_LINE)
+        }
+        found => found,
+    };
+    match nl {
         // The same limit whether the line arrived whole or in pieces.
         Some(nl) if nl > MAX_LINE => Err(Error::Protocol("reply line too long".into())),
         Some(nl) => {
@@ -90,6 +98,23 @@ pub(super) fn find_line(buf: &[u8]) -> Result<Option<usize>> {
         None if buf.len() > MAX_LINE => Err(Error::Protocol("reply line too long".into())),
         None => Ok(None),
     }
+}
+
+/// How far `find_line` looks a word at a time before it searches.
+const SHORT_LINE: usize = 24;
+
+/// The first `\n` of a short `s`, eight bytes at a time: in `w ^ 0x0a0a..`, a newline is a zero
+/// byte, and the lowest zero byte sets its own high bit in `x - 0x0101.. & !x` (a borrow only
+/// passes upwards, from a byte that is itself zero).
+fn newline_in(s: &[u8]) -> Option<usize> {
+    if s.len() < 8 {
+        return s.iter().position(|&b| b == b'\n');
+    }
+    super::words(s).find_map(|(at, w)| {
+        let x = w ^ (super::ONES * u64::from(b'\n'));
+        let zero = x.wrapping_sub(super::ONES) & !x & super::HIGH;
+        (zero != 0).then(|| at + (zero.trailing_zeros() / 8) as usize)
+    })
 }
 
 /// A decimal number of at most 20 digits that fits a `u64`.
@@ -148,6 +173,38 @@ pub(super) fn error_line(line: &[u8]) -> Option<Error> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The word-at-a-time search finds the first newline wherever it is (before, inside and
+    /// after the words it scans, and in every byte of a word), as a byte-by-byte search does.
+    #[test]
+    fn the_first_newline_is_found_wherever_it_is() {
+        for len in 0..64 {
+            for at in 0..=len {
+                for other in [b'x', 0x8a, 0x0b, 0x09, 0x00, 0xff] {
+                    let mut s = vec![other; len];
+                    if at < len {
+                        s[at] = b'\n';
+                        // A second newline after the first must not be taken for it.
+                        if at + 3 < len {
+                            s[at + 3] = b'\n';
+                        }
+                    }
+                    let expect = s.iter().position(|&b| b == b'\n');
+                    assert_eq!(
+                        newline_in(&s[..len.min(SHORT_LINE)]),
+                        expect.filter(|&i| i < SHORT_LINE),
+                        "{s:?}"
+                    );
+                    let found = match find_line(&s) {
+                        Ok(Some(end)) => Some(end + 1),
+                        Ok(None) => None,
+                        Err(_) => expect, // a newline with no CR before it
+                    };
+                    assert_eq!(found, expect, "{s:?}");
+                }
+            }
+        }
+    }
 
     #[test]
     fn numbers_are_written_in_decimal() {

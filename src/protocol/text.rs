@@ -184,8 +184,34 @@ pub fn parse_reply(kind: ReplyKind, buf: &[u8]) -> Result<Parsed<Reply<'_>>> {
         if let Some(hit) = parse_plain_value(buf) {
             return Ok(hit);
         }
+        // The end of every get reply (all of a miss's).
+        if buf.starts_with(b"END\r\n") {
+            return Ok(Parsed::Done(Reply::End, 5));
+        }
+    } else if let Some(status) = common_status(kind, buf) {
+        return Ok(status);
     }
     parse_reply_general(kind, buf)
+}
+
+/// The reply lines of a write that are whole words (`STORED`, `DELETED`, `NOT_FOUND`, ...) when
+/// `buf` starts with one of `kind`'s, compared whole: what `parse_reply_general` would answer,
+/// without looking for the end of the line first.
+fn common_status(kind: ReplyKind, buf: &[u8]) -> Option<Parsed<Reply<'static>>> {
+    let line = |l: &'static [u8], r: fn() -> Reply<'static>| {
+        buf.starts_with(l).then(|| Parsed::Done(r(), l.len()))
+    };
+    let not_found = || line(b"NOT_FOUND\r\n", || Reply::NotFound);
+    match kind {
+        ReplyKind::Storage => line(b"STORED\r\n", || Reply::Stored)
+            .or_else(not_found)
+            .or_else(|| line(b"NOT_STORED\r\n", || Reply::NotStored))
+            .or_else(|| line(b"EXISTS\r\n", || Reply::Exists)),
+        ReplyKind::Delete => line(b"DELETED\r\n", || Reply::Deleted).or_else(not_found),
+        ReplyKind::Touch => line(b"TOUCHED\r\n", || Reply::Touched).or_else(not_found),
+        ReplyKind::Arith => not_found(),
+        _ => None,
+    }
 }
 
 /// The most common unit of all, a hit without CAS (`VALUE <key> <flags> <bytes>\r\n`, its data

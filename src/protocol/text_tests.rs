@@ -327,3 +327,58 @@ fn the_first_control_or_space_is_found_at_every_offset() {
         }
     }
 }
+
+/// The whole-word status lines (`common_status`) and the end of a get reply answer exactly what
+/// the general parser answers: for every status of every kind, followed by more replies or
+/// not, cut at every length, and with every byte replaced by each of a set of bytes.
+#[test]
+fn the_status_shortcuts_agree_with_the_general_parser() {
+    let kinds = [
+        ReplyKind::Storage,
+        ReplyKind::Delete,
+        ReplyKind::Touch,
+        ReplyKind::Arith,
+        ReplyKind::Retrieval,
+    ];
+    let lines: [&[u8]; 9] = [
+        b"STORED\r\n",
+        b"NOT_STORED\r\n",
+        b"EXISTS\r\n",
+        b"NOT_FOUND\r\n",
+        b"DELETED\r\n",
+        b"TOUCHED\r\n",
+        b"END\r\n",
+        b"12\r\n",
+        b"ERROR\r\n",
+    ];
+    let mut inputs: Vec<Vec<u8>> = Vec::new();
+    for l in lines {
+        inputs.push(l.to_vec());
+        inputs.push([l, b"STORED\r\n"].concat());
+        for at in 0..l.len() {
+            for b in [b' ', b'\r', b'\n', b'X', 0] {
+                let mut m = l.to_vec();
+                m[at] = b;
+                inputs.push(m);
+            }
+        }
+    }
+    let mut shortcut = 0;
+    for kind in kinds {
+        for input in &inputs {
+            for cut in 0..=input.len() {
+                let buf = &input[..cut];
+                shortcut += usize::from(common_status(kind, buf).is_some());
+                let whole = parse_reply(kind, buf).map(|p| format!("{p:?}"));
+                let general = parse_reply_general(kind, buf).map(|p| format!("{p:?}"));
+                assert_eq!(
+                    whole,
+                    general,
+                    "{kind:?} {:?}",
+                    String::from_utf8_lossy(buf)
+                );
+            }
+        }
+    }
+    assert!(shortcut > 20, "the shortcut answered only {shortcut} times");
+}
