@@ -19,7 +19,7 @@ use crate::error::{Error, Result};
 /// A batch in flight on its connection.
 pub(super) struct InFlight<'k> {
     pub batch: ServerBatch<'k>,
-    pub conn: Connection,
+    pub conn: Box<Connection>,
     binary: bool,
     /// Index of the next entry of `batch.record_ends` to honour.
     record: usize,
@@ -48,7 +48,7 @@ impl<'k> InFlight<'k> {
     /// `now`: when the batch starts (its first deadline counts from there).
     pub fn new(
         batch: ServerBatch<'k>,
-        conn: Connection,
+        conn: Box<Connection>,
         binary: bool,
         reused: bool,
         replay_safe: bool,
@@ -114,7 +114,7 @@ impl<'k> InFlight<'k> {
     }
 
     /// Start over on a new connection: nothing of the batch was answered.
-    pub fn restart_on(&mut self, conn: Connection) {
+    pub fn restart_on(&mut self, conn: Box<Connection>) {
         self.read_before = conn.read_total();
         self.conn = conn;
         self.reused = false;

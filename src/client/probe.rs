@@ -25,7 +25,7 @@ const PROBE_WAIT: Duration = Duration::from_millis(500);
 
 /// Ask server `s` on `conn`, which owes nothing, whether it speaks the meta protocol (unless
 /// that is known already). Returns the connection when it is still fit for the pool.
-pub(super) fn probe_meta(s: &Server, mut conn: Connection) -> Option<Connection> {
+pub(super) fn probe_meta(s: &Server, mut conn: Box<Connection>) -> Option<Box<Connection>> {
     if s.meta_support() != MetaSupport::Unknown {
         return Some(conn);
     }

@@ -140,10 +140,10 @@ pub(super) fn ping_reply(unread: &[u8], binary: bool) -> Result<Option<usize>> {
 
 /// Send the ping on a fresh connection. The connection is new, so its buffer takes the few
 /// bytes at once.
-pub(super) fn start_ping(mut conn: Connection, binary: bool) -> Check {
+pub(super) fn start_ping(mut conn: Box<Connection>, binary: bool) -> Check {
     let req = ping_request(binary);
     match conn.send_nonblocking(&req) {
-        Ok(n) if n == req.len() && !conn.pending_write() => Check::Pinging(Box::new(conn)),
+        Ok(n) if n == req.len() && !conn.pending_write() => Check::Pinging(conn),
         _ => Check::Failed,
     }
 }

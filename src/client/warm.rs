@@ -71,7 +71,7 @@ fn warm(server: &Server, opts: &SocketOptions, binary: bool, n: usize) -> Result
 
 /// One round trip on `conn` (`stall`'s ping), within its socket timeouts; the connection back,
 /// clean.
-fn ping(mut conn: Connection, binary: bool) -> Result<Connection> {
+fn ping(mut conn: Box<Connection>, binary: bool) -> Result<Box<Connection>> {
     let req = stall::ping_request(binary);
     // A fresh or idle connection's socket buffer takes these few bytes at once.
     if conn.send_nonblocking(&req)? != req.len() || conn.pending_write() {

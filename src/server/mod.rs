@@ -52,7 +52,10 @@ pub enum MetaSupport {
 pub struct Server {
     pub address: Address,
     pub weight: u32,
-    idle: Mutex<Vec<Connection>>,
+    // Boxed on purpose: a connection moves out of this list and back on every call, and a
+    // box moves as a pointer where the struct would be copied whole.
+    #[allow(clippy::vec_box)]
+    idle: Mutex<Vec<Box<Connection>>>,
     health: Mutex<Health>,
     /// Whether `health` holds anything but a clean record (written under its lock): lets the
     /// healthy common case check and clear it without taking the lock.
@@ -155,7 +158,7 @@ impl Server {
     /// connection was reused (only those get a transparent retry when found closed). `peek`
     /// says when idle connections are peeked at first, to skip those the server has closed (a
     /// restart) before anything is sent on them: writes cannot be replayed once sent.
-    pub fn checkout(&self, opts: &SocketOptions, peek: Peek) -> Result<(Connection, bool)> {
+    pub fn checkout(&self, opts: &SocketOptions, peek: Peek) -> Result<(Box<Connection>, bool)> {
         match self.checkout_idle(peek) {
             Some(c) => Ok((c, true)),
             None => self.connect(opts).map(|c| (c, false)),
@@ -164,7 +167,7 @@ impl Server {
 
     /// A usable idle connection, if there is one; never connects, never blocks (the peek is
     /// non-blocking).
-    pub fn checkout_idle(&self, when: Peek) -> Option<Connection> {
+    pub fn checkout_idle(&self, when: Peek) -> Option<Box<Connection>> {
         loop {
             let c = self.idle.lock().pop()?;
             // Inherited across fork(): drop our handle, never touch the shared socket.
@@ -184,8 +187,9 @@ impl Server {
     }
 
     /// A new connection, counted in the metrics.
-    pub fn connect(&self, opts: &SocketOptions) -> Result<Connection> {
-        let mut c = Connection::connect(&self.address, opts)?;
+    pub fn connect(&self, opts: &SocketOptions) -> Result<Box<Connection>> {
+        // Boxed: a connection moves in and out of the pool on every call, a pointer's copy.
+        let mut c = Box::new(Connection::connect(&self.address, opts)?);
         let m = &self.metrics.counted;
         m.connects.fetch_add(1, Ordering::Relaxed);
         c.track_close(self.closes_counter());
@@ -206,7 +210,7 @@ impl Server {
     /// Return a connection that owes no reply. (No process check here: a connection is checked
     /// in by the thread that checked it out, which a forked child does not have; `checkout`
     /// checks every connection it hands out.)
-    pub fn checkin(&self, mut conn: Connection) {
+    pub fn checkin(&self, mut conn: Box<Connection>) {
         if !conn.is_idle_clean() {
             return;
         }
@@ -219,7 +223,7 @@ impl Server {
 
     /// Close every idle connection (sending `quit`).
     pub fn disconnect_idle(&self) {
-        let conns: Vec<Connection> = std::mem::take(&mut *self.idle.lock());
+        let conns: Vec<Box<Connection>> = std::mem::take(&mut *self.idle.lock());
         for c in conns {
             c.quit();
         }

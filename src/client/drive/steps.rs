@@ -49,7 +49,7 @@ impl Client {
     pub(in crate::client) fn launch<'k>(
         snap: &Snapshot,
         mut batch: ServerBatch<'k>,
-        mut conn: Connection,
+        mut conn: Box<Connection>,
         reused: bool,
         replay_safe: bool,
         now: Instant,
@@ -73,7 +73,7 @@ impl Client {
         s: usize,
         peek: Peek,
         now: &mut Instant,
-    ) -> Result<(Connection, bool)> {
+    ) -> Result<(Box<Connection>, bool)> {
         let Some(server) = snap.topo.servers.get(s) else {
             return Err(Error::NoServers);
         };
