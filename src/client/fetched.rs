@@ -3,6 +3,8 @@
 //! fetch to another (a merged fetch's shares, keys fetched again). Get's sink is finished into
 //! it (`op::get::sink`). No I/O.
 
+use smallvec::SmallVec;
+
 use super::keys;
 use super::results::Item;
 use crate::error::{Error, Result};
@@ -11,7 +13,8 @@ use crate::error::{Error, Result};
 /// (one allocation for the batch instead of one per value).
 #[derive(Debug, Default)]
 pub struct Fetched {
-    pub items: Vec<Result<Option<Item>>>,
+    /// Inline for one key (a single `get` allocates no list).
+    pub items: SmallVec<[Result<Option<Item>>; 1]>,
     pub(super) data: Vec<u8>,
     /// Large values that kept the read buffer they arrived in (no copy into `data`), each with
     /// its offset there.

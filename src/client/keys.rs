@@ -120,7 +120,8 @@ pub(crate) fn spare_bytes() -> (Vec<u8>, Origin) {
 /// (Not `spare_keep`: its rule is for `Keys` and `Items`, which one thread makes and another
 /// drops; a thread that takes a byte buffer does not start keeping those.)
 pub(crate) fn spare_bytes_keep(buf: Vec<u8>, origin: Origin) {
-    if origin == Origin::here() {
+    // (An empty buffer, a miss's, is not worth a look at the thread.)
+    if buf.capacity() > 0 && origin == Origin::here() {
         keep_in(&BYTES, BYTE_SPARES, buf, BYTE_SPARE_AT_MOST);
     }
 }

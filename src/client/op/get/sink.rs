@@ -6,6 +6,8 @@
 
 use std::sync::atomic::Ordering::Relaxed;
 
+use smallvec::SmallVec;
+
 use crate::client::claim::Claims;
 use crate::client::fetched::Fetched;
 use crate::client::keys::{spare_bytes, Origin};
@@ -271,7 +273,7 @@ impl<W: WireKeys> GetSink<W> {
     /// The outcomes and the values' bytes, as a fetch returns them.
     pub(in crate::client) fn into_fetched(self) -> Fetched {
         Fetched {
-            items: self.out.finish(),
+            items: SmallVec::from_vec(self.out.finish()),
             data: self.data,
             owned: self.claims.owned,
             origin: self.origin,
