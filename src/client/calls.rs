@@ -54,6 +54,17 @@ impl Client {
         Store { cmd, noreply }.call(self, Args::items(items))
     }
 
+    /// One storage command: `store_multi` of one item.
+    pub fn store_one(
+        &self,
+        cmd: StoreCmd,
+        item: &StoreItem<'_>,
+        noreply: bool,
+    ) -> Option<Result<StoreStatus>> {
+        let op = Store { cmd, noreply };
+        self.call_forgetting_one(&op, Args::items(std::slice::from_ref(item)))
+    }
+
     /// A `noreply` `store_multi` of one item as far as it goes without blocking (see
     /// `forget_start`): sent on an idle connection.
     pub fn store_now(&self, cmd: StoreCmd, item: &StoreItem<'_>) -> Quick<StoreStatus> {
@@ -66,14 +77,10 @@ impl Client {
         Delete { noreply }.call(self, Args::keys(keys))
     }
 
-    /// One delete: `delete_multi` of one key, without its vector on the `noreply` short path.
+    /// One delete: `delete_multi` of one key.
     pub fn delete_one(&self, key: &[u8], noreply: bool) -> Option<Result<bool>> {
         let (op, args) = (Delete { noreply }, Args::keys(std::slice::from_ref(&key)));
-        let snap = self.snapshot();
-        if let Some(r) = self.forget_call(&snap, &op, args) {
-            return Some(r);
-        }
-        self.perform(&snap, &op, args).pop()
+        self.call_forgetting_one(&op, args)
     }
 
     /// A `noreply` `delete_one` as far as it goes without blocking (see `forget_start`): sent
@@ -98,6 +105,28 @@ impl Client {
             create,
         }
         .call(self, Args::keys(keys))
+    }
+
+    /// One `incr`/`decr`: `arith_multi` of one key.
+    pub fn arith_one(
+        &self,
+        incr: bool,
+        key: &[u8],
+        delta: u64,
+        create: Option<Create>,
+    ) -> Option<Result<Option<u64>>> {
+        let op = Arith {
+            incr,
+            delta,
+            create,
+        };
+        op.call_one(self, Args::keys(std::slice::from_ref(&key)))
+    }
+
+    /// One `touch`: `touch_multi` of one key.
+    pub fn touch_one(&self, key: &[u8], exptime: u32, noreply: bool) -> Option<Result<bool>> {
+        let op = Touch { exptime, noreply };
+        self.call_forgetting_one(&op, Args::keys(std::slice::from_ref(&key)))
     }
 
     /// `touch`, pipelined: `true` if touched, `false` if not found.

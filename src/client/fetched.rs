@@ -32,6 +32,23 @@ impl Drop for Fetched {
 }
 
 impl Fetched {
+    /// The outcome of a fetch of one key: a miss, or a hit of `flags`, `cas` and `data` (its
+    /// bytes copied, room asked for: the server chose their size).
+    pub(super) fn one(hit: Option<(u32, Option<u64>, &[u8])>) -> Result<Fetched> {
+        let mut f = Fetched::default();
+        let item = match hit {
+            None => None,
+            Some((flags, cas, data)) => {
+                (f.data, f.origin) = keys::spare_bytes();
+                f.data.try_reserve(data.len())?;
+                f.data.extend_from_slice(data);
+                Some(Item::new(flags, cas, 0, data.len()))
+            }
+        };
+        f.items.push(Ok(item));
+        Ok(f)
+    }
+
     /// The bytes of a value of this batch.
     pub fn bytes(&self, item: &Item) -> &[u8] {
         let (buf, start) = match item.own {

@@ -122,7 +122,12 @@ pub struct Connection {
     unsynced: u32,
     /// TCP_NODELAY is off for a run of `noreply` writes (see `send_noreply`).
     nagle: bool,
+    /// The buffer of the last lone request sent on it (`take_request_buf`), kept for the next.
+    reqbuf: Vec<u8>,
 }
+
+/// A lone request's buffer that grew beyond this (a large value) is not kept.
+const REQBUF_KEPT: usize = 16 * 1024;
 
 impl Drop for Connection {
     fn drop(&mut self) {
@@ -168,6 +173,7 @@ impl Connection {
             received_since_begin: false,
             unsynced: 0,
             nagle: false,
+            reqbuf: Vec::new(),
         };
         if let Some(c) = &opts.security.sasl {
             conn.authenticate(c)?;
@@ -176,6 +182,22 @@ impl Connection {
             conn.stream.set_read_timeout(opts.recv_wait)?;
         }
         Ok(conn)
+    }
+
+    /// A buffer for one lone request (`client::drive::lone`), empty, with room for `size` bytes:
+    /// the one the last such request on this connection left (no allocation per call).
+    pub fn take_request_buf(&mut self, size: usize) -> Vec<u8> {
+        let mut buf = std::mem::take(&mut self.reqbuf);
+        buf.clear();
+        buf.reserve(size);
+        buf
+    }
+
+    /// Keep `buf` for the next lone request on this connection, unless a large value grew it.
+    pub fn keep_request_buf(&mut self, buf: Vec<u8>) {
+        if buf.capacity() <= REQBUF_KEPT {
+            self.reqbuf = buf;
+        }
     }
 
     /// The kernel's send and receive buffer sizes of this socket (0 where unknown).

@@ -39,6 +39,37 @@ def test_counts_follow_the_operations(server):
         assert 0 < lat["p50"] <= lat["p90"] <= lat["p99"] <= lat["max"] <= lat["total"]
 
 
+def test_single_calls_count_their_bytes_exactly(server):
+    """A single-key call takes the short path (one send, one recv, its reply read by its family)
+    and counts what it sent and read byte for byte, as a batch of the general path does, with a
+    request and a latency sample each."""
+    mc = fastmc.Client([server.address])
+    mc.flush_all()
+    before = one(mc)
+    exchanges = [
+        (lambda: mc.set("k", b"abc"), b"set k 0 0 3\r\nabc\r\n", b"STORED\r\n"),
+        (lambda: mc.get("k"), b"get k\r\n", b"VALUE k 0 3\r\nabc\r\nEND\r\n"),
+        (lambda: mc.get("nope"), b"get nope\r\n", b"END\r\n"),
+        (lambda: mc.touch("k", 0), b"touch k 0\r\n", b"TOUCHED\r\n"),
+        (lambda: mc.delete("k"), b"delete k\r\n", b"DELETED\r\n"),
+        (lambda: mc.delete("k"), b"delete k\r\n", b"NOT_FOUND\r\n"),
+    ]
+    for call, sent, read in exchanges:
+        m0 = one(mc)
+        call()
+        m1 = one(mc)
+        assert m1["bytes_sent"] - m0["bytes_sent"] == len(sent), sent
+        assert m1["bytes_received"] - m0["bytes_received"] == len(read), read
+    after = one(mc)
+    assert after["requests"]["store"] - before["requests"]["store"] == 1
+    assert after["requests"]["get"] - before["requests"]["get"] == 2
+    assert after["requests"]["delete"] - before["requests"]["delete"] == 2
+    assert (after["hits"] - before["hits"], after["misses"] - before["misses"]) == (1, 1)
+    assert after["stored"] - before["stored"] == 1
+    assert after["latency"]["get"]["count"] == after["requests"]["get"]
+    assert after["connections_opened"] == 1
+
+
 def test_errors_by_class_skips_and_ejection():
     dead = "127.0.0.1:%d" % free_port()
     mc = fastmc.Client([dead], behaviors={"connect_timeout": 200, "retry_timeout": 30})

@@ -64,6 +64,33 @@ def test_damaged_reply_raises_and_the_next_call_gets_its_own_value(fake, damage,
     assert mc.get_multi(["other", "victim"]) == {"other": "the other value", "victim": "V" * 40}
 
 
+SINGLE_WRITES = {
+    "set": lambda mc: mc.set("victim", "7"),
+    "delete": lambda mc: mc.delete("victim"),
+    "incr": lambda mc: mc.incr("victim"),
+    "touch": lambda mc: mc.touch("victim", 10),
+}
+
+
+@pytest.mark.parametrize("damage", ["extra", "garbage", "long", "hang_mid", "close_mid"])
+@pytest.mark.parametrize("op", sorted(SINGLE_WRITES))
+def test_damaged_reply_to_a_single_write_raises_and_the_next_call_is_right(fake, damage, op):
+    """A single write's reply is read by its family on the short path (one recv, the reply
+    whole); a reply it does not take whole and plain goes on to the general path's reader: an
+    unasked reply after it, bytes that are not the protocol, a reply of another kind, a cut one.
+    The call raises, and the next calls get their own answers."""
+    mc = fastmc.Client([fake.address], behaviors=AGAIN)
+    assert mc.set("victim", "1")
+    assert mc.set("other", "the other value")
+    fake.rule("victim", damage)
+    with pytest.raises(fastmc.Error):
+        SINGLE_WRITES[op](mc)
+    fake.rule("victim", None)
+    assert mc.get("other") == "the other value"
+    assert mc.set("victim", "5") and mc.incr("victim") == 6
+    assert mc.delete("victim") and mc.get("victim") is None
+
+
 def test_half_reply_is_a_timeout_and_never_a_value():
     fake = ScriptedServer(b"VALUE k 0 10\r\nhalf")  # every read: half a value, then nothing
     try:

@@ -1,11 +1,13 @@
 //! The drivers: what moves an operation's batches over their connections. `blocking` waits
 //! (one blocking exchange, or one `poll` loop over every batch); `selector` never waits, an
 //! event loop's selector reports the connections ready and whatever would wait is left to the
-//! blocking driver on another thread; `noreply` is the short path of a lone `noreply` write.
-//! All three use the same `steps` (checkout with health, launch, serve, finish), and drive
-//! whatever `op::Operation` planned.
+//! blocking driver on another thread; `lone` is the short path of a lone request of one key
+//! that waits for its reply, `noreply` that of a lone `noreply` write. All of them use the same
+//! `steps` (checkout with health, launch, serve, finish), and drive whatever `op::Operation`
+//! planned (the short paths hand what they do not finish to the blocking driver).
 
 mod blocking;
+pub mod lone;
 pub mod noreply;
 pub mod selector;
 mod steps;

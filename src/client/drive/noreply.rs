@@ -2,8 +2,8 @@
 //! driver for a batch of one, up to its first `send`, without a plan, a sink or an in-flight
 //! record, so that the call is one `send` and little else. What the socket does not take whole
 //! is finished by the blocking driver. A family takes this path by implementing
-//! `op::Forgets` (its key, its text `noreply` request, what it reports): store, delete and
-//! touch do; nothing here names a family.
+//! `op::Forgets` (its key, what it reports; its text request is its `op::Lone` one, unanswered):
+//! store, delete and touch do; nothing here names a family.
 //!
 //! Uses the shared `steps` and the blocking driver (`drive_one`) for what is left.
 
@@ -39,16 +39,10 @@ pub struct Unfinished<T> {
     ok: T,
 }
 
-thread_local! {
-    /// `forget_start`'s request buffer, kept between calls on a thread.
-    static FORGET_BUF: std::cell::Cell<Vec<u8>> = const { std::cell::Cell::new(Vec::new()) };
-}
-
-/// A buffer that grew beyond this (a large value) is not kept.
-const FORGET_BUF_KEPT: usize = 16 * 1024;
 impl Client {
     /// The blocking call of a family that `Forgets`: a lone `noreply` write by `forget_start`
-    /// when it applies, the general path (`perform`) otherwise.
+    /// when it applies, else a lone request that waits for its reply (`drive::lone`), else the
+    /// general path (`perform`).
     pub(in crate::client) fn call_forgetting<O: Forgets>(
         &self,
         op: &O,
@@ -58,7 +52,20 @@ impl Client {
         if let Some(r) = self.forget_call(&snap, op, args) {
             return vec![r];
         }
-        self.perform(&snap, op, args)
+        self.ask_or_perform(&snap, op, args)
+    }
+
+    /// `call_forgetting` of a single key: its outcome alone.
+    pub(in crate::client) fn call_forgetting_one<O: Forgets>(
+        &self,
+        op: &O,
+        args: Args<'_, '_>,
+    ) -> Option<Result<O::Ok>> {
+        let snap = self.snapshot();
+        if let Some(r) = self.forget_call(&snap, op, args) {
+            return Some(r);
+        }
+        self.ask_or_perform_one(&snap, op, args)
     }
 
     /// The outcome of `op` on `args` as a lone `noreply` write (this may block: connecting,
@@ -144,11 +151,9 @@ impl Client {
             server.checkin(conn);
             return Quick::Blocking;
         }
-        // The buffer of this thread's previous such write: no allocation per call.
-        let mut wbuf = FORGET_BUF.take();
-        wbuf.clear();
-        wbuf.reserve(wire.len() + op.request_size(args));
-        op.encode_noreply(snap, args, &mut wbuf, &wire);
+        // The buffer of the connection's previous lone request: no allocation per call.
+        let mut wbuf = conn.take_request_buf(wire.len() + op.request_size(args));
+        op.encode_lone(snap, args, &mut wbuf, &wire, true);
         conn.begin_request();
         // Sent from here on (the rest, if any, by `forget_rest`): counted once.
         let hot = snap.behaviors.hot;
@@ -161,10 +166,8 @@ impl Client {
             O::OK.tally(&server.metrics);
             conn.sent_noreply(1, now);
             self.answered_again(server);
+            conn.keep_request_buf(wbuf);
             server.checkin(conn);
-            if wbuf.capacity() <= FORGET_BUF_KEPT {
-                FORGET_BUF.set(wbuf);
-            }
             return Quick::Done(Ok(O::OK));
         }
         // The rest of the write (or its failure, which the general path retries on a new

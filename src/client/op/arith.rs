@@ -8,8 +8,10 @@
 //! Uses the plan and `LineSink`; `protocol` encoders; the blocking `store_multi`/`arith_multi`
 //! for the fallback.
 
+use std::sync::Arc;
+
 use super::meta::learn_meta_support;
-use super::{Args, Operation, REQUEST_BYTES};
+use super::{line_answer, lone_per_key, Args, Lone, Operation, REQUEST_BYTES};
 use crate::client::plan::{plan, Plan};
 use crate::client::results::StoreStatus;
 use crate::client::sink::{unexpected, LineMap, LineSink, WireKeys};
@@ -144,15 +146,50 @@ impl Operation for Arith {
         out
     }
 
-    /// With `create`, whether each server speaks the meta protocol is learned first, so the
-    /// keys of those that do take `ma` (one round trip) and only the others the fallback.
     fn call(&self, client: &Client, args: Args<'_, '_>) -> Self::Output {
+        client.ask_or_perform(&self.snapshot(client), self, args)
+    }
+}
+
+impl Arith {
+    /// `call` of one key: its outcome alone.
+    pub(in crate::client) fn call_one(
+        &self,
+        client: &Client,
+        args: Args<'_, '_>,
+    ) -> Option<Result<Option<u64>>> {
+        client.ask_or_perform_one(&self.snapshot(client), self, args)
+    }
+
+    /// The client's snapshot to call on. With `create`, whether each server speaks the meta
+    /// protocol is learned first, so the keys of those that do take `ma` (one round trip) and
+    /// only the others the fallback.
+    fn snapshot(&self, client: &Client) -> Arc<Snapshot> {
         let snap = client.snapshot();
         if self.create.is_some() && !snap.behaviors.binary {
             learn_meta_support(&snap);
         }
-        client.perform(&snap, self, args)
+        snap
     }
+}
+
+/// A lone `incr`/`decr` without `create` (which may take an `add` after it).
+impl Lone for Arith {
+    const KIND: ReplyKind = ReplyKind::Arith;
+
+    fn lone_key<'k>(&self, _: &Snapshot, args: Args<'_, 'k>) -> Option<&'k [u8]> {
+        match args.keys {
+            [k] if self.create.is_none() => Some(k),
+            _ => None,
+        }
+    }
+    fn encode_lone(&self, _: &Snapshot, _: Args<'_, '_>, buf: &mut Vec<u8>, w: &[u8], nr: bool) {
+        text::encode_arith(buf, self.incr, w, self.delta, nr);
+    }
+    fn answer(&self, buf: &[u8], _: &[u8], _: usize) -> Option<(Self::One, usize)> {
+        line_answer(ReplyKind::Arith, ArithReply, buf)
+    }
+    lone_per_key!(Option<u64>);
 }
 
 impl Arith {

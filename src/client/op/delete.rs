@@ -5,7 +5,10 @@
 //!
 //! Uses the plan and `LineSink`; `protocol` encoders.
 
-use super::{read_back, write_closing, writes_stream, Args, Forgets, Operation, REQUEST_BYTES};
+use super::{
+    line_answer, lone_per_key, read_back, write_closing, writes_stream, Args, Forgets, Lone,
+    Operation, REQUEST_BYTES,
+};
 use crate::client::plan::{close_batches, plan, Plan, WriteMode, WriteModes};
 use crate::client::replicas;
 use crate::client::sink::{unexpected, LineMap, LineSink, WireKeys};
@@ -127,7 +130,25 @@ impl Forgets for Delete {
             _ => None,
         }
     }
-    fn encode_noreply(&self, _: &Snapshot, _: Args<'_, '_>, buf: &mut Vec<u8>, w: &[u8]) {
-        text::encode_delete(buf, w, true);
+}
+
+/// A lone delete that waits for its reply, with no replica to delete from.
+impl Lone for Delete {
+    const KIND: ReplyKind = ReplyKind::Delete;
+
+    fn lone_key<'k>(&self, snap: &Snapshot, args: Args<'_, 'k>) -> Option<&'k [u8]> {
+        match args.keys {
+            [k] if !(self.noreply || snap.behaviors.noreply) && replicas::count(snap) == 0 => {
+                Some(k)
+            }
+            _ => None,
+        }
     }
+    fn encode_lone(&self, _: &Snapshot, _: Args<'_, '_>, buf: &mut Vec<u8>, w: &[u8], nr: bool) {
+        text::encode_delete(buf, w, nr);
+    }
+    fn answer(&self, buf: &[u8], _: &[u8], _: usize) -> Option<(Self::One, usize)> {
+        line_answer(ReplyKind::Delete, Deleted, buf)
+    }
+    lone_per_key!(bool);
 }

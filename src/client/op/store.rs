@@ -7,7 +7,10 @@
 //!
 //! Uses the plan and `LineSink`; `protocol` encoders.
 
-use super::{read_back, write_closing, writes_stream, Args, Forgets, Operation, REQUEST_BYTES};
+use super::{
+    line_answer, lone_per_key, read_back, write_closing, writes_stream, Args, Forgets, Lone,
+    Operation, REQUEST_BYTES,
+};
 use crate::behaviors::Jitter;
 use crate::client::batch::ServerBatch;
 use crate::client::plan::{close_batches, plan, Plan, WriteMode, WriteModes};
@@ -113,15 +116,44 @@ impl Forgets for Store {
             _ => None,
         }
     }
+}
+
+/// A lone item that waits for its reply, with a value small enough to copy (a larger one is
+/// sent from the caller's bytes by the general path), and no replica to write.
+impl Lone for Store {
+    const KIND: ReplyKind = ReplyKind::Storage;
+
+    fn lone_key<'k>(&self, snap: &Snapshot, args: Args<'_, 'k>) -> Option<&'k [u8]> {
+        match args.items {
+            [it] if !(self.noreply || snap.behaviors.noreply)
+                && it.data.len() < QUIET_ALONE
+                && replicas::count(snap) == 0 =>
+            {
+                Some(it.key)
+            }
+            _ => None,
+        }
+    }
     fn request_size(&self, args: Args<'_, '_>) -> usize {
         args.items.iter().map(|it| it.data.len()).sum::<usize>() + REQUEST_BYTES
     }
-    fn encode_noreply(&self, snap: &Snapshot, args: Args<'_, '_>, buf: &mut Vec<u8>, w: &[u8]) {
+    fn encode_lone(
+        &self,
+        snap: &Snapshot,
+        args: Args<'_, '_>,
+        buf: &mut Vec<u8>,
+        w: &[u8],
+        noreply: bool,
+    ) {
         if let [it] = args.items {
             let it = jittered(snap.behaviors.jitter, it, w);
-            text::encode_store(buf, self.cmd, w, &it, true);
+            text::encode_store(buf, self.cmd, w, &it, noreply);
         }
     }
+    fn answer(&self, buf: &[u8], _: &[u8], _: usize) -> Option<(Self::One, usize)> {
+        line_answer(ReplyKind::Storage, StoreReply, buf)
+    }
+    lone_per_key!(StoreStatus);
 }
 
 /// A store item as it goes out to wire key `w`: its expiry jittered (`Jitter`). Every store

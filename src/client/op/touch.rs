@@ -5,7 +5,7 @@
 //!
 //! Uses the plan and `LineSink`; `protocol` encoders.
 
-use super::{Access, Args, Forgets, Operation, REQUEST_BYTES};
+use super::{line_answer, lone_per_key, Access, Args, Forgets, Lone, Operation, REQUEST_BYTES};
 use crate::client::plan::{plan_checked, KeyCheck, Plan};
 use crate::client::sink::{unexpected, LineMap, LineSink, WireKeys};
 use crate::client::snapshot::Snapshot;
@@ -116,12 +116,35 @@ impl Forgets for Touch {
             _ => None,
         }
     }
+}
+
+/// A lone touch that waits for its reply.
+impl Lone for Touch {
+    const KIND: ReplyKind = ReplyKind::Touch;
+
+    fn lone_key<'k>(&self, snap: &Snapshot, args: Args<'_, 'k>) -> Option<&'k [u8]> {
+        match args.keys {
+            [k] if !self.noreply(snap) => Some(k),
+            _ => None,
+        }
+    }
     /// libmemcached's touch does not apply `verify_keys`.
     fn verifies_keys(&self, _: &Snapshot) -> bool {
         false
     }
-    fn encode_noreply(&self, snap: &Snapshot, _: Args<'_, '_>, buf: &mut Vec<u8>, w: &[u8]) {
+    fn encode_lone(
+        &self,
+        snap: &Snapshot,
+        _: Args<'_, '_>,
+        buf: &mut Vec<u8>,
+        w: &[u8],
+        noreply: bool,
+    ) {
         let exptime = snap.behaviors.jitter.apply(self.exptime, w);
-        text::encode_touch(buf, w, exptime, true);
+        text::encode_touch(buf, w, exptime, noreply);
     }
+    fn answer(&self, buf: &[u8], _: &[u8], _: usize) -> Option<(Self::One, usize)> {
+        line_answer(ReplyKind::Touch, Touched, buf)
+    }
+    lone_per_key!(bool);
 }

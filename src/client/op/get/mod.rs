@@ -18,7 +18,9 @@ pub(in crate::client) mod sink;
 
 use std::collections::HashMap;
 
-use super::{Access, Args, Operation};
+use std::sync::atomic::Ordering::Relaxed;
+
+use super::{Access, Args, Lone, Operation};
 use crate::client::fetched::Fetched;
 use crate::client::plan::{plan, Plan};
 use crate::client::replicas;
@@ -26,7 +28,8 @@ use crate::client::sink::{Sink, WireKeys};
 use crate::client::snapshot::Snapshot;
 use crate::client::Client;
 use crate::error::Error;
-use crate::metrics::Family;
+use crate::metrics::{Family, ServerMetrics};
+use crate::protocol::{text, Parsed, Reply, ReplyKind};
 use sink::{fetch_arena, GetSink};
 
 /// A fetch of keys (their CAS uniques too with `cas`); with `touch`, each hit's expiry is set
@@ -105,6 +108,10 @@ impl Operation for Get {
         f
     }
 
+    fn call(&self, client: &Client, args: Args<'_, '_>) -> Fetched {
+        client.call_lone(self, args)
+    }
+
     /// One `get_multi` for every request's keys (each key asked once); each request gets its
     /// own `Fetched` with copies of its values.
     fn call_merged(&self, client: &Client, args: Args<'_, '_>, lens: &[usize]) -> Vec<Fetched> {
@@ -127,6 +134,61 @@ impl Operation for Get {
             .collect();
         let fetched = self.call(client, Args::keys(&unique));
         maps.iter().map(|map| fetched.pick(map)).collect()
+    }
+}
+
+/// A lone `get`/`gets` (not a gat, whose server may not have the command), with no replica to
+/// fail over to.
+impl Lone for Get {
+    const KIND: ReplyKind = ReplyKind::Retrieval;
+    type One = Fetched;
+
+    fn lone_key<'k>(&self, snap: &Snapshot, args: Args<'_, 'k>) -> Option<&'k [u8]> {
+        match args.keys {
+            [k] if self.touch.is_none() && replicas::count(snap) == 0 => Some(k),
+            _ => None,
+        }
+    }
+    fn encode_lone(&self, snap: &Snapshot, _: Args<'_, '_>, buf: &mut Vec<u8>, w: &[u8], _: bool) {
+        text::encode_get(buf, self.cas || snap.behaviors.cas, std::iter::once(w));
+    }
+    /// `END` (a miss), or one value of `wire` within `max_value` and `END`.
+    fn answer(&self, buf: &[u8], wire: &[u8], max_value: usize) -> Option<(Fetched, usize)> {
+        let unit = |at: usize| match text::parse_reply(ReplyKind::Retrieval, buf.get(at..)?) {
+            Ok(Parsed::Done(r, used)) => Some((r, at + used)),
+            _ => None,
+        };
+        let (hit, used) = match unit(0)? {
+            (Reply::End, used) => (None, used),
+            (
+                Reply::Value {
+                    key,
+                    flags,
+                    cas,
+                    data,
+                },
+                at,
+            ) if key == wire && data.len() <= max_value => match unit(at)? {
+                (Reply::End, used) => (Some((flags, cas, data)), used),
+                _ => return None,
+            },
+            _ => return None,
+        };
+        Some((Fetched::one(hit).ok()?, used))
+    }
+    fn output(one: Fetched) -> Fetched {
+        one
+    }
+    fn first(out: Fetched) -> Option<Fetched> {
+        Some(out)
+    }
+    fn tally_lone(out: &Fetched, m: &ServerMetrics) {
+        let c = &m.counted;
+        match out.items.first() {
+            Some(Ok(Some(_))) => c.hits.fetch_add(1, Relaxed),
+            Some(Ok(None)) => c.misses.fetch_add(1, Relaxed),
+            _ => 0,
+        };
     }
 }
 

@@ -26,9 +26,7 @@ pub(crate) fn arith(
     let py = slf.py();
     let (k, d) = arith_args(key, delta)?;
     let create = arith_create(initial, time)?;
-    let r = detached(py, slf.get(), |core| {
-        Ok(core.arith_multi(incr, &[k], d, create).pop())
-    })?;
+    let r = detached(py, slf.get(), |core| Ok(core.arith_one(incr, k, d, create)))?;
     arith_reply(r)
 }
 

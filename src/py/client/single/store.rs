@@ -83,12 +83,10 @@ pub(crate) fn store(
             py,
             this,
             |core| core.store_now(cmd, &item),
-            |core| core.store_multi(cmd, &[item], true).pop(),
+            |core| core.store_one(cmd, &item, true),
         )?
     } else {
-        detached(py, this, |core| {
-            Ok(core.store_multi(cmd, &[item], false).pop())
-        })?
+        detached(py, this, |core| Ok(core.store_one(cmd, &item, false)))?
     };
     store_reply(this, cmd, key, r)
 }

@@ -25,9 +25,7 @@ pub(crate) fn touch(
     if k.is_empty() {
         return Ok(false);
     }
-    let r = detached(py, this, |core| {
-        Ok(core.touch_multi(&[k], exptime, noreply).pop())
-    })?;
+    let r = detached(py, this, |core| Ok(core.touch_one(k, exptime, noreply)))?;
     touch_reply(k, r)
 }
 
