@@ -23,11 +23,12 @@ $(BIN)/.installed: requirements-dev.txt
 
 venv: $(BIN)/.installed ## the virtualenv with maturin, pytest, the linters and the peers
 
-memcached: ## Debian's memcached, nutcracker (twemproxy), sasl2-bin, openssl and dnsmasq, when missing
+memcached: ## Debian's memcached, nutcracker (twemproxy), sasl2-bin, openssl, dnsmasq and strace, when missing
 	@command -v memcached >/dev/null 2>&1 || (apt-get update -qq && apt-get install -y -qq memcached >/dev/null)
 	@{ command -v nutcracker || [ -x /usr/sbin/nutcracker ]; } >/dev/null 2>&1 || (apt-get update -qq && apt-get install -y -qq nutcracker >/dev/null)
 	@{ [ -x /usr/sbin/saslpasswd2 ] && command -v openssl >/dev/null 2>&1 && ls /usr/lib/*/sasl2/libplain.so* >/dev/null 2>&1; } || (apt-get update -qq && apt-get install -y -qq sasl2-bin libsasl2-modules openssl >/dev/null)
 	@{ command -v dnsmasq || [ -x /usr/sbin/dnsmasq ]; } >/dev/null 2>&1 || (apt-get update -qq && apt-get install -y -qq dnsmasq-base >/dev/null)
+	@command -v strace >/dev/null 2>&1 || (apt-get update -qq && apt-get install -y -qq strace >/dev/null)
 
 # memcached's built-in proxy (routes in Lua) for tests/proxy/test_memcached_proxy.py: bookworm's
 # memcached is built without it, so sid's memcached and the few libraries it links are fetched
