@@ -27,25 +27,29 @@ pub struct Fetched {
 /// thread that took it.
 impl Drop for Fetched {
     fn drop(&mut self) {
-        keys::spare_bytes_keep(std::mem::take(&mut self.data), self.origin);
+        // (A miss's empty buffer: nothing to keep.)
+        if self.data.capacity() > 0 {
+            keys::spare_bytes_keep(std::mem::take(&mut self.data), self.origin);
+        }
     }
 }
 
 impl Fetched {
-    /// The outcome of a fetch of one key: a miss, or a hit of `flags`, `cas` and `data` (its
-    /// bytes copied, room asked for: the server chose their size).
-    pub(super) fn one(hit: Option<(u32, Option<u64>, &[u8])>) -> Result<Fetched> {
+    /// The outcome of a fetch of one key that missed.
+    pub(super) fn miss() -> Fetched {
         let mut f = Fetched::default();
-        let item = match hit {
-            None => None,
-            Some((flags, cas, data)) => {
-                (f.data, f.origin) = keys::spare_bytes();
-                f.data.try_reserve(data.len())?;
-                f.data.extend_from_slice(data);
-                Some(Item::new(flags, cas, 0, data.len()))
-            }
-        };
-        f.items.push(Ok(item));
+        f.items.push(Ok(None));
+        f
+    }
+
+    /// The outcome of a fetch of one key that hit, with `flags`, `cas` and `data` (its bytes
+    /// copied, room asked for: the server chose their size).
+    pub(super) fn hit(flags: u32, cas: Option<u64>, data: &[u8]) -> Result<Fetched> {
+        let mut f = Fetched::default();
+        (f.data, f.origin) = keys::spare_bytes();
+        f.data.try_reserve(data.len())?;
+        f.data.extend_from_slice(data);
+        f.items.push(Ok(Some(Item::new(flags, cas, 0, data.len()))));
         Ok(f)
     }
 

@@ -154,27 +154,33 @@ impl Lone for Get {
     }
     /// `END` (a miss), or one value of `wire` within `max_value` and `END`.
     fn answer(&self, buf: &[u8], wire: &[u8], max_value: usize) -> Option<(Fetched, usize)> {
+        // A miss, the whole of its reply, as `parse_reply` reads it.
+        if buf.starts_with(b"END\r\n") {
+            return Some((Fetched::miss(), 5));
+        }
         let unit = |at: usize| match text::parse_reply(ReplyKind::Retrieval, buf.get(at..)?) {
             Ok(Parsed::Done(r, used)) => Some((r, at + used)),
             _ => None,
         };
-        let (hit, used) = match unit(0)? {
-            (Reply::End, used) => (None, used),
-            (
-                Reply::Value {
-                    key,
-                    flags,
-                    cas,
-                    data,
-                },
-                at,
-            ) if key == wire && data.len() <= max_value => match unit(at)? {
-                (Reply::End, used) => (Some((flags, cas, data)), used),
-                _ => return None,
+        let (
+            Reply::Value {
+                key,
+                flags,
+                cas,
+                data,
             },
-            _ => return None,
+            at,
+        ) = unit(0)?
+        else {
+            return None;
         };
-        Some((Fetched::one(hit).ok()?, used))
+        if key != wire || data.len() > max_value {
+            return None;
+        }
+        let (Reply::End, used) = unit(at)? else {
+            return None;
+        };
+        Some((Fetched::hit(flags, cas, data).ok()?, used))
     }
     fn output(one: Fetched) -> Fetched {
         one
