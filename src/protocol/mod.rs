@@ -83,20 +83,29 @@ fn has_bad_text_byte(key: &[u8], ascii_only: bool) -> bool {
         let del = x.wrapping_sub(ONES) & !x & HIGH;
         (below_space | del | (w & high)) != 0
     };
+    if key.len() < 8 {
+        return has_bad_short(key, ascii_only);
+    }
+    words(key).any(|(_, w)| word_bad(w))
+}
+
+/// `has_bad_text_byte` of a key under eight bytes: four to seven bytes as one word of the
+/// first four and the last four (they overlap), fewer byte by byte. A function apart, so that
+/// the check of longer keys, inlined into the loop of every plan, stays as small as it was.
+#[inline(never)]
+fn has_bad_short(key: &[u8], ascii_only: bool) -> bool {
     let n = key.len();
     if n < 4 {
         return key.iter().any(|&b| is_bad_text_byte(b, ascii_only));
     }
-    if n < 8 {
-        // Four to seven bytes: the first four and the last four (they overlap) as one word.
-        let (mut lo, mut hi) = ([0u8; 4], [0u8; 4]);
-        lo.copy_from_slice(&key[..4]);
-        hi.copy_from_slice(&key[n - 4..]);
-        return word_bad(
-            u64::from(u32::from_le_bytes(lo)) | u64::from(u32::from_le_bytes(hi)) << 32,
-        );
-    }
-    words(key).any(|(_, w)| word_bad(w))
+    let (mut lo, mut hi) = ([0u8; 4], [0u8; 4]);
+    lo.copy_from_slice(&key[..4]);
+    hi.copy_from_slice(&key[n - 4..]);
+    let w = u64::from(u32::from_le_bytes(lo)) | u64::from(u32::from_le_bytes(hi)) << 32;
+    let high = if ascii_only { HIGH } else { 0 };
+    let x = w ^ (ONES * 0x7f);
+    let del = x.wrapping_sub(ONES) & !x & HIGH;
+    (below_0x21(w) | del | (w & high)) != 0
 }
 
 /// Check a key (prefix included) for the binary protocol, where keys are length-prefixed and any
