@@ -19,7 +19,8 @@ use std::time::Instant;
 
 use crate::client::batch::ServerBatch;
 use crate::client::inflight::InFlight;
-use crate::client::op::{Args, Lone};
+use crate::client::op::lone::Lone;
+use crate::client::op::Args;
 use crate::client::sink::Sink;
 use crate::client::snapshot::Snapshot;
 use crate::client::Client;

@@ -14,7 +14,8 @@ use super::MAX_UNSYNCED;
 
 use crate::client::batch::ServerBatch;
 use crate::client::inflight::InFlight;
-use crate::client::op::{Args, Forgets};
+use crate::client::op::lone::Forgets;
+use crate::client::op::Args;
 use crate::client::sink::{unexpected, LineSink, Tally};
 use crate::client::snapshot::Snapshot;
 use crate::client::Client;

@@ -10,8 +10,9 @@
 
 use std::sync::Arc;
 
+use super::lone::{line_answer, lone_per_key, Lone};
 use super::meta::learn_meta_support;
-use super::{line_answer, lone_per_key, Args, Lone, Operation, REQUEST_BYTES};
+use super::{Args, Operation, REQUEST_BYTES};
 use crate::client::plan::{plan, Plan};
 use crate::client::results::StoreStatus;
 use crate::client::sink::{unexpected, LineMap, LineSink, WireKeys};

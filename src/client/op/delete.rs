@@ -5,10 +5,8 @@
 //!
 //! Uses the plan and `LineSink`; `protocol` encoders.
 
-use super::{
-    line_answer, lone_per_key, read_back, write_closing, writes_stream, Args, Forgets, Lone,
-    Operation, REQUEST_BYTES,
-};
+use super::lone::{line_answer, lone_per_key, Forgets, Lone};
+use super::{read_back, write_closing, writes_stream, Args, Operation, REQUEST_BYTES};
 use crate::client::plan::{close_batches, plan, Plan, WriteMode, WriteModes};
 use crate::client::replicas;
 use crate::client::sink::{unexpected, LineMap, LineSink, WireKeys};

@@ -5,7 +5,8 @@
 //!
 //! Uses the plan and `LineSink`; `protocol` encoders.
 
-use super::{line_answer, lone_per_key, Access, Args, Forgets, Lone, Operation, REQUEST_BYTES};
+use super::lone::{line_answer, lone_per_key, Forgets, Lone};
+use super::{Access, Args, Operation, REQUEST_BYTES};
 use crate::client::plan::{plan_checked, KeyCheck, Plan};
 use crate::client::sink::{unexpected, LineMap, LineSink, WireKeys};
 use crate::client::snapshot::Snapshot;

@@ -20,7 +20,8 @@ use std::collections::HashMap;
 
 use std::sync::atomic::Ordering::Relaxed;
 
-use super::{Access, Args, Lone, Operation};
+use super::lone::Lone;
+use super::{Access, Args, Operation};
 use crate::client::fetched::Fetched;
 use crate::client::plan::{plan, Plan};
 use crate::client::replicas;
