@@ -15,10 +15,12 @@ export PATH := $(abspath $(BIN)):$(PATH)
 help: ## list the targets
 	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | expand -t 18
 
+# --no-cache-dir: the wheels are installed, not also kept in pip's cache (about half the disk this
+# takes; a CI machine once ran out of space here).
 $(BIN)/.installed: requirements-dev.txt
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install -q --upgrade pip
-	$(BIN)/pip install -q -r requirements-dev.txt
+	$(BIN)/pip install -q --no-cache-dir --upgrade pip
+	$(BIN)/pip install -q --no-cache-dir -r requirements-dev.txt
 	touch $@
 
 venv: $(BIN)/.installed ## the virtualenv with maturin, pytest, the linters and the peers
@@ -170,7 +172,7 @@ bench-pypy: memcached $(BIN)/.release-tools ## the benchmark's single and multi 
 	$(BIN)/python release/pypy_bench.py --out results-pypy
 
 $(BIN)/.release-tools: release/requirements.txt $(BIN)/.installed
-	$(BIN)/pip install -q -r release/requirements.txt
+	$(BIN)/pip install -q --no-cache-dir -r release/requirements.txt
 	touch $@
 
 wheels: memcached $(BIN)/.release-tools ## build and check the release wheels and sdist in dist/ (slow)
