@@ -1,7 +1,8 @@
 //! fastmc: a memcached client with a pure-Rust core and a thin PyO3 binding.
 //!
 //! Core modules (`error`, `protocol`, `ring`, `behaviors`, `compress`, `connection`, `server`,
-//! `client`, `dispatch`, `fork`) never touch Python; `py` is the only module that uses pyo3.
+//! `client`, `dispatch`, `fork`, `clock`) never touch Python; `py` is the only module that uses
+//! pyo3.
 //!
 //! `unsafe` is denied crate-wide, with two audited blocks in the library, each with its safety
 //! argument beside it: the `pthread_atfork` registration in `fork`, and the borrow of the asyncio
@@ -11,6 +12,7 @@
 
 pub mod behaviors;
 pub mod client;
+pub mod clock;
 pub mod compress;
 pub mod connection;
 pub mod dispatch;

@@ -10,7 +10,6 @@
 
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
-use std::time::Duration;
 
 use crate::error::Error;
 
@@ -274,14 +273,15 @@ impl Default for ErrorCounts {
 }
 
 impl ServerMetrics {
-    /// One batch of `keys` keys of `family` took `elapsed`, sending `out` and reading `inn`
-    /// bytes: `elapsed` is its latency, `None` for `noreply` writes, whose answer nobody waits
-    /// for (they are counted, not timed). Errors are counted apart (`error`).
+    /// One batch of `keys` keys of `family` took `elapsed_ns` nanoseconds, sending `out` and
+    /// reading `inn` bytes: `elapsed_ns` is its latency, `None` for `noreply` writes, whose
+    /// answer nobody waits for (they are counted, not timed). Errors are counted apart
+    /// (`error`).
     pub fn batch(
         &self,
         family: Family,
         keys: usize,
-        elapsed: Option<Duration>,
+        elapsed_ns: Option<u64>,
         out: usize,
         inn: u64,
     ) {
@@ -297,8 +297,8 @@ impl ServerMetrics {
         if let Some((c, n)) = more {
             c.fetch_add(n, Relaxed);
         }
-        if let (Some(h), Some(d)) = (self.latency.get(f), elapsed) {
-            h.record(d);
+        if let (Some(h), Some(ns)) = (self.latency.get(f), elapsed_ns) {
+            h.record_ns(ns);
         }
         self.counted.bytes_out.fetch_add(out as u64, Relaxed);
         if inn != 0 {
@@ -355,7 +355,7 @@ mod tests {
     #[test]
     fn keys_are_counted_per_request_and_noreply_writes_are_not_timed() {
         let m = ServerMetrics::default();
-        let ms = Duration::from_millis(1);
+        let ms = 1_000_000;
         m.batch(Family::Get, 1, Some(ms), 10, 20);
         m.batch(Family::Get, 5, Some(ms), 10, 20);
         m.batch(Family::Get, 0, Some(ms), 10, 20);

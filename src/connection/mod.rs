@@ -20,10 +20,11 @@ mod recv;
 
 use std::io::{self, Read, Write};
 use std::os::fd::BorrowedFd;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use rustix::net::{RecvFlags, SendFlags};
 
+use crate::clock::Tick;
 use crate::error::{Error, Result};
 use crate::protocol::binary;
 use connect::Stream;
@@ -107,10 +108,10 @@ pub struct Connection {
     generation: u64,
     /// When the server last answered on this connection without an error line: see
     /// `needs_peek`.
-    answered_at: Option<Instant>,
+    answered_at: Option<Tick>,
     /// When the last `noreply` write on this connection was sent (see
     /// `needs_peek_before_noreply`).
-    noreply_sent_at: Option<Instant>,
+    noreply_sent_at: Option<Tick>,
     /// Whether any reply byte arrived since `begin_request` (decides if a retry is safe).
     received_since_begin: bool,
     /// Bytes read on this connection so far (for the metrics).
@@ -239,7 +240,7 @@ impl Connection {
 
     /// The server's last answers on this connection arrived at `at`; `None` when one of them
     /// was an error line (a server or proxy may close the connection after one).
-    pub fn answered(&mut self, at: Option<Instant>) {
+    pub fn answered(&mut self, at: Option<Tick>) {
         self.answered_at = at;
     }
 
@@ -254,7 +255,7 @@ impl Connection {
     }
 
     /// `n` `noreply` commands went out at `at`, without a closing marker.
-    pub fn sent_noreply(&mut self, n: u32, at: Instant) {
+    pub fn sent_noreply(&mut self, n: u32, at: Tick) {
         self.unsynced = self.unsynced.saturating_add(n);
         self.noreply_sent_at = Some(at);
     }
@@ -267,9 +268,9 @@ impl Connection {
     /// a round trip, and the next write fails to send (nothing sent) and goes out on a new
     /// connection. A connection idle for longer is always peeked at, so a restart between
     /// bursts loses nothing.
-    pub fn needs_peek_before_noreply(&self, now: Instant) -> bool {
-        let recent = |t: Option<Instant>| matches!(t, Some(at) if at <= now && now.duration_since(at) < PEEK_AFTER);
-        self.needs_peek(now) && !recent(self.noreply_sent_at)
+    pub fn needs_peek_before_noreply(&self, now: Tick) -> bool {
+        let recent = matches!(self.noreply_sent_at, Some(at) if now.within(at, PEEK_AFTER));
+        self.needs_peek(now) && !recent
     }
 
     /// Whether a write should `peer_still_open` first: yes, unless the server answered without
@@ -278,12 +279,9 @@ impl Connection {
     /// Should it happen anyway, the write fails with an error and is not replayed: never
     /// silently lost, never applied twice. The peek is a system call, which tight loops of
     /// writes save.
-    pub fn needs_peek(&self, now: Instant) -> bool {
-        match self.answered_at {
-            // (An answer after `now`, from another thread, says nothing about `now`.)
-            Some(at) if at <= now => now.duration_since(at) >= PEEK_AFTER,
-            _ => true,
-        }
+    pub fn needs_peek(&self, now: Tick) -> bool {
+        // (An answer after `now`, from another thread, says nothing about `now`: `within`.)
+        !matches!(self.answered_at, Some(at) if now.within(at, PEEK_AFTER))
     }
 
     /// For an idle connection: false if the server closed it (or sent something unasked), as a

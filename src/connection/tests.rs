@@ -61,11 +61,11 @@ fn a_run_of_noreply_writes_has_nagle_on_until_the_next_request() {
     assert!(nodelay(&c));
     // The first noreply write of a run goes out at once.
     assert_eq!(c.send_noreply(b"delete a noreply\r\n").unwrap(), 18);
-    c.sent_noreply(1, Instant::now());
+    c.sent_noreply(1, crate::clock::Tick::now());
     assert!(nodelay(&c));
     // The next ones may be gathered.
     assert_eq!(c.send_noreply(b"delete b noreply\r\n").unwrap(), 18);
-    c.sent_noreply(1, Instant::now());
+    c.sent_noreply(1, crate::clock::Tick::now());
     assert!(!nodelay(&c));
     assert_eq!(c.send_noreply(b"delete c noreply\r\n").unwrap(), 18);
     assert!(!nodelay(&c));

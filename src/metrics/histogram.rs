@@ -46,7 +46,11 @@ impl Default for Histogram {
 
 impl Histogram {
     pub fn record(&self, d: Duration) {
-        let ns = u64::try_from(d.as_nanos()).unwrap_or(u64::MAX);
+        self.record_ns(u64::try_from(d.as_nanos()).unwrap_or(u64::MAX));
+    }
+
+    /// `record` of `ns` nanoseconds.
+    pub fn record_ns(&self, ns: u64) {
         if let Some(b) = self.buckets.get(bucket(ns)) {
             b.fetch_add(1, Relaxed);
         }

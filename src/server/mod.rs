@@ -11,6 +11,7 @@ use std::time::Instant;
 
 use parking_lot::Mutex;
 
+use crate::clock::Tick;
 use crate::connection::connect::{Address, SocketOptions};
 use crate::connection::Connection;
 use crate::error::Result;
@@ -31,11 +32,11 @@ pub enum Peek {
     /// `noreply` writes: nothing would ever tell that one went into a closed connection, so the
     /// connection is peeked at unless it carried a `noreply` write (or got an answer) shortly
     /// before this instant (see `Connection::needs_peek_before_noreply`).
-    BeforeNoreply(Instant),
+    BeforeNoreply(Tick),
     /// Writes that wait for their answer: unless the server answered on the connection without
     /// an error line shortly before this instant (see `Connection::needs_peek`). Should the
     /// connection be closed after all, the write fails with an error and is not sent again.
-    UnlessAnswered(Instant),
+    UnlessAnswered(Tick),
 }
 
 /// Whether a server speaks the meta protocol.
@@ -102,11 +103,11 @@ impl Server {
     }
 
     /// Fail fast while the server is in its retry window or ejected (`Health::check`).
-    pub fn check_health(&self, now: Instant) -> Result<()> {
+    pub fn check_health(&self) -> Result<()> {
         if !self.troubled.load(Ordering::Relaxed) {
             return Ok(());
         }
-        self.health.lock().check(now)
+        self.health.lock().check(Instant::now())
     }
 
     /// True once when an ejection has run out (or was cleared): the server is back in the ring.

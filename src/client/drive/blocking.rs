@@ -177,9 +177,15 @@ impl Client {
         replay_safe: bool,
         now: &mut Instant,
     ) -> Result<InFlight<'k>> {
-        let peek = Self::peek_for(&batch, replay_safe, *now);
-        match self.checkout_for(snap, batch.server, peek, now) {
-            Ok((conn, reused)) => Ok(Self::launch(snap, batch, conn, reused, replay_safe, *now)),
+        let peek = Self::peek_for(&batch, replay_safe);
+        match self.checkout_for(snap, batch.server, peek) {
+            Ok((conn, reused)) => {
+                if !reused {
+                    // Connecting may have taken a while: the next checkout needs the time.
+                    *now = Instant::now();
+                }
+                Ok(Self::launch(snap, batch, conn, reused, replay_safe, *now))
+            }
             Err(e) => {
                 sink.fail(&batch.keys, &e);
                 Err(e)

@@ -15,7 +15,6 @@
 
 use std::borrow::Cow;
 use std::sync::Arc;
-use std::time::Instant;
 
 use crate::client::batch::ServerBatch;
 use crate::client::inflight::InFlight;
@@ -24,6 +23,7 @@ use crate::client::op::Args;
 use crate::client::sink::Sink;
 use crate::client::snapshot::Snapshot;
 use crate::client::Client;
+use crate::clock::Tick;
 use crate::connection::Connection;
 use crate::error::Error;
 use crate::server::Peek;
@@ -35,7 +35,7 @@ struct Asked<'w> {
     conn: Box<Connection>,
     reused: bool,
     wbuf: Vec<u8>,
-    started: Instant,
+    started: Tick,
     read_before: u64,
 }
 
@@ -117,16 +117,20 @@ impl Client {
             _ => snap.route(key, &wire),
         };
         let server = snap.topo.servers.get(s)?;
-        let mut now = Instant::now();
+        let mut now = Tick::now();
         let peek = if op.replay_safe() {
             Peek::Never
         } else {
             Peek::UnlessAnswered(now)
         };
-        let (mut conn, reused) = match self.checkout_for(snap, s, peek, &mut now) {
+        let (mut conn, reused) = match self.checkout_for(snap, s, peek) {
             Ok(c) => c,
             Err(e) => return Some(Answer::Whole(self.ask_failed(snap, op, &wire, args, &e))),
         };
+        if !reused {
+            // Connecting may have taken a while: the exchange starts now.
+            now = Tick::now();
+        }
         if conn.unsynced() > 0 {
             // It owes a sync first: the general path's batch sends one.
             server.checkin(conn);
@@ -207,10 +211,16 @@ impl Client {
         };
         let m = &server.metrics;
         let read = conn.read_total().saturating_sub(read_before);
-        m.batch(op.family(), 1, Some(started.elapsed()), wbuf.len(), read);
+        let now = Tick::now();
+        m.batch(
+            op.family(),
+            1,
+            Some(now.nanos_since(started)),
+            wbuf.len(),
+            read,
+        );
         O::tally_lone(one, m);
-        // The server answered at the start of the exchange or later (as `finish` notes it).
-        conn.answered(Some(started));
+        conn.answered(Some(now));
         self.answered_again(server);
         conn.keep_request_buf(wbuf);
         server.checkin(conn);
@@ -240,7 +250,14 @@ impl Client {
         batch.wbuf = wbuf;
         batch.family = op.family();
         batch.push_req(O::KIND, 0);
-        let mut a = InFlight::new(batch, conn, false, reused, op.replay_safe(), started);
+        let mut a = InFlight::new(
+            batch,
+            conn,
+            false,
+            reused,
+            op.replay_safe(),
+            started.instant(),
+        );
         a.wpos = sent;
         a.read_before = read_before;
         a.replies.max_value = snap.behaviors.max_value_size;

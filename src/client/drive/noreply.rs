@@ -8,9 +8,9 @@
 //! Uses the shared `steps` and the blocking driver (`drive_one`) for what is left.
 
 use std::sync::Arc;
-use std::time::Instant;
 
 use super::MAX_UNSYNCED;
+use crate::clock::Tick;
 
 use crate::client::batch::ServerBatch;
 use crate::client::inflight::InFlight;
@@ -136,18 +136,22 @@ impl Client {
         let Some(server) = snap.topo.servers.get(s) else {
             return Quick::Blocking;
         };
-        let mut now = Instant::now();
+        let mut now = Tick::now();
         let peek = Peek::BeforeNoreply(now);
         let checked_out = if may_connect {
-            self.checkout_for(snap, s, peek, &mut now).map(Some)
+            self.checkout_for(snap, s, peek).map(Some)
         } else {
-            Self::healthy(server, now).map(|()| server.checkout_idle(peek).map(|c| (c, true)))
+            Self::healthy(server).map(|()| server.checkout_idle(peek).map(|c| (c, true)))
         };
         let (mut conn, reused) = match checked_out {
             Ok(Some(c)) => c,
             Ok(None) => return Quick::Blocking,
             Err(e) => return Quick::Done(Err(e)),
         };
+        if !reused {
+            // Connecting may have taken a while.
+            now = Tick::now();
+        }
         if conn.unsynced() >= MAX_UNSYNCED {
             server.checkin(conn);
             return Quick::Blocking;
@@ -178,7 +182,7 @@ impl Client {
         batch.keys.push(0);
         batch.family = op.family();
         batch.close_noreply();
-        let mut a = InFlight::new(batch, conn, false, reused, false, now);
+        let mut a = InFlight::new(batch, conn, false, reused, false, now.instant());
         a.wpos = sent;
         Quick::Rest(Box::new(Unfinished {
             snap: Arc::clone(snap),

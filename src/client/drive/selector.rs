@@ -168,11 +168,11 @@ impl Client {
             };
             // Counted once the call is begun here: if it goes to the blocking driver
             // instead, that skip is counted there.
-            if let Err(e) = server.check_health(now) {
+            if let Err(e) = server.check_health() {
                 down.push((batch, e));
                 continue;
             }
-            match server.checkout_idle(Self::peek_for(&batch, replay_safe, now)) {
+            match server.checkout_idle(Self::peek_for(&batch, replay_safe)) {
                 Some(conn) => taken.push((batch, conn)),
                 None => {
                     for (b, conn) in taken {

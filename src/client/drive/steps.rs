@@ -22,6 +22,7 @@ use crate::client::sink::Sink;
 use crate::client::snapshot::Snapshot;
 use crate::client::stall::Check;
 use crate::client::{Client, EventKind};
+use crate::clock::Tick;
 use crate::connection::Connection;
 use crate::error::{Error, Result};
 use crate::server::health::FailureContext;
@@ -30,17 +31,13 @@ use crate::server::{Peek, Server};
 impl Client {
     /// When a pooled connection for `batch` is peeked at before anything is sent (see
     /// `Server::checkout`).
-    pub(in crate::client) fn peek_for(
-        batch: &ServerBatch,
-        replay_safe: bool,
-        now: Instant,
-    ) -> Peek {
+    pub(in crate::client) fn peek_for(batch: &ServerBatch, replay_safe: bool) -> Peek {
         if replay_safe {
             Peek::Never
         } else if batch.forget {
-            Peek::BeforeNoreply(now)
+            Peek::BeforeNoreply(Tick::now())
         } else {
-            Peek::UnlessAnswered(now)
+            Peek::UnlessAnswered(Tick::now())
         }
     }
 
@@ -66,26 +63,20 @@ impl Client {
 
     /// A connection to server `s` for a batch, unless the server is in its retry window or
     /// ejected (`ServerDown`/`ServerDead` at once) or the connect fails (counted against the
-    /// server). `now` is read again after a checkout that had to connect.
+    /// server). A connection that is not `reused` is new: connecting may have taken a while,
+    /// and the caller reads its clock again.
     pub(in crate::client) fn checkout_for(
         &self,
         snap: &Snapshot,
         s: usize,
         peek: Peek,
-        now: &mut Instant,
     ) -> Result<(Box<Connection>, bool)> {
         let Some(server) = snap.topo.servers.get(s) else {
             return Err(Error::NoServers);
         };
-        Self::healthy(server, *now)?;
+        Self::healthy(server)?;
         match server.checkout(&snap.opts, peek) {
-            Ok((conn, reused)) => {
-                if !reused {
-                    // Connecting may have taken a while: the next checkout needs the time.
-                    *now = Instant::now();
-                }
-                Ok((conn, reused))
-            }
+            Ok(c) => Ok(c),
             Err(e) => {
                 server.metrics.error(&e);
                 self.server_failed(snap, s, &e, FailureContext::default());
@@ -96,9 +87,9 @@ impl Client {
 
     /// `ServerDown`/`ServerDead` at once (counted) while the server is in its retry window or
     /// ejected.
-    pub(in crate::client) fn healthy(server: &Server, now: Instant) -> Result<()> {
+    pub(in crate::client) fn healthy(server: &Server) -> Result<()> {
         server
-            .check_health(now)
+            .check_health()
             .inspect_err(|e| Self::count_skip(server, e))
     }
 
@@ -184,7 +175,8 @@ impl Client {
         let m = &server.metrics;
         let read = a.conn.read_total().saturating_sub(a.read_before);
         let b = &a.batch;
-        let timed = (!b.forget).then(|| a.started.elapsed());
+        let timed =
+            (!b.forget).then(|| u64::try_from(a.started.elapsed().as_nanos()).unwrap_or(u64::MAX));
         m.batch(b.family, b.keys.len(), timed, a.request_bytes(), read);
         if let Some(e) = &a.failed {
             m.error(e);
@@ -193,12 +185,10 @@ impl Client {
             None if a.conn.is_idle_clean() => {
                 if a.batch.forget {
                     sink.assume_ok(&a.batch.keys);
-                    a.conn
-                        .sent_noreply(a.batch.keys.len() as u32, a.last_progress);
+                    a.conn.sent_noreply(a.batch.keys.len() as u32, Tick::now());
                 } else {
-                    // The server answered at the last progress noted, or later.
-                    a.conn
-                        .answered((!a.replies.error_reply).then_some(a.last_progress));
+                    // The server's answer was read whole by now.
+                    a.conn.answered((!a.replies.error_reply).then(Tick::now));
                 }
                 if matches!(a.check, Check::Replayed(_)) {
                     // A read that stalled was answered on a fresh connection.

@@ -7,7 +7,7 @@
 //! Uses the plan, `LineSink` and `probe`; `protocol::meta` encoders. No I/O of its own besides
 //! the probe's.
 
-use std::time::Instant;
+use crate::clock::Tick;
 
 use super::{Access, Args, Operation};
 use crate::client::plan::{plan, Plan};
@@ -178,10 +178,10 @@ impl Operation for Meta {
 /// fail as any request to it would.
 pub(in crate::client) fn learn_meta_support(snap: &Snapshot) {
     for s in &snap.topo.servers {
-        if s.meta_support() != MetaSupport::Unknown || s.check_health(Instant::now()).is_err() {
+        if s.meta_support() != MetaSupport::Unknown || s.check_health().is_err() {
             continue;
         }
-        if let Ok((conn, _)) = s.checkout(&snap.opts, Peek::UnlessAnswered(Instant::now())) {
+        if let Ok((conn, _)) = s.checkout(&snap.opts, Peek::UnlessAnswered(Tick::now())) {
             if let Some(conn) = probe_meta(s, conn) {
                 s.checkin(conn);
             }
