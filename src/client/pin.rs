@@ -7,7 +7,12 @@
 //! No I/O.
 
 use std::cell::{Cell, RefCell};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
+
+/// How many `Pinned` with a group key live in the process, on any thread: while none does, no
+/// call asks its thread (a thread-local costs a library a function call to find).
+static PINNED_ANYWHERE: AtomicUsize = AtomicUsize::new(0);
 
 thread_local! {
     static GROUP: RefCell<Option<Arc<[u8]>>> = const { RefCell::new(None) };
@@ -20,14 +25,20 @@ thread_local! {
 /// dropped (a value's pickling may run another call of the client on the same thread).
 pub struct Pinned {
     before: Option<Arc<[u8]>>,
+    /// Whether this pin holds a group (counted in `PINNED_ANYWHERE` while it lives).
+    counted: bool,
 }
 
 /// Pin `group` on this thread (`None`, or an empty key: no group, each key placed by itself).
 pub fn pin(group: Option<Arc<[u8]>>) -> Pinned {
     let group = group.filter(|g| !g.is_empty());
-    ACTIVE.with(|a| a.set(group.is_some()));
+    let counted = group.is_some();
+    if counted {
+        PINNED_ANYWHERE.fetch_add(1, Ordering::Relaxed);
+    }
+    ACTIVE.with(|a| a.set(counted));
     let before = GROUP.with(|g| g.replace(group));
-    Pinned { before }
+    Pinned { before, counted }
 }
 
 impl Drop for Pinned {
@@ -35,6 +46,9 @@ impl Drop for Pinned {
         let before = self.before.take();
         ACTIVE.with(|a| a.set(before.is_some()));
         GROUP.with(|g| *g.borrow_mut() = before);
+        if self.counted {
+            PINNED_ANYWHERE.fetch_sub(1, Ordering::Relaxed);
+        }
     }
 }
 
@@ -57,6 +71,15 @@ pub fn current() -> Option<Arc<[u8]>> {
 /// Whether a group key is pinned on this thread.
 #[inline]
 pub fn pinned() -> bool {
+    // A group pinned on this thread is counted there before `ACTIVE` is set, by this thread:
+    // this thread's own load sees it.
+    PINNED_ANYWHERE.load(Ordering::Relaxed) != 0 && active_here()
+}
+
+/// `ACTIVE` of this thread. Not inlined: the compiler would find the thread-local's address
+/// (a call, in a library) before the test that makes it unneeded.
+#[inline(never)]
+fn active_here() -> bool {
     ACTIVE.with(Cell::get)
 }
 
@@ -79,5 +102,19 @@ mod tests {
             assert_eq!(current().as_deref(), Some(b"user:1".as_slice()));
         }
         assert!(!pinned());
+    }
+
+    #[test]
+    fn a_pin_on_another_thread_is_not_this_threads() {
+        let _a = pin(Some(b"user:1".as_slice().into()));
+        std::thread::spawn(|| {
+            assert!(!pinned());
+            assert!(current().is_none());
+            let _b = pin(Some(b"user:2".as_slice().into()));
+            assert_eq!(current().as_deref(), Some(b"user:2".as_slice()));
+        })
+        .join()
+        .unwrap();
+        assert_eq!(current().as_deref(), Some(b"user:1".as_slice()));
     }
 }
