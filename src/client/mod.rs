@@ -200,6 +200,7 @@ impl Client {
 
     /// The snapshot for one operation; rebuilds the ring first if a server was ejected or came
     /// back. Pinned to the group key's server while one is pinned on this thread (`pin`).
+    #[inline(always)]
     fn snapshot(&self) -> Arc<Snapshot> {
         let snap = self.snapshot_live();
         match pin::current() {
@@ -309,13 +310,14 @@ impl Client {
         self.has_events.store(true, Ordering::Release);
     }
 
-    /// The state changes since the last call (one atomic load when there are none: this runs
-    /// after every call, so the common case must not write the shared flag).
     /// Whether `take_events` has something (one relaxed load).
+    #[inline(always)]
     pub fn events_pending(&self) -> bool {
         self.has_events.load(Ordering::Relaxed)
     }
 
+    /// The state changes since the last call (one atomic load when there are none: this runs
+    /// after every call, so the common case must not write the shared flag).
     pub fn take_events(&self) -> Vec<ServerEvent> {
         if !self.has_events.load(Ordering::Relaxed)
             || !self.has_events.swap(false, Ordering::Acquire)

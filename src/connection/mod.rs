@@ -339,6 +339,7 @@ impl Connection {
 
     /// Write without blocking; returns how many bytes the kernel took (0 when its buffer is full).
     /// With TLS: how many plaintext bytes were taken (sealed records may still be pending).
+    #[inline(always)]
     pub fn send_nonblocking(&mut self, data: &[u8]) -> Result<usize> {
         self.push_held_writes();
         if let Some(tls) = &mut self.tls {
@@ -378,6 +379,7 @@ impl Connection {
         }
     }
 
+    #[inline(always)]
     fn send_raw(&mut self, data: &[u8]) -> Result<usize> {
         if let Stream::Fake(w) = &mut self.stream {
             return w.send(data).map_err(|e| Error::write(&e));

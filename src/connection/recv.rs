@@ -39,6 +39,7 @@ impl Connection {
     /// Make room at the end of the read buffer, keeping unread data. A buffer full of one
     /// unit that announced no size (only TLS plaintext rustls holds past a unit's end can do
     /// that) grows by one chunk, never by doubling.
+    #[inline(always)]
     fn make_room(&mut self) -> Result<()> {
         if self.rend < self.rbuf.len() {
             return Ok(());
@@ -76,6 +77,7 @@ impl Connection {
         Ok(())
     }
 
+    #[inline(always)]
     fn after_read(&mut self, r: io::Result<usize>, blocking: bool) -> Result<usize> {
         match r {
             Ok(0) => Err(Error::Read(IoFailure::closed())),
@@ -172,6 +174,7 @@ impl Connection {
     }
 
     /// Read, blocking up to the socket's read timeout (then `Error::Timeout`).
+    #[inline(always)]
     pub fn recv_blocking(&mut self) -> Result<usize> {
         if self.tls.is_some() {
             return self.recv_tls(true);

@@ -81,6 +81,7 @@ pub fn encode_store_head(
 }
 
 /// `delete <key> [noreply]\r\n`.
+#[inline(always)]
 pub fn encode_delete(buf: &mut Vec<u8>, key: &[u8], noreply: bool) {
     buf.extend_from_slice(b"delete ");
     buf.extend_from_slice(key);
@@ -197,7 +198,8 @@ pub fn parse_reply(kind: ReplyKind, buf: &[u8]) -> Result<Parsed<Reply<'_>>> {
 /// The reply lines of a write that are whole words (`STORED`, `DELETED`, `NOT_FOUND`, ...) when
 /// `buf` starts with one of `kind`'s, compared whole: what `parse_reply_general` would answer,
 /// without looking for the end of the line first.
-fn common_status(kind: ReplyKind, buf: &[u8]) -> Option<Parsed<Reply<'static>>> {
+#[inline]
+pub fn common_status(kind: ReplyKind, buf: &[u8]) -> Option<Parsed<Reply<'static>>> {
     let line = |l: &'static [u8], r: fn() -> Reply<'static>| {
         buf.starts_with(l).then(|| Parsed::Done(r(), l.len()))
     };

@@ -57,7 +57,11 @@ impl Listeners {
 
 /// Log the core's pending events and call their listeners. Never fails: a problem here (a
 /// callback that raises, logging that fails) is logged if possible and swallowed.
+#[inline(always)]
 pub fn deliver(py: Python<'_>, listeners: &Listeners, core: &Client) {
+    if !core.events_pending() {
+        return;
+    }
     let events = core.take_events();
     if events.is_empty() {
         return;

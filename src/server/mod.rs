@@ -168,6 +168,7 @@ impl Server {
 
     /// A usable idle connection, if there is one; never connects, never blocks (the peek is
     /// non-blocking).
+    #[inline(always)]
     pub fn checkout_idle(&self, when: Peek) -> Option<Box<Connection>> {
         loop {
             let c = self.idle.lock().pop()?;
@@ -211,6 +212,7 @@ impl Server {
     /// Return a connection that owes no reply. (No process check here: a connection is checked
     /// in by the thread that checked it out, which a forked child does not have; `checkout`
     /// checks every connection it hands out.)
+    #[inline(always)]
     pub fn checkin(&self, mut conn: Box<Connection>) {
         if !conn.is_idle_clean() {
             return;

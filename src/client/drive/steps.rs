@@ -65,6 +65,7 @@ impl Client {
     /// ejected (`ServerDown`/`ServerDead` at once) or the connect fails (counted against the
     /// server). A connection that is not `reused` is new: connecting may have taken a while,
     /// and the caller reads its clock again.
+    #[inline(always)]
     pub(in crate::client) fn checkout_for(
         &self,
         snap: &Snapshot,

@@ -75,7 +75,11 @@ pub(super) fn line_answer<T, M: crate::client::sink::LineMap<T>>(
     mut map: M,
     buf: &[u8],
 ) -> Option<(Result<T>, usize)> {
-    use crate::protocol::{parse_text_reply, Parsed, Reply};
+    use crate::protocol::{parse_text_reply, text, Parsed, Reply};
+    // The usual word (`STORED`, `DELETED`, `NOT_FOUND`...) before the parser's dispatch.
+    if let Some(Parsed::Done(r, used)) = text::common_status(kind, buf) {
+        return map.map(r).ok().map(|v| (Ok(v), used));
+    }
     match parse_text_reply(kind, buf) {
         Ok(Parsed::Done(Reply::Failed(_), _)) => None,
         Ok(Parsed::Done(r, used)) => map.map(r).ok().map(|v| (Ok(v), used)),

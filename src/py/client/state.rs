@@ -38,6 +38,7 @@ pub struct PyClient {
 
 impl PyClient {
     /// The core handle. Its slot lock is held only to clone the `Arc` (see `io`).
+    #[inline(always)]
     pub(in crate::py) fn core(&self) -> PyResult<Arc<Client>> {
         self.core.read().clone().ok_or_else(not_initialized)
     }
