@@ -210,11 +210,18 @@ impl Client {
     }
 
     /// `snapshot`, unpinned.
+    #[inline(always)]
     fn snapshot_live(&self) -> Arc<Snapshot> {
         let snap = self.snapshot.read().clone();
         if !self.maybe_ejected.load(Ordering::Relaxed) {
             return snap;
         }
+        self.snapshot_rebuilt(snap)
+    }
+
+    /// `snap`, or the snapshot rebuilt where a server was ejected or came back since.
+    #[cold]
+    fn snapshot_rebuilt(&self, snap: Arc<Snapshot>) -> Arc<Snapshot> {
         let now = Instant::now();
         for s in &snap.topo.servers {
             if s.rejoined(now) {

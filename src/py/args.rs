@@ -116,6 +116,7 @@ pub fn key_obj<'a>(obj: &'a Bound<'_, PyAny>) -> PyResult<&'a [u8]> {
 /// The `s#` format unit (keys of the single-key methods, key prefixes): str as UTF-8 (a lone
 /// surrogate raises UnicodeEncodeError) or bytes. Other buffers (bytearray, memoryview) are
 /// not read-only and get CPython's `converterr`; the rest `PyObject_GetBuffer`'s message.
+#[inline(always)]
 pub fn str_or_bytes<'a>(obj: &'a Bound<'_, PyAny>, pos: ArgPos) -> PyResult<&'a [u8]> {
     if let Ok(s) = obj.cast::<PyString>() {
         return Ok(s.to_str()?.as_bytes());
@@ -123,13 +124,19 @@ pub fn str_or_bytes<'a>(obj: &'a Bound<'_, PyAny>, pos: ArgPos) -> PyResult<&'a 
     if let Ok(b) = obj.cast::<PyBytes>() {
         return Ok(b.as_bytes());
     }
+    Err(not_str_or_bytes(obj, pos))
+}
+
+/// `str_or_bytes`' error for `obj`, neither.
+#[cold]
+fn not_str_or_bytes(obj: &Bound<'_, PyAny>, pos: ArgPos) -> PyErr {
     if PyMemoryView::from(obj).is_ok() {
-        return Err(pos.must_be("read-only bytes-like object", obj));
+        return pos.must_be("read-only bytes-like object", obj);
     }
-    Err(PyTypeError::new_err(format!(
+    PyTypeError::new_err(format!(
         "a bytes-like object is required, not '{}'",
         type_name(obj)
-    )))
+    ))
 }
 
 /// The `s` format unit (get_stats' argument): a str without NUL, as UTF-8.

@@ -159,6 +159,7 @@ impl Server {
     /// connection was reused (only those get a transparent retry when found closed). `peek`
     /// says when idle connections are peeked at first, to skip those the server has closed (a
     /// restart) before anything is sent on them: writes cannot be replayed once sent.
+    #[inline(always)]
     pub fn checkout(&self, opts: &SocketOptions, peek: Peek) -> Result<(Box<Connection>, bool)> {
         match self.checkout_idle(peek) {
             Some(c) => Ok((c, true)),

@@ -142,6 +142,7 @@ impl Lone for Delete {
             _ => None,
         }
     }
+    #[inline(always)]
     fn encode_lone(&self, _: &Snapshot, _: Args<'_, '_>, buf: &mut Vec<u8>, w: &[u8], nr: bool) {
         text::encode_delete(buf, w, nr);
     }

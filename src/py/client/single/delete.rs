@@ -45,6 +45,7 @@ pub(crate) fn delete_key<'k>(key: &'k Bound<'_, PyAny>) -> PyResult<&'k [u8]> {
 }
 
 /// What `delete` returns for the core's outcome `r`.
+#[inline(always)]
 pub(crate) fn delete_reply(
     this: &PyClient,
     k: &[u8],
