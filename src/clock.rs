@@ -16,14 +16,16 @@ impl Tick {
     /// Now.
     #[inline]
     pub fn now() -> Tick {
-        // The monotonic clock is always there and never reads negative: nothing is lost to
-        // these conversions.
+        // The monotonic clock is always there and never reads negative (seconds since boot):
+        // the casts are exact, and the sum wraps after 584 years of uptime.
         let Ok(t) = clock_gettime(ClockId::CLOCK_MONOTONIC) else {
             return Tick(0);
         };
-        let secs = u64::try_from(t.tv_sec()).unwrap_or(0);
-        let nanos = u64::try_from(t.tv_nsec()).unwrap_or(0);
-        Tick(secs.saturating_mul(1_000_000_000).saturating_add(nanos))
+        Tick(
+            (t.tv_sec() as u64)
+                .wrapping_mul(1_000_000_000)
+                .wrapping_add(t.tv_nsec() as u64),
+        )
     }
 
     /// Nanoseconds from `earlier` to this tick (0 if `earlier` is later).

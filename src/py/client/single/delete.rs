@@ -38,6 +38,7 @@ pub(crate) fn delete(
 }
 
 /// delete's key, converted and checked.
+#[inline(always)]
 pub(crate) fn delete_key<'k>(key: &'k Bound<'_, PyAny>) -> PyResult<&'k [u8]> {
     let k = str_or_bytes(key, ArgPos::of("delete", 1))?;
     check_key_len(k)?;
