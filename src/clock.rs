@@ -38,7 +38,7 @@ impl Tick {
     /// a tick another thread took after this one says nothing about this one).
     #[inline]
     pub fn within(self, earlier: Tick, d: Duration) -> bool {
-        earlier <= self && self.0 - earlier.0 < u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
+        earlier <= self && self.0 - earlier.0 < nanos(d)
     }
 
     /// The same moment as an `Instant`, for a deadline that counts from it.
@@ -47,6 +47,12 @@ impl Tick {
         let now = Instant::now();
         now.checked_sub(ago).unwrap_or(now)
     }
+}
+
+/// `d` in nanoseconds (`u64::MAX` past 584 years).
+#[inline]
+pub fn nanos(d: Duration) -> u64 {
+    u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
 }
 
 #[cfg(test)]

@@ -3,7 +3,6 @@
 //! the maximum recorded. Relaxed atomics, no locks; used by `metrics` only.
 
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
-use std::time::Duration;
 
 const SUB: usize = 4;
 const BUCKETS: usize = 64 * SUB;
@@ -45,11 +44,7 @@ impl Default for Histogram {
 }
 
 impl Histogram {
-    pub fn record(&self, d: Duration) {
-        self.record_ns(u64::try_from(d.as_nanos()).unwrap_or(u64::MAX));
-    }
-
-    /// `record` of `ns` nanoseconds.
+    /// One latency of `ns` nanoseconds (`clock::nanos` converts a `Duration`).
     pub fn record_ns(&self, ns: u64) {
         if let Some(b) = self.buckets.get(bucket(ns)) {
             b.fetch_add(1, Relaxed);
@@ -129,7 +124,7 @@ mod tests {
         }
         let h = Histogram::default();
         for us in 1..=1000u64 {
-            h.record(Duration::from_micros(us));
+            h.record_ns(crate::clock::nanos(std::time::Duration::from_micros(us)));
         }
         let s = h.snapshot();
         assert_eq!(s.count, 1000);

@@ -176,8 +176,7 @@ impl Client {
         let m = &server.metrics;
         let read = a.conn.read_total().saturating_sub(a.read_before);
         let b = &a.batch;
-        let timed =
-            (!b.forget).then(|| u64::try_from(a.started.elapsed().as_nanos()).unwrap_or(u64::MAX));
+        let timed = (!b.forget).then(|| crate::clock::nanos(a.started.elapsed()));
         m.batch(b.family, b.keys.len(), timed, a.request_bytes(), read);
         if let Some(e) = &a.failed {
             m.error(e);
