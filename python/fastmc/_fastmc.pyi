@@ -488,40 +488,98 @@ class aio_client:
     # ``_arith``: ``incr``/``decr``, ``_get_multi``: ``get_multi``/``gets_multi``) returns; a
     # left-out argument (``...``) is the blocking method's default. fastmc.aio forwards to them.
     def _get(
-        self, key: _Key, default: Any = None, server_key: _Key | None = None
+        self, key: _Key, default: Any = None, /, server_key: _Key | None = None
     ) -> aio_future[Any]: ...
     def _gets(
-        self, key: _Key, server_key: _Key | None = None
+        self, key: _Key, /, server_key: _Key | None = None
     ) -> aio_future[tuple[Any, int | None]]: ...
-    def _store(
+    def _set(
         self,
-        cmd: str,
         key: _Key,
         val: Any,
-        time: int = ...,
-        min_compress_len: int = ...,
-        compress_level: int = ...,
+        time: int = 0,
+        min_compress_len: int = 0,
+        compress_level: int = -1,
+        *,
+        noreply: bool = False,
+        server_key: _Key | None = None,
+    ) -> aio_future[bool]: ...
+    def _add(
+        self,
+        key: _Key,
+        val: Any,
+        time: int = 0,
+        min_compress_len: int = 0,
+        compress_level: int = -1,
+        *,
+        noreply: bool = False,
+        server_key: _Key | None = None,
+    ) -> aio_future[bool]: ...
+    def _replace(
+        self,
+        key: _Key,
+        val: Any,
+        time: int = 0,
+        min_compress_len: int = 0,
+        compress_level: int = -1,
+        *,
+        noreply: bool = False,
+        server_key: _Key | None = None,
+    ) -> aio_future[bool]: ...
+    def _append(
+        self,
+        key: _Key,
+        val: Any,
+        time: int = 0,
+        min_compress_len: int = 0,
+        compress_level: int = -1,
+        *,
+        noreply: bool = False,
+        server_key: _Key | None = None,
+    ) -> aio_future[bool]: ...
+    def _prepend(
+        self,
+        key: _Key,
+        val: Any,
+        time: int = 0,
+        min_compress_len: int = 0,
+        compress_level: int = -1,
+        *,
         noreply: bool = False,
         server_key: _Key | None = None,
     ) -> aio_future[bool]: ...
     def _cas(
-        self, key: _Key, val: Any, cas: int, time: int = ..., server_key: _Key | None = None
+        self, key: _Key, val: Any, cas: int, time: int = 0, *, server_key: _Key | None = None
     ) -> aio_future[bool]: ...
     def _delete(
-        self, key: _Key, noreply: bool, server_key: _Key | None = None
+        self, key: _Key, /, *, noreply: bool = False, server_key: _Key | None = None
     ) -> aio_future[bool]: ...
     def _touch(
-        self, key: _Key, time: int, noreply: bool, server_key: _Key | None = None
+        self, key: _Key, time: int, /, *, noreply: bool = False, server_key: _Key | None = None
     ) -> aio_future[bool]: ...
-    def _arith(
+    def _incr(
         self,
-        incr: bool,
         key: _Key,
-        delta: int = ...,
+        delta: int = 1,
+        /,
+        *,
         initial: int | None = None,
-        time: int = ...,
+        time: int = 0,
         server_key: _Key | None = None,
     ) -> aio_future[int]: ...
+    def _decr(
+        self,
+        key: _Key,
+        delta: int = 1,
+        /,
+        *,
+        initial: int | None = None,
+        time: int = 0,
+        server_key: _Key | None = None,
+    ) -> aio_future[int]: ...
+    def _gat(
+        self, key: _Key, time: int, default: Any = None, *, server_key: _Key | None = None
+    ) -> aio_future[Any]: ...
     # dict[_K, Any] serves both: gets_multi's values are (value, cas) pairs.
     def _get_multi(
         self,
@@ -567,9 +625,6 @@ class aio_client:
     def _get_stats(
         self, stat_args: str = ...
     ) -> aio_future[list[tuple[bytes, dict[str, bytes]]]]: ...
-    def _gat(
-        self, key: _Key, time: int, default: Any = None, server_key: _Key | None = None
-    ) -> aio_future[Any]: ...
     def _gat_multi(
         self,
         keys: Collection[_K],

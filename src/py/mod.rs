@@ -9,6 +9,7 @@ pub mod errors;
 pub mod events;
 pub mod fake;
 mod io;
+mod methods;
 pub mod serde;
 pub mod servers;
 pub mod stored;

@@ -37,7 +37,7 @@ def test_it_is_an_asyncio_future_to_asyncio(server):
             done, _ = await asyncio.wait([mc._get("f")])
             assert [d.result() for d in done] == ["v"]
             # an error is the future's exception, raised where it is awaited
-            bad = mc._arith(True, "f", 1)  # "v" is not a number
+            bad = mc._incr("f", 1)  # "v" is not a number
             with pytest.raises(fastmc.Error):
                 await bad
             assert isinstance(bad.exception(), fastmc.Error)

@@ -40,16 +40,16 @@ STUB = Path(fastmc.__file__).with_name("_fastmc.pyi")
 FORWARDS = {
     "get": ("_get", {}),
     "gets": ("_gets", {}),
-    "set": ("_store", {"cmd": "set"}),
-    "add": ("_store", {"cmd": "add"}),
-    "replace": ("_store", {"cmd": "replace"}),
-    "append": ("_store", {"cmd": "append"}),
-    "prepend": ("_store", {"cmd": "prepend"}),
+    "set": ("_set", {}),
+    "add": ("_add", {}),
+    "replace": ("_replace", {}),
+    "append": ("_append", {}),
+    "prepend": ("_prepend", {}),
     "cas": ("_cas", {}),
     "delete": ("_delete", {}),
     "touch": ("_touch", {}),
-    "incr": ("_arith", {"incr": True}),
-    "decr": ("_arith", {"incr": False}),
+    "incr": ("_incr", {}),
+    "decr": ("_decr", {}),
     "get_multi": ("_get_multi", {"with_cas": False}),
     "gets_multi": ("_get_multi", {"with_cas": True}),
     "set_multi": ("_store_multi", {"cmd": "set"}),
@@ -292,9 +292,9 @@ def test_a_core_row_that_differs_fails_the_import():
     """A core row whose parameters are not the blocking method's (plus the selector) cannot
     become a coroutine, nor can a blocking method with an argument that has no default."""
     with pytest.raises(TypeError, match="_cas does not take set's arguments"):
-        fastmc.aio._coroutine(_fastmc.client.set, "_cas", cmd="set")
-    with pytest.raises(TypeError, match="_store does not take set's arguments"):
-        fastmc.aio._coroutine(_fastmc.client.set, "_store")
+        fastmc.aio._coroutine(_fastmc.client.set, "_cas")
+    with pytest.raises(TypeError, match="_set does not take set's arguments"):
+        fastmc.aio._coroutine(_fastmc.client.set, "_set", cmd="set")
     with pytest.raises(TypeError, match="without a default value"):
         fastmc.aio._coroutine(_fastmc.client.get_stats, "_get_stats")
 

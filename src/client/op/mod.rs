@@ -275,6 +275,8 @@ impl Access {
 pub trait Kind: Into<Op> {
     type Output;
     fn outcome(o: Outcome) -> Option<Self::Output>;
+    /// Run it on the blocking client, its outcome typed (what `Op::call` wraps in `Outcome`).
+    fn run(&self, client: &Client, args: Args<'_, '_>) -> Self::Output;
 }
 
 /// The enums of the operations, from one table: `Op` (an operation and its parameters),
@@ -311,6 +313,11 @@ macro_rules! operations {
                     #[allow(unreachable_patterns)]
                     _ => None,
                 }
+            }
+
+            #[inline(always)]
+            fn run(&self, client: &Client, args: Args<'_, '_>) -> $out {
+                Operation::call(self, client, args)
             }
         })*
 

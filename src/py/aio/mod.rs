@@ -23,7 +23,6 @@
 //! `drain`, `resolve`).
 
 pub(super) mod binding;
-mod finish;
 pub(super) mod future;
 mod idle_wait;
 mod order;
@@ -41,9 +40,8 @@ use super::args::{pin, MaybeArg};
 use super::client::admin::{flush_delay, stats_args, FlushFinish, StatsFinish};
 use super::client::finish::Prepared;
 use super::client::multi::store::StoreMultiArgs;
-use super::client::single::store::{cas_args, StoreArgs};
 use super::client::state::PyClient;
-use super::client::{lease, multi, near, single};
+use super::client::{lease, multi, near};
 use crate::client::op::admin::{Flush, Stats};
 use crate::dispatch::Dispatcher;
 use crate::protocol::StoreCmd;
@@ -91,108 +89,6 @@ impl PyAioClient {
             order: Arc::new(Mutex::new(order::KeyOrder::default())),
             closed: AtomicBool::new(false),
         })
-    }
-
-    #[pyo3(signature = (key, default=None, server_key=None))]
-    fn _get(
-        slf: &Bound<'_, Self>,
-        key: &Bound<'_, PyAny>,
-        default: Option<Py<PyAny>>,
-        server_key: Option<&Bound<'_, PyAny>>,
-    ) -> PyResult<Py<PyAny>> {
-        let _pin = pin(server_key)?;
-        Self::submit(slf, single::get::prepare_get(key, default)?)
-    }
-
-    #[pyo3(signature = (key, server_key=None))]
-    fn _gets(
-        slf: &Bound<'_, Self>,
-        key: &Bound<'_, PyAny>,
-        server_key: Option<&Bound<'_, PyAny>>,
-    ) -> PyResult<Py<PyAny>> {
-        let _pin = pin(server_key)?;
-        Self::submit(slf, single::get::prepare_gets(slf.as_super(), key)?)
-    }
-
-    /// The arguments as the blocking method's; a left-out one is `MaybeArg::Missing`.
-    #[pyo3(signature = (cmd, key, val, time=MaybeArg::Missing, min_compress_len=MaybeArg::Missing,
-                        compress_level=MaybeArg::Missing, noreply=false, server_key=None))]
-    #[allow(clippy::too_many_arguments)]
-    fn _store(
-        slf: &Bound<'_, Self>,
-        cmd: &str,
-        key: &Bound<'_, PyAny>,
-        val: &Bound<'_, PyAny>,
-        time: MaybeArg<'_, '_>,
-        min_compress_len: MaybeArg<'_, '_>,
-        compress_level: MaybeArg<'_, '_>,
-        noreply: bool,
-        server_key: Option<&Bound<'_, PyAny>>,
-    ) -> PyResult<Py<PyAny>> {
-        let _pin = pin(server_key)?;
-        let cmd = store_cmd(cmd)?;
-        let args = StoreArgs::parse(key, time, min_compress_len, compress_level, noreply)?;
-        Self::submit(
-            slf,
-            single::store::prepare_store(slf.as_super(), cmd, val, args)?,
-        )
-    }
-
-    #[pyo3(signature = (key, val, cas, time=MaybeArg::Missing, server_key=None))]
-    fn _cas(
-        slf: &Bound<'_, Self>,
-        key: &Bound<'_, PyAny>,
-        val: &Bound<'_, PyAny>,
-        cas: &Bound<'_, PyAny>,
-        time: MaybeArg<'_, '_>,
-        server_key: Option<&Bound<'_, PyAny>>,
-    ) -> PyResult<Py<PyAny>> {
-        let _pin = pin(server_key)?;
-        let args = cas_args(slf.as_super(), key, cas, time)?;
-        Self::submit(
-            slf,
-            single::store::prepare_store(slf.as_super(), StoreCmd::Cas, val, args)?,
-        )
-    }
-
-    #[pyo3(signature = (key, noreply, server_key=None))]
-    fn _delete(
-        slf: &Bound<'_, Self>,
-        key: &Bound<'_, PyAny>,
-        noreply: bool,
-        server_key: Option<&Bound<'_, PyAny>>,
-    ) -> PyResult<Py<PyAny>> {
-        let _pin = pin(server_key)?;
-        Self::submit(slf, single::delete::prepare_delete(key, noreply)?)
-    }
-
-    #[pyo3(signature = (key, time, noreply, server_key=None))]
-    fn _touch(
-        slf: &Bound<'_, Self>,
-        key: &Bound<'_, PyAny>,
-        time: &Bound<'_, PyAny>,
-        noreply: bool,
-        server_key: Option<&Bound<'_, PyAny>>,
-    ) -> PyResult<Py<PyAny>> {
-        let _pin = pin(server_key)?;
-        Self::submit(slf, single::touch::prepare_touch(key, time, noreply)?)
-    }
-
-    #[pyo3(signature = (incr, key, delta=MaybeArg::Missing, initial=None, time=MaybeArg::Missing, server_key=None))]
-    fn _arith(
-        slf: &Bound<'_, Self>,
-        incr: bool,
-        key: &Bound<'_, PyAny>,
-        delta: MaybeArg<'_, '_>,
-        initial: Option<&Bound<'_, PyAny>>,
-        time: MaybeArg<'_, '_>,
-        server_key: Option<&Bound<'_, PyAny>>,
-    ) -> PyResult<Py<PyAny>> {
-        let _pin = pin(server_key)?;
-        Self::submit(
-            slf,
-            single::arith::prepare_arith(incr, key, delta, initial, time)?,
-        )
     }
 
     #[pyo3(signature = (keys, key_prefix=MaybeArg::Missing, with_cas=false, server_key=None))]
@@ -300,18 +196,6 @@ impl PyAioClient {
             slf,
             Prepared::whole(Stats { args: args.into() }, StatsFinish),
         )
-    }
-
-    #[pyo3(signature = (key, time, default=None, server_key=None))]
-    fn _gat(
-        slf: &Bound<'_, Self>,
-        key: &Bound<'_, PyAny>,
-        time: &Bound<'_, PyAny>,
-        default: Option<Py<PyAny>>,
-        server_key: Option<&Bound<'_, PyAny>>,
-    ) -> PyResult<Py<PyAny>> {
-        let _pin = pin(server_key)?;
-        Self::submit(slf, lease::prepare_gat(key, time, default)?)
     }
 
     #[pyo3(signature = (keys, time, key_prefix=MaybeArg::Missing, server_key=None))]

@@ -12,7 +12,6 @@ use std::time::Instant;
 use parking_lot::Mutex;
 use pyo3::prelude::*;
 
-use super::finish::{Finishes, Submitted};
 use super::future::{self, PyAioFuture};
 use super::idle_wait::IdleWait;
 use super::order;
@@ -23,13 +22,14 @@ use crate::dispatch::direct::Progress;
 use crate::dispatch::mailbox::Mailbox;
 use crate::dispatch::request::Request;
 use crate::dispatch::Done;
-use crate::py::client::finish::Prepared;
+use crate::py::client::finish::{Finish, Prepared};
+use crate::py::client::method::{Finishing, Submitted};
 use crate::py::errors;
 
 /// A request on its way: the future to resolve and how to build its result.
 pub(super) struct Pending {
     fut: Py<PyAioFuture>,
-    finish: Finishes,
+    finish: Box<dyn Finishing>,
     /// Its place in the per-key order, given up when it is dropped (`order`).
     ticket: Option<Ticket>,
 }
@@ -47,19 +47,20 @@ pub(super) type Sides = (Arc<Mailbox<Delivery>>, Loopside, Option<Arc<IdleWait>>
 
 impl PyAioClient {
     /// The future for a prepared call.
-    pub(super) fn submit<F>(slf: &Bound<'_, Self>, prepared: Prepared<F>) -> PyResult<Py<PyAny>>
-    where
-        Finishes: From<F>,
-    {
-        Self::submit_any(slf, prepared.map(Finishes::from))
+    pub(super) fn submit<F: Finish>(
+        slf: &Bound<'_, Self>,
+        prepared: Prepared<F>,
+    ) -> PyResult<Py<PyAny>> {
+        Self::submit_any(slf, prepared.submitted())
     }
 
-    fn submit_any(slf: &Bound<'_, Self>, prepared: Submitted) -> PyResult<Py<PyAny>> {
+    /// The future for a call (`py::methods`: each asyncio method's body).
+    pub(crate) fn submit_any(slf: &Bound<'_, Self>, prepared: Submitted) -> PyResult<Py<PyAny>> {
         let py = slf.py();
         let (running, (mailbox, direct, idle)) = Self::future(slf)?;
         let fut = match prepared {
-            Prepared::Ready(v) => future::ready(py, running.unbind(), v)?,
-            Prepared::Submit(req, finish) => {
+            Submitted::Ready(v) => future::ready(py, running.unbind(), v)?,
+            Submitted::Submit(req, finish) => {
                 let fut = Bound::new(py, PyAioFuture::new(running.clone().unbind()))?;
                 let dispatch = Self::dispatcher(slf)?;
                 let pending = Pending {

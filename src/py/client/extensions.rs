@@ -146,19 +146,6 @@ impl PyClient {
         slf.get().values().serializer.name()
     }
 
-    /// fastmc extension: get a key and set its expiry in one round trip.
-    #[pyo3(signature = (key, time, default=None, *, server_key=None))]
-    fn gat(
-        slf: &Bound<'_, Self>,
-        key: &Bound<'_, PyAny>,
-        time: &Bound<'_, PyAny>,
-        default: Option<Py<PyAny>>,
-        server_key: Option<&Bound<'_, PyAny>>,
-    ) -> PyResult<Py<PyAny>> {
-        let _pin = pin(server_key)?;
-        lease::gat(slf, key, time, default)
-    }
-
     /// fastmc extension: `get_multi` that sets the expiry of the keys found.
     #[pyo3(
         signature = (keys, time, key_prefix=MaybeArg::Missing, *, server_key=None),

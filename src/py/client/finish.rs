@@ -9,9 +9,10 @@
 
 use pyo3::prelude::*;
 
+use super::method::{Finishing, Submitted};
 use super::state::PyClient;
 use crate::client::keys::Keys;
-use crate::client::op::Kind;
+use crate::client::op::{Kind, Outcome};
 use crate::dispatch::request::{Items, Request};
 
 /// A method's conversion of its operation's outcome into its value (or exception).
@@ -30,7 +31,6 @@ pub(crate) trait Finish: Send + 'static {
 // Lives on the stack for the length of one call: boxing the request would cost an allocation.
 #[allow(clippy::large_enum_variant)]
 pub(crate) enum Prepared<F> {
-    Ready(Py<PyAny>),
     Submit(Request, F),
 }
 
@@ -51,12 +51,23 @@ impl<F: Finish> Prepared<F> {
     }
 }
 
-impl<F> Prepared<F> {
-    /// The same call with its finish converted (into the asyncio client's table).
-    pub(crate) fn map<G>(self, into: impl FnOnce(F) -> G) -> Prepared<G> {
+impl<F: Finish> Prepared<F> {
+    /// The call as the asyncio client takes it.
+    pub(crate) fn submitted(self) -> Submitted {
         match self {
-            Prepared::Ready(v) => Prepared::Ready(v),
-            Prepared::Submit(req, f) => Prepared::Submit(req, into(f)),
+            Prepared::Submit(req, f) => Submitted::Submit(req, Box::new(Finished(f))),
+        }
+    }
+}
+
+/// A `Finish` as a pending asyncio call carries it.
+struct Finished<F>(F);
+
+impl<F: Finish> Finishing for Finished<F> {
+    fn reply(self: Box<Self>, slf: &Bound<'_, PyClient>, outcome: Outcome) -> PyResult<Py<PyAny>> {
+        match F::Op::outcome(outcome) {
+            Some(out) => self.0.finish(slf, out),
+            None => Err(crate::py::errors::no_result()),
         }
     }
 }

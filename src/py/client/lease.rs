@@ -9,8 +9,8 @@ use pyo3::prelude::*;
 use pyo3::types::PyDict;
 use pyo3::IntoPyObjectExt;
 
+use super::multi;
 use super::state::PyClient;
-use super::{multi, single};
 use crate::client::keys::Keys;
 use crate::client::op::get::Get;
 use crate::client::op::meta::Meta;
@@ -20,7 +20,6 @@ use crate::error::Error as CoreError;
 use crate::py::args::*;
 use crate::py::client::finish::{one, unbind, Finish, Prepared};
 use crate::py::client::multi::fetch::FetchFinish;
-use crate::py::client::single::get::GetFinish;
 use crate::py::errors::{self, Op};
 use crate::py::io::detached;
 
@@ -258,34 +257,6 @@ pub(crate) fn invalidate_flags(stale_time: u32) -> String {
     }
 }
 
-/// Get a key and set its expiry in one round trip.
-pub(super) fn gat(
-    slf: &Bound<'_, PyClient>,
-    key: &Bound<'_, PyAny>,
-    time: &Bound<'_, PyAny>,
-    default: Option<Py<PyAny>>,
-) -> PyResult<Py<PyAny>> {
-    let py = slf.py();
-    let this = slf.get();
-    let default = default.unwrap_or_else(|| py.None());
-    let (k, exptime) = gat_args(key, time)?;
-    if k.is_empty() {
-        return Ok(default);
-    }
-    let f = detached(py, this, |core| Ok(core.gat_multi(&[k], exptime)))?;
-    single::get::get_reply(slf, k, default, f)
-}
-
-/// gat's key and time, converted and checked.
-pub(crate) fn gat_args<'k>(
-    key: &'k Bound<'_, PyAny>,
-    time: &Bound<'_, PyAny>,
-) -> PyResult<(&'k [u8], u32)> {
-    let k = key_obj(key)?;
-    check_key_len(k)?;
-    Ok((k, uint_mask(time)?))
-}
-
 /// `get_multi` that also sets the expiry of the keys found, in one round trip per server.
 pub(super) fn gat_multi(
     slf: &Bound<'_, PyClient>,
@@ -388,25 +359,6 @@ pub(crate) fn meta(verb: MetaVerb, flags: String) -> Meta {
         verb,
         flags: flags.into_bytes().into(),
     }
-}
-
-/// The asynchronous `gat`: its arguments converted as the blocking method converts them,
-/// into a request and its finish (or its answer, when no I/O is needed).
-pub(crate) fn prepare_gat(
-    key: &Bound<'_, PyAny>,
-    time: &Bound<'_, PyAny>,
-    default: Option<Py<PyAny>>,
-) -> PyResult<Prepared<GetFinish>> {
-    let default = default.unwrap_or_else(|| key.py().None());
-    let (k, exptime) = gat_args(key, time)?;
-    if k.is_empty() {
-        return Ok(Prepared::Ready(default));
-    }
-    let finish = GetFinish {
-        key: k.to_vec(),
-        default,
-    };
-    Ok(Prepared::keys(get_and_touch(exptime), one(k), finish))
 }
 
 /// The asynchronous `gat_multi`: its arguments converted as the blocking method converts them,

@@ -4,31 +4,16 @@
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyInt};
-use pyo3::IntoPyObjectExt;
+use std::borrow::Cow;
 
 use crate::client::op::arith::{Arith, Create};
+use crate::client::op::Args;
 use crate::error::Error as CoreError;
 use crate::py::args::*;
-use crate::py::client::finish::{one, Finish, Prepared};
+use crate::py::client::method::{Method, Parsed};
 use crate::py::client::state::PyClient;
 use crate::py::errors::{self};
 use crate::py::io::detached;
-
-/// incr and decr (creating a missing counter with `initial=`).
-pub(crate) fn arith(
-    slf: &Bound<'_, PyClient>,
-    incr: bool,
-    key: &Bound<'_, PyAny>,
-    delta: MaybeArg<'_, '_>,
-    initial: Option<&Bound<'_, PyAny>>,
-    time: MaybeArg<'_, '_>,
-) -> PyResult<u64> {
-    let py = slf.py();
-    let (k, d) = arith_args(key, delta)?;
-    let create = arith_create(initial, time)?;
-    let r = detached(py, slf.get(), |core| Ok(core.arith_one(incr, k, d, create)))?;
-    arith_reply(r)
-}
 
 /// incr/decr's `initial=` and `time=` (fastmc's own): a missing counter is created at
 /// `initial`, an unsigned 64-bit number, expiring as `set`'s `time` says. Without `initial`, a
@@ -83,35 +68,71 @@ pub(crate) fn arith_reply(r: Option<Result<Option<u64>, CoreError>>) -> PyResult
     }
 }
 
-/// The asynchronous `arith`: its arguments converted as the blocking method converts them,
-/// into a request and its finish (or its answer, when no I/O is needed).
-pub(crate) fn prepare_arith(
-    incr: bool,
-    key: &Bound<'_, PyAny>,
-    delta: MaybeArg<'_, '_>,
-    initial: Option<&Bound<'_, PyAny>>,
-    time: MaybeArg<'_, '_>,
-) -> PyResult<Prepared<ArithFinish>> {
-    let (k, delta) = arith_args(key, delta)?;
-    let create = arith_create(initial, time)?;
-    let op = Arith {
-        incr,
-        delta,
-        create,
-    };
-    Ok(Prepared::keys(op, one(k), ArithFinish))
+/// `incr` and `decr` (`incr(key, delta=1, *, initial=None, time=0)`): the new value.
+pub(crate) struct Count<'k> {
+    key: Cow<'k, [u8]>,
+    op: Arith,
 }
 
-/// `incr` and `decr`: the new value.
-pub(crate) struct ArithFinish;
+impl<'k> Count<'k> {
+    pub(crate) fn parse(
+        incr: bool,
+        key: &'k Bound<'_, PyAny>,
+        delta: MaybeArg<'_, '_>,
+        initial: Option<&Bound<'_, PyAny>>,
+        time: MaybeArg<'_, '_>,
+    ) -> PyResult<Parsed<Self>> {
+        let (k, delta) = arith_args(key, delta)?;
+        let create = arith_create(initial, time)?;
+        Ok(Parsed::Call(Count {
+            key: Cow::Borrowed(k),
+            op: Arith {
+                incr,
+                delta,
+                create,
+            },
+        }))
+    }
+}
 
-impl Finish for ArithFinish {
-    type Op = crate::client::op::arith::Arith;
+impl Method for Count<'_> {
+    type Op = Arith;
+    type Value = u64;
+    type Later = Count<'static>;
+
+    fn request<R>(&self, to: impl FnOnce(Arith, Args<'_, '_>) -> R) -> R {
+        let k: &[u8] = &self.key;
+        to(self.op, Args::keys(std::slice::from_ref(&k)))
+    }
+
     fn finish(
         self,
-        slf: &Bound<'_, PyClient>,
+        _: &Bound<'_, PyClient>,
         mut v: Vec<Result<Option<u64>, CoreError>>,
-    ) -> PyResult<Py<PyAny>> {
-        arith_reply(v.pop())?.into_py_any(slf.py())
+    ) -> PyResult<u64> {
+        arith_reply(v.pop())
+    }
+
+    fn later(self) -> Count<'static> {
+        Count {
+            key: Cow::Owned(self.key.into_owned()),
+            op: self.op,
+        }
+    }
+
+    /// One key's own call (`Client::arith_one`).
+    fn call(self, slf: &Bound<'_, PyClient>) -> PyResult<u64> {
+        let (
+            k,
+            Arith {
+                incr,
+                delta,
+                create,
+            },
+        ) = (&*self.key, self.op);
+        let r = detached(slf.py(), slf.get(), |core| {
+            Ok(core.arith_one(incr, k, delta, create))
+        })?;
+        arith_reply(r)
     }
 }

@@ -1,41 +1,18 @@
 //! delete: the key converted and checked, the core's delete (a lone `noreply` one without
 //! releasing the interpreter), the answer; and the asynchronous half.
 
+use std::borrow::Cow;
+
 use pyo3::prelude::*;
-use pyo3::IntoPyObjectExt;
 
 use crate::client::op::delete::Delete;
+use crate::client::op::Args;
 use crate::error::Error as CoreError;
 use crate::py::args::*;
-use crate::py::client::finish::{one, Finish, Prepared};
+use crate::py::client::method::{Method, Parsed};
 use crate::py::client::state::PyClient;
 use crate::py::errors::{self, Op};
 use crate::py::io::{detached, noreply_write};
-
-/// Delete a key.
-pub(crate) fn delete(
-    slf: &Bound<'_, PyClient>,
-    key: Borrowed<'_, '_, PyAny>,
-    noreply: bool,
-) -> PyResult<bool> {
-    let py = slf.py();
-    let this = slf.get();
-    let k = delete_key(&key)?;
-    if k.is_empty() {
-        return Ok(false);
-    }
-    let r = if noreply || this.flags()?.noreply {
-        noreply_write(
-            py,
-            this,
-            |core| core.delete_now(k),
-            |core| core.delete_one(k, true),
-        )?
-    } else {
-        detached(py, this, |core| Ok(core.delete_one(k, false)))?
-    };
-    delete_reply(this, k, r)
-}
 
 /// delete's key, converted and checked.
 #[inline(always)]
@@ -60,32 +37,69 @@ pub(crate) fn delete_reply(
     }
 }
 
-/// The asynchronous `delete`: its arguments converted as the blocking method converts them,
-/// into a request and its finish (or its answer, when no I/O is needed).
-pub(crate) fn prepare_delete(
-    key: &Bound<'_, PyAny>,
+/// `delete(key, *, noreply=False)`: whether the key was there.
+pub(crate) struct DeleteKey<'k> {
+    key: Cow<'k, [u8]>,
     noreply: bool,
-) -> PyResult<Prepared<DeleteFinish>> {
-    let k = delete_key(key)?;
-    if k.is_empty() {
-        return Ok(Prepared::Ready(false.into_py_any(key.py())?));
+}
+
+impl<'k> DeleteKey<'k> {
+    #[inline(always)]
+    pub(crate) fn parse(key: &'k Bound<'_, PyAny>, noreply: bool) -> PyResult<Parsed<Self>> {
+        let k = delete_key(key)?;
+        if k.is_empty() {
+            return Ok(Parsed::Ready(false));
+        }
+        Ok(Parsed::Call(DeleteKey {
+            key: Cow::Borrowed(k),
+            noreply,
+        }))
     }
-    let finish = DeleteFinish { key: k.to_vec() };
-    Ok(Prepared::keys(Delete { noreply }, one(k), finish))
 }
 
-/// `delete`: whether the key was there.
-pub(crate) struct DeleteFinish {
-    pub key: Vec<u8>,
-}
+impl Method for DeleteKey<'_> {
+    type Op = Delete;
+    type Value = bool;
+    type Later = DeleteKey<'static>;
 
-impl Finish for DeleteFinish {
-    type Op = crate::client::op::delete::Delete;
+    fn request<R>(&self, to: impl FnOnce(Delete, Args<'_, '_>) -> R) -> R {
+        let k: &[u8] = &self.key;
+        let op = Delete {
+            noreply: self.noreply,
+        };
+        to(op, Args::keys(std::slice::from_ref(&k)))
+    }
+
     fn finish(
         self,
         slf: &Bound<'_, PyClient>,
         mut v: Vec<Result<bool, CoreError>>,
-    ) -> PyResult<Py<PyAny>> {
-        delete_reply(slf.get(), &self.key, v.pop())?.into_py_any(slf.py())
+    ) -> PyResult<bool> {
+        delete_reply(slf.get(), &self.key, v.pop())
+    }
+
+    fn later(self) -> DeleteKey<'static> {
+        DeleteKey {
+            key: Cow::Owned(self.key.into_owned()),
+            noreply: self.noreply,
+        }
+    }
+
+    /// One key's own call: a `noreply` delete sent at once when it can be
+    /// (`io::noreply_write`), else `Client::delete_one`.
+    #[inline(always)]
+    fn call(self, slf: &Bound<'_, PyClient>) -> PyResult<bool> {
+        let (py, this, k) = (slf.py(), slf.get(), &*self.key);
+        let r = if self.noreply || this.flags()?.noreply {
+            noreply_write(
+                py,
+                this,
+                |core| core.delete_now(k),
+                |core| core.delete_one(k, true),
+            )?
+        } else {
+            detached(py, this, |core| Ok(core.delete_one(k, false)))?
+        };
+        delete_reply(this, k, r)
     }
 }

@@ -1,35 +1,19 @@
 //! get and gets: the key converted and checked, the core's fetch, the value decoded (`codec`);
 //! and the asynchronous half: the call prepared, its finish.
 
+use std::borrow::Cow;
+
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
-use pyo3::types::PyTuple;
 use pyo3::IntoPyObjectExt;
 
 use crate::client::fetched::Fetched;
-use crate::client::op::get::Get;
+use crate::client::op::get::Get as FetchOp;
+use crate::client::op::Args;
 use crate::py::args::*;
-use crate::py::client::finish::{one, Finish, Prepared};
+use crate::py::client::method::{Method, Parsed};
 use crate::py::client::state::PyClient;
 use crate::py::errors::{self, Op};
-use crate::py::io::detached;
-
-/// Retrieve a key from a memcached.
-pub(crate) fn get(
-    slf: &Bound<'_, PyClient>,
-    key: &Bound<'_, PyAny>,
-    default: Option<Py<PyAny>>,
-) -> PyResult<Py<PyAny>> {
-    let py = slf.py();
-    let this = slf.get();
-    let default = default.unwrap_or_else(|| py.None());
-    let k = get_key(key)?;
-    if k.is_empty() {
-        return Ok(default);
-    }
-    let f = detached(py, this, |core| Ok(core.get_multi(&[k], false)))?;
-    get_reply(slf, k, default, f)
-}
 
 /// get's key, converted and checked.
 pub(crate) fn get_key<'k>(key: &'k Bound<'_, PyAny>) -> PyResult<&'k [u8]> {
@@ -54,20 +38,6 @@ pub(crate) fn get_reply(
         Some(Err(e)) => Err(errors::op_error(Op::Get, Some(k), &e)),
         None => Ok(default),
     }
-}
-
-/// Retrieve a key and cas_id from a memcached.
-pub(crate) fn gets(
-    slf: &Bound<'_, PyClient>,
-    key: &Bound<'_, PyAny>,
-) -> PyResult<(Py<PyAny>, Py<PyAny>)> {
-    let py = slf.py();
-    let this = slf.get();
-    let Some(k) = gets_key(slf, key)? else {
-        return Ok((py.None(), py.None()));
-    };
-    let f = detached(py, this, |core| Ok(core.get_multi(&[k], true)))?;
-    gets_reply(slf, k, f)
 }
 
 /// gets' key, converted and checked (with the cas behavior); `None` for an empty key, which
@@ -106,69 +76,125 @@ pub(crate) fn gets_reply(
     }
 }
 
-const GET: Get = Get {
-    cas: false,
-    touch: None,
-};
-
-const GETS: Get = Get {
-    cas: true,
-    touch: None,
-};
-
-/// The asynchronous `get`: its arguments converted as the blocking method converts them,
-/// into a request and its finish (or its answer, when no I/O is needed).
-pub(crate) fn prepare_get(
-    key: &Bound<'_, PyAny>,
-    default: Option<Py<PyAny>>,
-) -> PyResult<Prepared<GetFinish>> {
-    let default = default.unwrap_or_else(|| key.py().None());
-    let k = get_key(key)?;
-    if k.is_empty() {
-        return Ok(Prepared::Ready(default));
-    }
-    let finish = GetFinish {
-        key: k.to_vec(),
-        default,
-    };
-    Ok(Prepared::keys(GET, one(k), finish))
-}
-
-/// The asynchronous `gets`: its arguments converted as the blocking method converts them,
-/// into a request and its finish (or its answer, when no I/O is needed).
-pub(crate) fn prepare_gets(
-    slf: &Bound<'_, PyClient>,
-    key: &Bound<'_, PyAny>,
-) -> PyResult<Prepared<GetsFinish>> {
-    let py = slf.py();
-    let Some(k) = gets_key(slf, key)? else {
-        let none = PyTuple::new(py, [py.None(), py.None()])?;
-        return Ok(Prepared::Ready(none.into_any().unbind()));
-    };
-    Ok(Prepared::keys(GETS, one(k), GetsFinish { key: k.to_vec() }))
-}
-
 /// `get` and `gat`: the value, or `default`.
-pub(crate) struct GetFinish {
-    pub key: Vec<u8>,
-    pub default: Py<PyAny>,
+pub(crate) struct Get<'k> {
+    key: Cow<'k, [u8]>,
+    default: Py<PyAny>,
+    /// `gat`'s expiry.
+    touch: Option<u32>,
 }
 
-impl Finish for GetFinish {
-    type Op = crate::client::op::get::Get;
+impl<'k> Get<'k> {
+    /// `get(key, default=None)`.
+    #[inline(always)]
+    pub(crate) fn parse(
+        key: &'k Bound<'_, PyAny>,
+        default: Option<Py<PyAny>>,
+    ) -> PyResult<Parsed<Self>> {
+        Ok(Self::of(get_key(key)?, default, None, key.py()))
+    }
+
+    /// `gat(key, time, default=None)`: the key's expiry set to `time` as it is read.
+    pub(crate) fn parse_gat(
+        key: &'k Bound<'_, PyAny>,
+        time: &Bound<'_, PyAny>,
+        default: Option<Py<PyAny>>,
+    ) -> PyResult<Parsed<Self>> {
+        let k = get_key(key)?;
+        let exptime = uint_mask(time)?;
+        Ok(Self::of(k, default, Some(exptime), key.py()))
+    }
+
+    #[inline(always)]
+    fn of(
+        k: &'k [u8],
+        default: Option<Py<PyAny>>,
+        touch: Option<u32>,
+        py: Python<'_>,
+    ) -> Parsed<Self> {
+        let default = default.unwrap_or_else(|| py.None());
+        if k.is_empty() {
+            return Parsed::Ready(default);
+        }
+        Parsed::Call(Get {
+            key: Cow::Borrowed(k),
+            default,
+            touch,
+        })
+    }
+}
+
+impl Method for Get<'_> {
+    type Op = FetchOp;
+    type Value = Py<PyAny>;
+    type Later = Get<'static>;
+
+    #[inline(always)]
+    fn request<R>(&self, to: impl FnOnce(FetchOp, Args<'_, '_>) -> R) -> R {
+        let k: &[u8] = &self.key;
+        let op = FetchOp {
+            cas: false,
+            touch: self.touch,
+        };
+        to(op, Args::keys(std::slice::from_ref(&k)))
+    }
+
+    #[inline(always)]
     fn finish(self, slf: &Bound<'_, PyClient>, f: Fetched) -> PyResult<Py<PyAny>> {
         get_reply(slf, &self.key, self.default, f)
+    }
+
+    fn later(self) -> Get<'static> {
+        Get {
+            key: Cow::Owned(self.key.into_owned()),
+            default: self.default,
+            touch: self.touch,
+        }
     }
 }
 
 /// `gets`: `(value, cas)`.
-pub(crate) struct GetsFinish {
-    pub key: Vec<u8>,
+pub(crate) struct Gets<'k> {
+    key: Cow<'k, [u8]>,
 }
 
-impl Finish for GetsFinish {
-    type Op = crate::client::op::get::Get;
-    fn finish(self, slf: &Bound<'_, PyClient>, f: Fetched) -> PyResult<Py<PyAny>> {
-        gets_reply(slf, &self.key, f)?.into_py_any(slf.py())
+impl<'k> Gets<'k> {
+    /// `gets(key)`.
+    pub(crate) fn parse(
+        slf: &Bound<'_, PyClient>,
+        key: &'k Bound<'_, PyAny>,
+    ) -> PyResult<Parsed<Self>> {
+        let py = slf.py();
+        Ok(match gets_key(slf, key)? {
+            Some(k) => Parsed::Call(Gets {
+                key: Cow::Borrowed(k),
+            }),
+            None => Parsed::Ready((py.None(), py.None())),
+        })
+    }
+}
+
+impl Method for Gets<'_> {
+    type Op = FetchOp;
+    type Value = (Py<PyAny>, Py<PyAny>);
+    type Later = Gets<'static>;
+
+    fn request<R>(&self, to: impl FnOnce(FetchOp, Args<'_, '_>) -> R) -> R {
+        let k: &[u8] = &self.key;
+        let op = FetchOp {
+            cas: true,
+            touch: None,
+        };
+        to(op, Args::keys(std::slice::from_ref(&k)))
+    }
+
+    fn finish(self, slf: &Bound<'_, PyClient>, f: Fetched) -> PyResult<Self::Value> {
+        gets_reply(slf, &self.key, f)
+    }
+
+    fn later(self) -> Gets<'static> {
+        Gets {
+            key: Cow::Owned(self.key.into_owned()),
+        }
     }
 }

@@ -3,16 +3,16 @@
 
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
-use pyo3::IntoPyObjectExt;
+use std::borrow::Cow;
 use std::sync::atomic::Ordering;
 
 use crate::client::op::store::Store;
+use crate::client::op::Args;
 use crate::client::results::StoreStatus;
-use crate::dispatch::request::Items;
 use crate::error::Error as CoreError;
 use crate::protocol::{StoreCmd, StoreItem};
 use crate::py::args::{self, *};
-use crate::py::client::finish::{Finish, Prepared};
+use crate::py::client::method::{Method, Parsed};
 use crate::py::client::state::PyClient;
 use crate::py::errors::{self, Op};
 use crate::py::io::{detached, noreply_write};
@@ -55,41 +55,6 @@ impl<'k> StoreArgs<'k> {
 
 /// The smallest number with 20 decimal digits.
 const MIN_20_DIGITS: u64 = 10_000_000_000_000_000_000;
-
-/// set, add, replace, append, prepend and cas: one key, one value.
-pub(crate) fn store(
-    slf: &Bound<'_, PyClient>,
-    cmd: StoreCmd,
-    val: &Bound<'_, PyAny>,
-    args: StoreArgs<'_>,
-) -> PyResult<bool> {
-    let py = slf.py();
-    let this = slf.get();
-    let key = args.key;
-    let (data, flags) = match store_value(slf, cmd, val, &args)? {
-        Some(v) => v,
-        None => return Ok(false),
-    };
-    let item = StoreItem {
-        key,
-        flags,
-        exptime: args.exptime,
-        data: &data,
-        cas: args.cas,
-    };
-    let noreply = args.noreply || this.flags()?.noreply;
-    let r = if noreply {
-        noreply_write(
-            py,
-            this,
-            |core| core.store_now(cmd, &item),
-            |core| core.store_one(cmd, &item, true),
-        )?
-    } else {
-        detached(py, this, |core| Ok(core.store_one(cmd, &item, false)))?
-    };
-    store_reply(this, cmd, key, r)
-}
 
 /// A store's value encoded, after the checks made before anything is sent; `None` when the
 /// store answers False without I/O (an empty key).
@@ -148,18 +113,6 @@ pub(crate) fn store_reply(
     }
 }
 
-/// Attempt to compare-and-store a key by CAS ID. pylibmc's order (`s#OL|I`): the key's type,
-/// the token, the time, then the cas behavior, before the key's length is looked at.
-pub(crate) fn cas(
-    slf: &Bound<'_, PyClient>,
-    key: &Bound<'_, PyAny>,
-    val: &Bound<'_, PyAny>,
-    token: &Bound<'_, PyAny>,
-    time: MaybeArg<'_, '_>,
-) -> PyResult<bool> {
-    store(slf, StoreCmd::Cas, val, cas_args(slf, key, token, time)?)
-}
-
 /// cas's arguments, converted in pylibmc's order.
 pub(crate) fn cas_args<'k>(
     slf: &Bound<'_, PyClient>,
@@ -185,47 +138,127 @@ pub(crate) fn cas_args<'k>(
     })
 }
 
-/// The asynchronous `store`: its arguments converted as the blocking method converts them,
-/// into a request and its finish (or its answer, when no I/O is needed).
-pub(crate) fn prepare_store(
-    slf: &Bound<'_, PyClient>,
+/// set, add, replace, append, prepend (`set(key, val, time=0, min_compress_len=0,
+/// compress_level=-1, *, noreply=False)`) and cas (`cas(key, val, cas, time=0)`): whether the
+/// value was stored.
+pub(crate) struct StoreKey<'a> {
     cmd: StoreCmd,
-    val: &Bound<'_, PyAny>,
-    args: StoreArgs<'_>,
-) -> PyResult<Prepared<StoreFinish>> {
-    let key = args.key;
-    let Some((data, flags)) = store_value(slf, cmd, val, &args)? else {
-        return Ok(Prepared::Ready(false.into_py_any(slf.py())?));
-    };
-    let mut items = Items::with_capacity(1, key.len(), data.len());
-    items.push(&StoreItem {
-        key,
-        flags,
-        exptime: args.exptime,
-        data: &data,
-        cas: args.cas,
-    });
-    let noreply = args.noreply;
-    let finish = StoreFinish {
-        cmd,
-        key: key.to_vec(),
-    };
-    Ok(Prepared::items(Store { cmd, noreply }, items, finish))
+    key: Cow<'a, [u8]>,
+    /// The value as sent (left with the request when the call is kept for later).
+    data: Cow<'a, [u8]>,
+    flags: u32,
+    exptime: u32,
+    cas: u64,
+    noreply: bool,
 }
 
-/// The storage commands and `cas`: whether it was stored.
-pub(crate) struct StoreFinish {
-    pub cmd: StoreCmd,
-    pub key: Vec<u8>,
+impl<'a> StoreKey<'a> {
+    /// One of the five storage commands.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn parse(
+        slf: &Bound<'_, PyClient>,
+        cmd: StoreCmd,
+        key: &'a Bound<'_, PyAny>,
+        val: &'a Bound<'_, PyAny>,
+        time: MaybeArg<'_, '_>,
+        min_compress_len: MaybeArg<'_, '_>,
+        compress_level: MaybeArg<'_, '_>,
+        noreply: bool,
+    ) -> PyResult<Parsed<Self>> {
+        let args = StoreArgs::parse(key, time, min_compress_len, compress_level, noreply)?;
+        Self::of(slf, cmd, val, args)
+    }
+
+    /// `cas`.
+    pub(crate) fn parse_cas(
+        slf: &Bound<'_, PyClient>,
+        key: &'a Bound<'_, PyAny>,
+        val: &'a Bound<'_, PyAny>,
+        token: &Bound<'_, PyAny>,
+        time: MaybeArg<'_, '_>,
+    ) -> PyResult<Parsed<Self>> {
+        let args = cas_args(slf, key, token, time)?;
+        Self::of(slf, StoreCmd::Cas, val, args)
+    }
+
+    #[inline(always)]
+    fn of(
+        slf: &Bound<'_, PyClient>,
+        cmd: StoreCmd,
+        val: &'a Bound<'_, PyAny>,
+        args: StoreArgs<'a>,
+    ) -> PyResult<Parsed<Self>> {
+        let Some((data, flags)) = store_value(slf, cmd, val, &args)? else {
+            return Ok(Parsed::Ready(false));
+        };
+        Ok(Parsed::Call(StoreKey {
+            cmd,
+            key: Cow::Borrowed(args.key),
+            data,
+            flags,
+            exptime: args.exptime,
+            cas: args.cas,
+            noreply: args.noreply,
+        }))
+    }
+
+    fn item(&self) -> StoreItem<'_> {
+        StoreItem {
+            key: &self.key,
+            flags: self.flags,
+            exptime: self.exptime,
+            data: &self.data,
+            cas: self.cas,
+        }
+    }
 }
 
-impl Finish for StoreFinish {
-    type Op = crate::client::op::store::Store;
+impl Method for StoreKey<'_> {
+    type Op = Store;
+    type Value = bool;
+    type Later = StoreKey<'static>;
+
+    fn request<R>(&self, to: impl FnOnce(Store, Args<'_, '_>) -> R) -> R {
+        let op = Store {
+            cmd: self.cmd,
+            noreply: self.noreply,
+        };
+        to(op, Args::items(std::slice::from_ref(&self.item())))
+    }
+
     fn finish(
         self,
         slf: &Bound<'_, PyClient>,
         mut v: Vec<Result<StoreStatus, CoreError>>,
-    ) -> PyResult<Py<PyAny>> {
-        store_reply(slf.get(), self.cmd, &self.key, v.pop())?.into_py_any(slf.py())
+    ) -> PyResult<bool> {
+        store_reply(slf.get(), self.cmd, &self.key, v.pop())
+    }
+
+    fn later(self) -> StoreKey<'static> {
+        StoreKey {
+            key: Cow::Owned(self.key.into_owned()),
+            data: Cow::Borrowed(&[]),
+            ..self
+        }
+    }
+
+    /// One item's own call: a `noreply` write sent at once when it can be
+    /// (`io::noreply_write`), else `Client::store_one`.
+    #[inline(always)]
+    fn call(self, slf: &Bound<'_, PyClient>) -> PyResult<bool> {
+        let (py, this, cmd) = (slf.py(), slf.get(), self.cmd);
+        let item = self.item();
+        let noreply = self.noreply || this.flags()?.noreply;
+        let r = if noreply {
+            noreply_write(
+                py,
+                this,
+                |core| core.store_now(cmd, &item),
+                |core| core.store_one(cmd, &item, true),
+            )?
+        } else {
+            detached(py, this, |core| Ok(core.store_one(cmd, &item, false)))?
+        };
+        store_reply(this, cmd, &self.key, r)
     }
 }

@@ -1,33 +1,18 @@
 //! touch: the key and time converted and checked, the core's touch, the answer; and the
 //! asynchronous half.
 
+use std::borrow::Cow;
+
 use pyo3::prelude::*;
-use pyo3::IntoPyObjectExt;
 
 use crate::client::op::touch::Touch;
+use crate::client::op::Args;
 use crate::error::Error as CoreError;
 use crate::py::args::*;
-use crate::py::client::finish::{one, Finish, Prepared};
+use crate::py::client::method::{Method, Parsed};
 use crate::py::client::state::PyClient;
 use crate::py::errors::{self, Op};
 use crate::py::io::detached;
-
-/// Change the expiry time of a key.
-pub(crate) fn touch(
-    slf: &Bound<'_, PyClient>,
-    key: &Bound<'_, PyAny>,
-    time: &Bound<'_, PyAny>,
-    noreply: bool,
-) -> PyResult<bool> {
-    let py = slf.py();
-    let this = slf.get();
-    let (k, exptime) = touch_args(key, time)?;
-    if k.is_empty() {
-        return Ok(false);
-    }
-    let r = detached(py, this, |core| Ok(core.touch_one(k, exptime, noreply)))?;
-    touch_reply(k, r)
-}
 
 /// touch's key and time, converted and checked.
 pub(crate) fn touch_args<'k>(
@@ -50,33 +35,60 @@ pub(crate) fn touch_reply(k: &[u8], r: Option<Result<bool, CoreError>>) -> PyRes
     }
 }
 
-/// The asynchronous `touch`: its arguments converted as the blocking method converts them,
-/// into a request and its finish (or its answer, when no I/O is needed).
-pub(crate) fn prepare_touch(
-    key: &Bound<'_, PyAny>,
-    time: &Bound<'_, PyAny>,
-    noreply: bool,
-) -> PyResult<Prepared<TouchFinish>> {
-    let (k, exptime) = touch_args(key, time)?;
-    if k.is_empty() {
-        return Ok(Prepared::Ready(false.into_py_any(key.py())?));
+/// `touch(key, time, noreply=False)`: whether the key was there.
+pub(crate) struct TouchKey<'k> {
+    key: Cow<'k, [u8]>,
+    op: Touch,
+}
+
+impl<'k> TouchKey<'k> {
+    pub(crate) fn parse(
+        key: &'k Bound<'_, PyAny>,
+        time: &Bound<'_, PyAny>,
+        noreply: bool,
+    ) -> PyResult<Parsed<Self>> {
+        let (k, exptime) = touch_args(key, time)?;
+        if k.is_empty() {
+            return Ok(Parsed::Ready(false));
+        }
+        Ok(Parsed::Call(TouchKey {
+            key: Cow::Borrowed(k),
+            op: Touch { exptime, noreply },
+        }))
     }
-    let finish = TouchFinish { key: k.to_vec() };
-    Ok(Prepared::keys(Touch { exptime, noreply }, one(k), finish))
 }
 
-/// `touch`: whether the key was there.
-pub(crate) struct TouchFinish {
-    pub key: Vec<u8>,
-}
+impl Method for TouchKey<'_> {
+    type Op = Touch;
+    type Value = bool;
+    type Later = TouchKey<'static>;
 
-impl Finish for TouchFinish {
-    type Op = crate::client::op::touch::Touch;
+    fn request<R>(&self, to: impl FnOnce(Touch, Args<'_, '_>) -> R) -> R {
+        let k: &[u8] = &self.key;
+        to(self.op, Args::keys(std::slice::from_ref(&k)))
+    }
+
     fn finish(
         self,
-        slf: &Bound<'_, PyClient>,
+        _: &Bound<'_, PyClient>,
         mut v: Vec<Result<bool, CoreError>>,
-    ) -> PyResult<Py<PyAny>> {
-        touch_reply(&self.key, v.pop())?.into_py_any(slf.py())
+    ) -> PyResult<bool> {
+        touch_reply(&self.key, v.pop())
+    }
+
+    fn later(self) -> TouchKey<'static> {
+        TouchKey {
+            key: Cow::Owned(self.key.into_owned()),
+            op: self.op,
+        }
+    }
+
+    /// One key's own call (`Client::touch_one`).
+    fn call(self, slf: &Bound<'_, PyClient>) -> PyResult<bool> {
+        let (k, Touch { exptime, noreply }) = (&*self.key, self.op);
+        let r = detached(slf.py(), slf.get(), |core| {
+            Ok(core.touch_one(k, exptime, noreply))
+        })?;
+        touch_reply(k, r)
     }
 }

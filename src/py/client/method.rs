@@ -1,0 +1,131 @@
+//! A method of the client, as its family file declares it: one type (`Method`) holding the
+//! arguments it was called with, parsed (its `parse`, answered at once when no I/O is needed:
+//! `Parsed::Ready`), which says the request it makes (`request`: an operation of the core and
+//! what it is applied to) and turns that operation's outcome into the method's value
+//! (`finish`). The table (`py::methods`) makes both Python methods from it: the blocking
+//! method runs the request here and now (`Method::call`, with its arguments borrowed from the
+//! caller's objects), the asyncio client's submits it and finishes later (`Method::later`
+//! keeps what the finish needs past the call; `Finishing` is how a pending call carries it).
+//!
+//! `Method::Op` names the operation both the request and the finish are typed by: a method
+//! whose request and finish disagree does not compile. Attached only; no I/O of its own (the
+//! blocking call detaches through `py::io`).
+
+use pyo3::prelude::*;
+use pyo3::IntoPyObjectExt;
+
+use super::state::PyClient;
+use crate::client::keys::Keys;
+use crate::client::op::{Args, Kind, Outcome};
+use crate::dispatch::request::{Items, Request};
+use crate::py::errors;
+use crate::py::io::detached;
+
+/// One method's call, its arguments parsed.
+pub(crate) trait Method: Sized + Sync {
+    /// The operation it runs; its outcome is what `finish` takes.
+    type Op: Kind<Output: Send>;
+    /// What the method returns.
+    type Value: for<'py> IntoPyObject<'py> + Send;
+    /// The same call owning what it borrowed (`later`), to finish after the call returned.
+    type Later: Method<Op = Self::Op, Value = Self::Value> + Send + 'static;
+
+    /// A whole-client command (flush, stats): it names no keys.
+    const WHOLE: bool = false;
+
+    /// `to` given its operation and what it is applied to.
+    fn request<R>(&self, to: impl FnOnce(Self::Op, Args<'_, '_>) -> R) -> R;
+
+    /// The method's value (or exception) for the operation's outcome.
+    fn finish(
+        self,
+        slf: &Bound<'_, PyClient>,
+        out: <Self::Op as Kind>::Output,
+    ) -> PyResult<Self::Value>;
+
+    /// What `finish` needs, owned.
+    fn later(self) -> Self::Later;
+
+    /// The blocking method: the request run on the core with the interpreter released, then
+    /// finished. (A family may take a shorter way: a lone `noreply` write.)
+    #[inline(always)]
+    fn call(self, slf: &Bound<'_, PyClient>) -> PyResult<Self::Value> {
+        let out = detached(slf.py(), slf.get(), |core| {
+            Ok(self.request(|op, args| op.run(core, args)))
+        })?;
+        self.finish(slf, out)
+    }
+
+    /// The asyncio method's request (its own copy of the keys or items), and what finishes it.
+    fn submit(self) -> (Request, Self::Later) {
+        let req = self.request(|op, args| {
+            if Self::WHOLE {
+                Request::whole(op)
+            } else if !args.items.is_empty() {
+                let bytes = args.items.iter().map(|it| it.data.len()).sum();
+                let key_bytes = args.items.iter().map(|it| it.key.len()).sum();
+                let mut items = Items::with_capacity(args.items.len(), key_bytes, bytes);
+                for it in args.items {
+                    items.push(it);
+                }
+                Request::items(op, items)
+            } else {
+                Request::new(op, Keys::of(args.keys))
+            }
+        });
+        (req, self.later())
+    }
+}
+
+/// A method's arguments parsed: its value at once, or the call to make.
+pub(crate) enum Parsed<M: Method> {
+    Ready(M::Value),
+    Call(M),
+}
+
+/// The blocking method of a parsed call.
+#[inline(always)]
+pub(crate) fn blocking<M: Method>(
+    slf: &Bound<'_, PyClient>,
+    parsed: PyResult<Parsed<M>>,
+) -> PyResult<M::Value> {
+    match parsed? {
+        Parsed::Ready(v) => Ok(v),
+        Parsed::Call(m) => m.call(slf),
+    }
+}
+
+/// A pending asyncio call's finish, whatever its method: the outcome into the Python value.
+pub(crate) trait Finishing: Send {
+    fn reply(self: Box<Self>, slf: &Bound<'_, PyClient>, outcome: Outcome) -> PyResult<Py<PyAny>>;
+}
+
+impl<M: Method + Send + 'static> Finishing for M {
+    fn reply(self: Box<Self>, slf: &Bound<'_, PyClient>, outcome: Outcome) -> PyResult<Py<PyAny>> {
+        match M::Op::outcome(outcome) {
+            Some(out) => self.finish(slf, out)?.into_py_any(slf.py()),
+            // No request of `M::Op` ends with another operation's outcome.
+            None => Err(errors::no_result()),
+        }
+    }
+}
+
+/// A call as the asyncio client takes it: answered at once, or a request and its finish.
+pub(crate) enum Submitted {
+    Ready(Py<PyAny>),
+    Submit(Request, Box<dyn Finishing>),
+}
+
+/// The asyncio method of a parsed call.
+pub(crate) fn submitted<M: Method>(
+    py: Python<'_>,
+    parsed: PyResult<Parsed<M>>,
+) -> PyResult<Submitted> {
+    Ok(match parsed? {
+        Parsed::Ready(v) => Submitted::Ready(v.into_py_any(py)?),
+        Parsed::Call(m) => {
+            let (req, later) = m.submit();
+            Submitted::Submit(req, Box::new(later))
+        }
+    })
+}
