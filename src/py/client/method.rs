@@ -21,20 +21,12 @@ use crate::dispatch::request::{Items, Request};
 use crate::py::errors;
 use crate::py::io::detached;
 
-/// One method's call, its arguments parsed.
-pub(crate) trait Method: Sized + Sync {
+/// What a call needs to give its answer: the outcome of `Op` into the method's value.
+pub(crate) trait Finish: Sized {
     /// The operation it runs; its outcome is what `finish` takes.
-    type Op: Kind<Output: Send>;
+    type Op: Kind<Output: Send> + Sync;
     /// What the method returns.
     type Value: for<'py> IntoPyObject<'py> + Send;
-    /// The same call owning what it borrowed (`later`), to finish after the call returned.
-    type Later: Method<Op = Self::Op, Value = Self::Value> + Send + 'static;
-
-    /// A whole-client command (flush, stats): it names no keys.
-    const WHOLE: bool = false;
-
-    /// `to` given its operation and what it is applied to.
-    fn request<R>(&self, to: impl FnOnce(Self::Op, Args<'_, '_>) -> R) -> R;
 
     /// The method's value (or exception) for the operation's outcome.
     fn finish(
@@ -42,6 +34,19 @@ pub(crate) trait Method: Sized + Sync {
         slf: &Bound<'_, PyClient>,
         out: <Self::Op as Kind>::Output,
     ) -> PyResult<Self::Value>;
+}
+
+/// One method's call, its arguments parsed.
+pub(crate) trait Method: Finish {
+    /// What `finish` needs, owned (`later`), to finish after the call returned: the same type
+    /// owning its keys, or (where the call borrows the caller's objects) one of its own.
+    type Later: Finish<Op = Self::Op, Value = Self::Value> + Send + 'static;
+
+    /// A whole-client command (flush, stats): it names no keys.
+    const WHOLE: bool = false;
+
+    /// `to` given its operation and what it is applied to.
+    fn request<R>(&self, to: impl FnOnce(Self::Op, Args<'_, '_>) -> R) -> R;
 
     /// What `finish` needs, owned.
     fn later(self) -> Self::Later;
@@ -50,9 +55,8 @@ pub(crate) trait Method: Sized + Sync {
     /// finished. (A family may take a shorter way: a lone `noreply` write.)
     #[inline(always)]
     fn call(self, slf: &Bound<'_, PyClient>) -> PyResult<Self::Value> {
-        let out = detached(slf.py(), slf.get(), |core| {
-            Ok(self.request(|op, args| op.run(core, args)))
-        })?;
+        let out =
+            self.request(|op, args| detached(slf.py(), slf.get(), |core| Ok(op.run(core, args))))?;
         self.finish(slf, out)
     }
 
@@ -100,11 +104,11 @@ pub(crate) trait Finishing: Send {
     fn reply(self: Box<Self>, slf: &Bound<'_, PyClient>, outcome: Outcome) -> PyResult<Py<PyAny>>;
 }
 
-impl<M: Method + Send + 'static> Finishing for M {
+impl<F: Finish + Send + 'static> Finishing for F {
     fn reply(self: Box<Self>, slf: &Bound<'_, PyClient>, outcome: Outcome) -> PyResult<Py<PyAny>> {
-        match M::Op::outcome(outcome) {
+        match F::Op::outcome(outcome) {
             Some(out) => self.finish(slf, out)?.into_py_any(slf.py()),
-            // No request of `M::Op` ends with another operation's outcome.
+            // No request of `F::Op` ends with another operation's outcome.
             None => Err(errors::no_result()),
         }
     }

@@ -10,7 +10,7 @@ use crate::client::op::arith::{Arith, Create};
 use crate::client::op::Args;
 use crate::error::Error as CoreError;
 use crate::py::args::*;
-use crate::py::client::method::{Method, Parsed};
+use crate::py::client::method::{Finish, Method, Parsed};
 use crate::py::client::state::PyClient;
 use crate::py::errors::{self};
 use crate::py::io::detached;
@@ -95,15 +95,9 @@ impl<'k> Count<'k> {
     }
 }
 
-impl Method for Count<'_> {
+impl Finish for Count<'_> {
     type Op = Arith;
     type Value = u64;
-    type Later = Count<'static>;
-
-    fn request<R>(&self, to: impl FnOnce(Arith, Args<'_, '_>) -> R) -> R {
-        let k: &[u8] = &self.key;
-        to(self.op, Args::keys(std::slice::from_ref(&k)))
-    }
 
     fn finish(
         self,
@@ -111,6 +105,15 @@ impl Method for Count<'_> {
         mut v: Vec<Result<Option<u64>, CoreError>>,
     ) -> PyResult<u64> {
         arith_reply(v.pop())
+    }
+}
+
+impl Method for Count<'_> {
+    type Later = Count<'static>;
+
+    fn request<R>(&self, to: impl FnOnce(Arith, Args<'_, '_>) -> R) -> R {
+        let k: &[u8] = &self.key;
+        to(self.op, Args::keys(std::slice::from_ref(&k)))
     }
 
     fn later(self) -> Count<'static> {

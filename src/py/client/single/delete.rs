@@ -9,7 +9,7 @@ use crate::client::op::delete::Delete;
 use crate::client::op::Args;
 use crate::error::Error as CoreError;
 use crate::py::args::*;
-use crate::py::client::method::{Method, Parsed};
+use crate::py::client::method::{Finish, Method, Parsed};
 use crate::py::client::state::PyClient;
 use crate::py::errors::{self, Op};
 use crate::py::io::{detached, noreply_write};
@@ -57,9 +57,20 @@ impl<'k> DeleteKey<'k> {
     }
 }
 
-impl Method for DeleteKey<'_> {
+impl Finish for DeleteKey<'_> {
     type Op = Delete;
     type Value = bool;
+
+    fn finish(
+        self,
+        slf: &Bound<'_, PyClient>,
+        mut v: Vec<Result<bool, CoreError>>,
+    ) -> PyResult<bool> {
+        delete_reply(slf.get(), &self.key, v.pop())
+    }
+}
+
+impl Method for DeleteKey<'_> {
     type Later = DeleteKey<'static>;
 
     fn request<R>(&self, to: impl FnOnce(Delete, Args<'_, '_>) -> R) -> R {
@@ -68,14 +79,6 @@ impl Method for DeleteKey<'_> {
             noreply: self.noreply,
         };
         to(op, Args::keys(std::slice::from_ref(&k)))
-    }
-
-    fn finish(
-        self,
-        slf: &Bound<'_, PyClient>,
-        mut v: Vec<Result<bool, CoreError>>,
-    ) -> PyResult<bool> {
-        delete_reply(slf.get(), &self.key, v.pop())
     }
 
     fn later(self) -> DeleteKey<'static> {

@@ -11,7 +11,7 @@ use crate::client::fetched::Fetched;
 use crate::client::op::get::Get as FetchOp;
 use crate::client::op::Args;
 use crate::py::args::*;
-use crate::py::client::method::{Method, Parsed};
+use crate::py::client::method::{Finish, Method, Parsed};
 use crate::py::client::state::PyClient;
 use crate::py::errors::{self, Op};
 
@@ -124,9 +124,17 @@ impl<'k> Get<'k> {
     }
 }
 
-impl Method for Get<'_> {
+impl Finish for Get<'_> {
     type Op = FetchOp;
     type Value = Py<PyAny>;
+
+    #[inline(always)]
+    fn finish(self, slf: &Bound<'_, PyClient>, f: Fetched) -> PyResult<Py<PyAny>> {
+        get_reply(slf, &self.key, self.default, f)
+    }
+}
+
+impl Method for Get<'_> {
     type Later = Get<'static>;
 
     #[inline(always)]
@@ -137,11 +145,6 @@ impl Method for Get<'_> {
             touch: self.touch,
         };
         to(op, Args::keys(std::slice::from_ref(&k)))
-    }
-
-    #[inline(always)]
-    fn finish(self, slf: &Bound<'_, PyClient>, f: Fetched) -> PyResult<Py<PyAny>> {
-        get_reply(slf, &self.key, self.default, f)
     }
 
     fn later(self) -> Get<'static> {
@@ -174,9 +177,16 @@ impl<'k> Gets<'k> {
     }
 }
 
-impl Method for Gets<'_> {
+impl Finish for Gets<'_> {
     type Op = FetchOp;
     type Value = (Py<PyAny>, Py<PyAny>);
+
+    fn finish(self, slf: &Bound<'_, PyClient>, f: Fetched) -> PyResult<Self::Value> {
+        gets_reply(slf, &self.key, f)
+    }
+}
+
+impl Method for Gets<'_> {
     type Later = Gets<'static>;
 
     fn request<R>(&self, to: impl FnOnce(FetchOp, Args<'_, '_>) -> R) -> R {
@@ -186,10 +196,6 @@ impl Method for Gets<'_> {
             touch: None,
         };
         to(op, Args::keys(std::slice::from_ref(&k)))
-    }
-
-    fn finish(self, slf: &Bound<'_, PyClient>, f: Fetched) -> PyResult<Self::Value> {
-        gets_reply(slf, &self.key, f)
     }
 
     fn later(self) -> Gets<'static> {

@@ -1,10 +1,11 @@
-//! The single-key methods, a file per family: get and gets (`get`), the stores (set, add,
-//! replace, append, prepend and cas, through one `store` and its `StoreArgs`), `delete`,
-//! `touch`, and incr and decr (`arith`). Each file holds its methods' blocking body, their
-//! argument conversion and reply function, and their asynchronous half: the call prepared
-//! (`prepare_*`) and its `Finish` (see `py::client::finish`). Arguments are converted with
-//! `py::args`, values with `codec`, the core is called through `io::detached` and errors are
-//! built by `py::errors`.
+//! The single-key methods, a file per family: get, gets and gat (`get`: `Get`, `Gets`), the
+//! stores (set, add, replace, append, prepend and cas: `store::StoreKey`), `delete`
+//! (`DeleteKey`), `touch` (`TouchKey`), and incr and decr (`arith::Count`). Each method is one
+//! type implementing `py::client::method::Method`: its arguments parsed (`parse`), its request,
+//! the finish of its outcome, and, where one key goes a shorter way, its own blocking `call`.
+//! Each key is borrowed from the caller's object for the blocking call and owned (`later`) for
+//! the asyncio one. Arguments are converted with `py::args`, values with `codec`, the core is
+//! called through `io` and errors are built by `py::errors`.
 
 pub(crate) mod arith;
 pub(crate) mod delete;

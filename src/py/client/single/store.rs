@@ -12,7 +12,7 @@ use crate::client::results::StoreStatus;
 use crate::error::Error as CoreError;
 use crate::protocol::{StoreCmd, StoreItem};
 use crate::py::args::{self, *};
-use crate::py::client::method::{Method, Parsed};
+use crate::py::client::method::{Finish, Method, Parsed};
 use crate::py::client::state::PyClient;
 use crate::py::errors::{self, Op};
 use crate::py::io::{detached, noreply_write};
@@ -213,9 +213,20 @@ impl<'a> StoreKey<'a> {
     }
 }
 
-impl Method for StoreKey<'_> {
+impl Finish for StoreKey<'_> {
     type Op = Store;
     type Value = bool;
+
+    fn finish(
+        self,
+        slf: &Bound<'_, PyClient>,
+        mut v: Vec<Result<StoreStatus, CoreError>>,
+    ) -> PyResult<bool> {
+        store_reply(slf.get(), self.cmd, &self.key, v.pop())
+    }
+}
+
+impl Method for StoreKey<'_> {
     type Later = StoreKey<'static>;
 
     fn request<R>(&self, to: impl FnOnce(Store, Args<'_, '_>) -> R) -> R {
@@ -224,14 +235,6 @@ impl Method for StoreKey<'_> {
             noreply: self.noreply,
         };
         to(op, Args::items(std::slice::from_ref(&self.item())))
-    }
-
-    fn finish(
-        self,
-        slf: &Bound<'_, PyClient>,
-        mut v: Vec<Result<StoreStatus, CoreError>>,
-    ) -> PyResult<bool> {
-        store_reply(slf.get(), self.cmd, &self.key, v.pop())
     }
 
     fn later(self) -> StoreKey<'static> {

@@ -9,7 +9,7 @@ use crate::client::op::touch::Touch;
 use crate::client::op::Args;
 use crate::error::Error as CoreError;
 use crate::py::args::*;
-use crate::py::client::method::{Method, Parsed};
+use crate::py::client::method::{Finish, Method, Parsed};
 use crate::py::client::state::PyClient;
 use crate::py::errors::{self, Op};
 use crate::py::io::detached;
@@ -58,15 +58,9 @@ impl<'k> TouchKey<'k> {
     }
 }
 
-impl Method for TouchKey<'_> {
+impl Finish for TouchKey<'_> {
     type Op = Touch;
     type Value = bool;
-    type Later = TouchKey<'static>;
-
-    fn request<R>(&self, to: impl FnOnce(Touch, Args<'_, '_>) -> R) -> R {
-        let k: &[u8] = &self.key;
-        to(self.op, Args::keys(std::slice::from_ref(&k)))
-    }
 
     fn finish(
         self,
@@ -74,6 +68,15 @@ impl Method for TouchKey<'_> {
         mut v: Vec<Result<bool, CoreError>>,
     ) -> PyResult<bool> {
         touch_reply(&self.key, v.pop())
+    }
+}
+
+impl Method for TouchKey<'_> {
+    type Later = TouchKey<'static>;
+
+    fn request<R>(&self, to: impl FnOnce(Touch, Args<'_, '_>) -> R) -> R {
+        let k: &[u8] = &self.key;
+        to(self.op, Args::keys(std::slice::from_ref(&k)))
     }
 
     fn later(self) -> TouchKey<'static> {
