@@ -366,6 +366,13 @@ class client:
         self, key: _Key, cas: int, conditional: bool, server_key: _Key | None = None
     ) -> tuple[str, Any, int, int]: ...
     def _near_cas_multi(self, keys: list[_Key], server_key: _Key | None = None) -> list[int]: ...
+    def _invalidate_multi(
+        self,
+        keys: Collection[_Key],
+        stale_time: int = 0,
+        key_prefix: _Key = ...,
+        server_key: _Key | None = None,
+    ) -> tuple[bool, list[_Key]]: ...
     def flush_all(self, time: int = 0) -> bool: ...
     def get_stats(self, stat_args: str = ..., /) -> list[tuple[bytes, dict[str, bytes]]]: ...
     def _stats_lines(
@@ -484,9 +491,85 @@ class aio_client:
     def deserialize(self, data: bytes, flags: int, /) -> Any: ...
     def get_behaviors(self) -> dict[str, Any]: ...
     def set_behaviors(self, behaviors: _Behaviors) -> None: ...
-    # Each returns a future of what the blocking method of the same name (``_store``: ``cmd``'s,
-    # ``_arith``: ``incr``/``decr``, ``_get_multi``: ``get_multi``/``gets_multi``) returns; a
-    # left-out argument (``...``) is the blocking method's default. fastmc.aio forwards to them.
+    # Each returns a future of what the blocking method of the same name without the ``_``
+    # returns, and takes its arguments (one table makes both: src/py/methods.rs). fastmc.aio
+    # forwards to them.
+    def _get_multi(
+        self, keys: Collection[_K], key_prefix: _Key = b"", server_key: _Key | None = None
+    ) -> aio_future[dict[_K, Any]]: ...
+    def _gets_multi(
+        self, keys: Collection[_K], key_prefix: _Key = b"", server_key: _Key | None = None
+    ) -> aio_future[dict[_K, tuple[Any, int]]]: ...
+    def _set_multi(
+        self,
+        keys: Mapping[_K, Any],
+        time: int = 0,
+        key_prefix: _Key = b"",
+        min_compress_len: int = 0,
+        compress_level: int = -1,
+        *,
+        noreply: bool = False,
+        server_key: _Key | None = None,
+    ) -> aio_future[list[_K]]: ...
+    def _add_multi(
+        self,
+        keys: Mapping[_K, Any],
+        time: int = 0,
+        key_prefix: _Key = b"",
+        min_compress_len: int = 0,
+        compress_level: int = -1,
+        *,
+        noreply: bool = False,
+        server_key: _Key | None = None,
+    ) -> aio_future[list[_K]]: ...
+    def _replace_multi(
+        self,
+        keys: Mapping[_K, Any],
+        time: int = 0,
+        key_prefix: _Key = b"",
+        min_compress_len: int = 0,
+        compress_level: int = -1,
+        *,
+        noreply: bool = False,
+        server_key: _Key | None = None,
+    ) -> aio_future[list[_K]]: ...
+    def _delete_multi(
+        self,
+        keys: Collection[_Key],
+        key_prefix: _Key = b"",
+        *,
+        noreply: bool = False,
+        server_key: _Key | None = None,
+    ) -> aio_future[bool]: ...
+    def _incr_multi(
+        self,
+        keys: Collection[_Key],
+        key_prefix: _Key = b"",
+        delta: int = 1,
+        *,
+        server_key: _Key | None = None,
+    ) -> aio_future[None]: ...
+    def _touch_multi(
+        self,
+        keys: Collection[_K],
+        time: int = 0,
+        key_prefix: _Key = b"",
+        *,
+        noreply: bool = False,
+        server_key: _Key | None = None,
+    ) -> aio_future[list[_K]]: ...
+    def _flush_all(self, time: int = 0) -> aio_future[bool]: ...
+    def _get_stats(
+        self, stat_args: str = ..., /
+    ) -> aio_future[list[tuple[bytes, dict[str, bytes]]]]: ...
+    def _gat_multi(
+        self,
+        keys: Collection[_K],
+        time: int,
+        key_prefix: _Key = b"",
+        *,
+        server_key: _Key | None = None,
+    ) -> aio_future[dict[_K, Any]]: ...
     def _get(
         self, key: _Key, default: Any = None, /, server_key: _Key | None = None
     ) -> aio_future[Any]: ...
@@ -581,57 +664,6 @@ class aio_client:
         self, key: _Key, time: int, default: Any = None, *, server_key: _Key | None = None
     ) -> aio_future[Any]: ...
     # dict[_K, Any] serves both: gets_multi's values are (value, cas) pairs.
-    def _get_multi(
-        self,
-        keys: Collection[_K],
-        key_prefix: _Key = ...,
-        with_cas: bool = False,
-        server_key: _Key | None = None,
-    ) -> aio_future[dict[_K, Any]]: ...
-    def _store_multi(
-        self,
-        cmd: str,
-        keys: Mapping[_K, Any],
-        time: int = ...,
-        key_prefix: _Key = ...,
-        min_compress_len: int = ...,
-        compress_level: int = ...,
-        noreply: bool = False,
-        server_key: _Key | None = None,
-    ) -> aio_future[list[_K]]: ...
-    def _delete_multi(
-        self,
-        keys: Collection[_Key],
-        key_prefix: _Key = ...,
-        noreply: bool = False,
-        server_key: _Key | None = None,
-    ) -> aio_future[bool]: ...
-    def _incr_multi(
-        self,
-        keys: Collection[_Key],
-        key_prefix: _Key = ...,
-        delta: int = ...,
-        server_key: _Key | None = None,
-    ) -> aio_future[None]: ...
-    def _touch_multi(
-        self,
-        keys: Collection[_K],
-        time: int = ...,
-        key_prefix: _Key = ...,
-        noreply: bool = False,
-        server_key: _Key | None = None,
-    ) -> aio_future[list[_K]]: ...
-    def _flush_all(self, time: int = ...) -> aio_future[bool]: ...
-    def _get_stats(
-        self, stat_args: str = ...
-    ) -> aio_future[list[tuple[bytes, dict[str, bytes]]]]: ...
-    def _gat_multi(
-        self,
-        keys: Collection[_K],
-        time: int,
-        key_prefix: _Key = ...,
-        server_key: _Key | None = None,
-    ) -> aio_future[dict[_K, Any]]: ...
     def _alease_get(
         self, key: _Key, lease: int, recache: int, server_key: _Key | None = None
     ) -> aio_future[tuple[str, Any, int]]: ...

@@ -69,26 +69,24 @@ def _parameters(method: Any) -> tuple[str, tuple[str, ...], tuple[Any, ...], int
 
 
 def _coroutine(
-    blocking: Callable[Concatenate[_fastmc.client, _P], _R], core: str, **selector: str | bool
+    blocking: Callable[Concatenate[_fastmc.client, _P], _R], core: str | None = None
 ) -> Callable[Concatenate[Client, _P], Coroutine[Any, Any, _R]]:
     """The coroutine for the blocking method ``blocking``: its parameters (names, kinds,
     defaults: its text signature) and docstring, its types through ``_P`` and ``_R`` (mypy
-    reads them from the blocking stub), and a body that awaits the core method ``core`` with
-    each argument as the core's parameter of the same name and ``selector`` as the rest.
-    Written out and compiled once, here: a call runs the code a hand-written coroutine would.
-    A core method whose parameters are not the blocking method's and ``selector`` fails the
-    import."""
+    reads them from the blocking stub), and a body that awaits the core method ``core``
+    (``_`` and the method's name: one row of the native table makes both, src/py/methods.rs)
+    with each argument as the core's parameter of the same name. Written out and compiled
+    once, here: a call runs the code a hand-written coroutine would. A core method whose
+    parameters are not the blocking method's fails the import."""
     name = blocking.__name__
+    core = core or "_" + name
     params, names, defaults, _ = _parameters(blocking)
     _, core_names, _, positional = _parameters(getattr(_fastmc.aio_client, core))
     if Ellipsis in defaults:
         raise TypeError("%s: an argument without a default value (...) is written out" % (name,))
-    if sorted(core_names) != sorted(names + tuple(selector)):
+    if core_names != names:
         raise TypeError("%s: %s does not take %s's arguments" % (name, core, name))
-    args = [repr(selector[n]) if n in selector else n for n in core_names]
-    call = ", ".join(
-        a if i < positional else "%s=%s" % (n, a) for i, (n, a) in enumerate(zip(core_names, args))
-    )
+    call = ", ".join(n if i < positional else "%s=%s" % (n, n) for i, n in enumerate(core_names))
     source = "async def %s%s:\n    return await self.%s(%s)\n" % (name, params, core, call)
     filename = "<fastmc.aio.Client.%s>" % (name,)
     # Tracebacks show the line (as attrs does for the methods it writes).
@@ -262,29 +260,29 @@ class Client(_fastmc.aio_client):
 
     # -- the blocking methods as coroutines (see _coroutine) ------------------------------------
 
-    get = _coroutine(_fastmc.client.get, "_get")
-    gets = _coroutine(_fastmc.client.gets, "_gets")
-    set = _coroutine(_fastmc.client.set, "_set")
-    add = _coroutine(_fastmc.client.add, "_add")
-    replace = _coroutine(_fastmc.client.replace, "_replace")
-    append = _coroutine(_fastmc.client.append, "_append")
-    prepend = _coroutine(_fastmc.client.prepend, "_prepend")
-    cas = _coroutine(_fastmc.client.cas, "_cas")
-    delete = _coroutine(_fastmc.client.delete, "_delete")
-    touch = _coroutine(_fastmc.client.touch, "_touch")
-    incr = _coroutine(_fastmc.client.incr, "_incr")
-    decr = _coroutine(_fastmc.client.decr, "_decr")
-    get_multi = _coroutine(_fastmc.client.get_multi, "_get_multi", with_cas=False)
-    gets_multi = _coroutine(_fastmc.client.gets_multi, "_get_multi", with_cas=True)
-    set_multi = _coroutine(_fastmc.client.set_multi, "_store_multi", cmd="set")
-    add_multi = _coroutine(_fastmc.client.add_multi, "_store_multi", cmd="add")
-    replace_multi = _coroutine(_fastmc.client.replace_multi, "_store_multi", cmd="replace")
-    delete_multi = _coroutine(_fastmc.client.delete_multi, "_delete_multi")
-    incr_multi = _coroutine(_fastmc.client.incr_multi, "_incr_multi")
-    touch_multi = _coroutine(_fastmc.client.touch_multi, "_touch_multi")
-    flush_all = _coroutine(_fastmc.client.flush_all, "_flush_all")
-    gat = _coroutine(_fastmc.client.gat, "_gat")
-    gat_multi = _coroutine(_fastmc.client.gat_multi, "_gat_multi")
+    get = _coroutine(_fastmc.client.get)
+    gets = _coroutine(_fastmc.client.gets)
+    set = _coroutine(_fastmc.client.set)
+    add = _coroutine(_fastmc.client.add)
+    replace = _coroutine(_fastmc.client.replace)
+    append = _coroutine(_fastmc.client.append)
+    prepend = _coroutine(_fastmc.client.prepend)
+    cas = _coroutine(_fastmc.client.cas)
+    delete = _coroutine(_fastmc.client.delete)
+    touch = _coroutine(_fastmc.client.touch)
+    incr = _coroutine(_fastmc.client.incr)
+    decr = _coroutine(_fastmc.client.decr)
+    get_multi = _coroutine(_fastmc.client.get_multi)
+    gets_multi = _coroutine(_fastmc.client.gets_multi)
+    set_multi = _coroutine(_fastmc.client.set_multi)
+    add_multi = _coroutine(_fastmc.client.add_multi)
+    replace_multi = _coroutine(_fastmc.client.replace_multi)
+    delete_multi = _coroutine(_fastmc.client.delete_multi)
+    incr_multi = _coroutine(_fastmc.client.incr_multi)
+    touch_multi = _coroutine(_fastmc.client.touch_multi)
+    flush_all = _coroutine(_fastmc.client.flush_all)
+    gat = _coroutine(_fastmc.client.gat)
+    gat_multi = _coroutine(_fastmc.client.gat_multi)
 
     # -- written out -----------------------------------------------------------------------------
 

@@ -7,18 +7,27 @@
 //! blocking method's name and signature (its `_coroutine` table).
 //!
 //! `server_key` (after `;`) pins the call's keys to that group's server for its length
-//! (`args::pin`). Uses `py::client` (the families, `method`) and `py::aio` (its class and
-//! `submit_any`).
+//! (`args::pin`). `let` bindings before the parse hold what the type borrows for the call (a
+//! multi-key method's key objects). The storage commands' rows, alike but for their command,
+//! are made by `stores!`. A row's result type is the method's `Value`, and its type's request
+//! and finish share one operation: either mismatch fails to compile. Uses `py::client` (the
+//! families, `method`) and `py::aio` (its class and `submit`).
 
 use pyo3::prelude::*;
-use pyo3::types::PyTuple;
+use pyo3::types::{PyDict, PyList, PyTuple};
 
 use super::aio::PyAioClient;
-use super::args::{pin, MaybeArg};
+use super::args::{pin, sized_items, uint_mask, MaybeArg};
+use super::client::admin::{FlushAll, GetStats};
 use super::client::method::{blocking, submitted};
-use super::client::single;
+use super::client::multi::delete::{delete_multi_items, DeleteMulti};
+use super::client::multi::fetch::{fetch_items, Fetch};
+use super::client::multi::incr::{incr_multi_items, IncrMulti};
+use super::client::multi::store::{StoreMulti, StoreMultiArgs};
+use super::client::multi::touch::{touch_multi_items, TouchMulti};
 use super::client::single::store::StoreKey;
 use super::client::state::PyClient;
+use super::client::{lease, near, single};
 use crate::protocol::StoreCmd;
 
 /// Both methods of each row (see the module's text).
@@ -26,7 +35,7 @@ macro_rules! methods {
     ($(
         $(#[$($attr:tt)*])*
         fn $name:ident / $aio:ident ($slf:ident $(, $arg:ident: $ty:ty)* $(; $pin:ident)?)
-            -> $value:ty = $parse:expr;
+            -> $value:ty = $(let $p:pat = $pe:expr;)* $parse:expr;
     )*) => {
         #[pymethods]
         impl PyClient {
@@ -40,6 +49,7 @@ macro_rules! methods {
                     $(let _pin = pin($pin)?;)?
                     #[allow(unused_variables)]
                     let $slf = this;
+                    $(let $p = $pe;)*
                     blocking(this, $parse)
                 }
             )*
@@ -57,7 +67,8 @@ macro_rules! methods {
                     $(let _pin = pin($pin)?;)?
                     #[allow(unused_variables)]
                     let $slf = this.as_super();
-                    PyAioClient::submit_any(this, submitted(this.py(), $parse)?)
+                    $(let $p = $pe;)*
+                    PyAioClient::submit(this, submitted(this.py(), $parse)?)
                 }
             )*
         }
@@ -74,76 +85,6 @@ methods! {
     #[pyo3(signature = (key, /, server_key=None))]
     fn gets / _gets(slf, key: &Bound<'_, PyAny>; server_key)
         -> (Py<PyAny>, Py<PyAny>) = single::get::Gets::parse(slf, key);
-
-    /// Set a key unconditionally.
-    #[pyo3(
-        signature = (key, val, time=MaybeArg::Missing, min_compress_len=MaybeArg::Missing,
-                     compress_level=MaybeArg::Missing, *, noreply=false, server_key=None),
-        text_signature = "($self, key, val, time=0, min_compress_len=0, compress_level=-1, *, noreply=False, server_key=None)"
-    )]
-    // Python's signature, as pylibmc's (and `server_key`)
-    #[allow(clippy::too_many_arguments)]
-    fn set / _set(slf, key: &Bound<'_, PyAny>, val: &Bound<'_, PyAny>, time: MaybeArg<'_, '_>,
-                 min_compress_len: MaybeArg<'_, '_>, compress_level: MaybeArg<'_, '_>,
-                 noreply: bool; server_key)
-        -> bool = StoreKey::parse(slf, StoreCmd::Set, key, val, time, min_compress_len,
-                                  compress_level, noreply);
-
-    /// Add a key if it does not exist.
-    #[pyo3(
-        signature = (key, val, time=MaybeArg::Missing, min_compress_len=MaybeArg::Missing,
-                     compress_level=MaybeArg::Missing, *, noreply=false, server_key=None),
-        text_signature = "($self, key, val, time=0, min_compress_len=0, compress_level=-1, *, noreply=False, server_key=None)"
-    )]
-    // Python's signature, as pylibmc's (and `server_key`)
-    #[allow(clippy::too_many_arguments)]
-    fn add / _add(slf, key: &Bound<'_, PyAny>, val: &Bound<'_, PyAny>, time: MaybeArg<'_, '_>,
-                 min_compress_len: MaybeArg<'_, '_>, compress_level: MaybeArg<'_, '_>,
-                 noreply: bool; server_key)
-        -> bool = StoreKey::parse(slf, StoreCmd::Add, key, val, time, min_compress_len,
-                                  compress_level, noreply);
-
-    /// Replace a key if it exists.
-    #[pyo3(
-        signature = (key, val, time=MaybeArg::Missing, min_compress_len=MaybeArg::Missing,
-                     compress_level=MaybeArg::Missing, *, noreply=false, server_key=None),
-        text_signature = "($self, key, val, time=0, min_compress_len=0, compress_level=-1, *, noreply=False, server_key=None)"
-    )]
-    // Python's signature, as pylibmc's (and `server_key`)
-    #[allow(clippy::too_many_arguments)]
-    fn replace / _replace(slf, key: &Bound<'_, PyAny>, val: &Bound<'_, PyAny>, time: MaybeArg<'_, '_>,
-                 min_compress_len: MaybeArg<'_, '_>, compress_level: MaybeArg<'_, '_>,
-                 noreply: bool; server_key)
-        -> bool = StoreKey::parse(slf, StoreCmd::Replace, key, val, time, min_compress_len,
-                                  compress_level, noreply);
-
-    /// Append data to a key.
-    #[pyo3(
-        signature = (key, val, time=MaybeArg::Missing, min_compress_len=MaybeArg::Missing,
-                     compress_level=MaybeArg::Missing, *, noreply=false, server_key=None),
-        text_signature = "($self, key, val, time=0, min_compress_len=0, compress_level=-1, *, noreply=False, server_key=None)"
-    )]
-    // Python's signature, as pylibmc's (and `server_key`)
-    #[allow(clippy::too_many_arguments)]
-    fn append / _append(slf, key: &Bound<'_, PyAny>, val: &Bound<'_, PyAny>, time: MaybeArg<'_, '_>,
-                 min_compress_len: MaybeArg<'_, '_>, compress_level: MaybeArg<'_, '_>,
-                 noreply: bool; server_key)
-        -> bool = StoreKey::parse(slf, StoreCmd::Append, key, val, time, min_compress_len,
-                                  compress_level, noreply);
-
-    /// Prepend data to a key.
-    #[pyo3(
-        signature = (key, val, time=MaybeArg::Missing, min_compress_len=MaybeArg::Missing,
-                     compress_level=MaybeArg::Missing, *, noreply=false, server_key=None),
-        text_signature = "($self, key, val, time=0, min_compress_len=0, compress_level=-1, *, noreply=False, server_key=None)"
-    )]
-    // Python's signature, as pylibmc's (and `server_key`)
-    #[allow(clippy::too_many_arguments)]
-    fn prepend / _prepend(slf, key: &Bound<'_, PyAny>, val: &Bound<'_, PyAny>, time: MaybeArg<'_, '_>,
-                 min_compress_len: MaybeArg<'_, '_>, compress_level: MaybeArg<'_, '_>,
-                 noreply: bool; server_key)
-        -> bool = StoreKey::parse(slf, StoreCmd::Prepend, key, val, time, min_compress_len,
-                                  compress_level, noreply);
 
     /// Attempt to compare-and-store a key by CAS ID.
     #[pyo3(
@@ -196,4 +137,174 @@ methods! {
     fn gat / _gat(slf, key: &Bound<'_, PyAny>, time: &Bound<'_, PyAny>,
                   default: Option<Py<PyAny>>; server_key)
         -> Py<PyAny> = single::get::Get::parse_gat(key, time, default);
+
+    /// Get multiple keys at once; misses are absent from the result.
+    #[pyo3(
+        signature = (keys, key_prefix=MaybeArg::Missing, server_key=None),
+        text_signature = "($self, keys, key_prefix=b'', server_key=None)"
+    )]
+    fn get_multi / _get_multi(slf, keys: &Bound<'_, PyAny>, key_prefix: MaybeArg<'_, '_>;
+                              server_key)
+        -> Py<PyDict> = let (prefix, items) = fetch_items(keys, key_prefix, false)?;
+                        Fetch::parse(&items, prefix, false, None);
+
+    /// fastmc extension: `get_multi` with CAS tokens: `{key: (value, cas)}`.
+    #[pyo3(
+        signature = (keys, key_prefix=MaybeArg::Missing, server_key=None),
+        text_signature = "($self, keys, key_prefix=b'', server_key=None)"
+    )]
+    fn gets_multi / _gets_multi(slf, keys: &Bound<'_, PyAny>, key_prefix: MaybeArg<'_, '_>;
+                                server_key)
+        -> Py<PyDict> = let (prefix, items) = fetch_items(keys, key_prefix, true)?;
+                        Fetch::parse(&items, prefix, true, None);
+
+    /// fastmc extension: `get_multi` that sets the expiry of the keys found.
+    #[pyo3(
+        signature = (keys, time, key_prefix=MaybeArg::Missing, *, server_key=None),
+        text_signature = "($self, keys, time, key_prefix=b'', *, server_key=None)"
+    )]
+    fn gat_multi / _gat_multi(slf, keys: &Bound<'_, PyAny>, time: &Bound<'_, PyAny>,
+                              key_prefix: MaybeArg<'_, '_>; server_key)
+        -> Py<PyDict> = let exptime = uint_mask(time)?;
+                        let (prefix, items) = fetch_items(keys, key_prefix, false)?;
+                        Fetch::parse(&items, prefix, false, Some(exptime));
+
+    /// Delete multiple keys at once; True only if every key was deleted.
+    #[pyo3(
+        signature = (keys, key_prefix=MaybeArg::Missing, *, noreply=false, server_key=None),
+        text_signature = "($self, keys, key_prefix=b'', *, noreply=False, server_key=None)"
+    )]
+    fn delete_multi / _delete_multi(slf, keys: &Bound<'_, PyAny>, key_prefix: MaybeArg<'_, '_>,
+                                    noreply: bool; server_key)
+        -> bool = let (prefix, items, stopped) = delete_multi_items(keys, key_prefix)?;
+                  DeleteMulti::parse(&items, &prefix, stopped, noreply);
+
+    /// Increment multiple keys by a delta; returns None.
+    #[pyo3(
+        signature = (keys, key_prefix=MaybeArg::Missing, delta=MaybeArg::Missing, *, server_key=None),
+        text_signature = "($self, keys, key_prefix=b'', delta=1, *, server_key=None)"
+    )]
+    fn incr_multi / _incr_multi(slf, keys: &Bound<'_, PyAny>, key_prefix: MaybeArg<'_, '_>,
+                                delta: MaybeArg<'_, '_>; server_key)
+        -> Py<PyAny> = let (prefix, delta, items) = incr_multi_items(keys, key_prefix, delta)?;
+                       IncrMulti::parse(&items, &prefix, delta);
+
+    /// fastmc extension: touch multiple keys; returns the keys that were not found.
+    #[pyo3(
+        signature = (keys, time=MaybeArg::Missing, key_prefix=MaybeArg::Missing, *, noreply=false, server_key=None),
+        text_signature = "($self, keys, time=0, key_prefix=b'', *, noreply=False, server_key=None)"
+    )]
+    fn touch_multi / _touch_multi(slf, keys: &Bound<'_, PyAny>, time: MaybeArg<'_, '_>,
+                                  key_prefix: MaybeArg<'_, '_>, noreply: bool; server_key)
+        -> Py<PyList> = let (exptime, prefix, items) = touch_multi_items(keys, time, key_prefix)?;
+                        TouchMulti::parse(&items, exptime, &prefix, noreply);
+
+    /// Flush all data on all servers.
+    #[pyo3(signature = (time=MaybeArg::Missing), text_signature = "($self, time=0)")]
+    fn flush_all / _flush_all(slf, time: MaybeArg<'_, '_>) -> bool = FlushAll::parse(time);
+
+    /// Retrieve statistics from all memcached servers.
+    #[pyo3(
+        signature = (stat_args=MaybeArg::Missing, /),
+        text_signature = "($self, stat_args=..., /)"
+    )]
+    fn get_stats / _get_stats(slf, stat_args: MaybeArg<'_, '_>)
+        -> Py<PyList> = GetStats::parse(stat_args);
+
+    /// The lease read of `get_or_set`: `(state, value, cas)`.
+    #[pyo3(signature = (key, lease, recache, server_key=None))]
+    fn _lease_get / _alease_get(slf, key: &Bound<'_, PyAny>, lease: u32, recache: u32; server_key)
+        -> lease::LeaseRead = lease::LeaseGet::parse(key, lease, recache);
+
+    /// Give back a lease `_lease_get` won, if the item is unchanged since (its `cas`).
+    #[pyo3(signature = (key, cas, stale, server_key=None))]
+    fn _lease_release / _alease_release(slf, key: &Bound<'_, PyAny>, cas: u64, stale: bool;
+                                        server_key)
+        -> bool = lease::LeaseRelease::parse(key, cas, stale);
+
+    /// Mark keys stale in one request: `(every key found, [keys on servers without meta])`;
+    /// `invalidate_multi` deletes the latter.
+    #[pyo3(signature = (keys, stale_time=0, key_prefix=MaybeArg::Missing, server_key=None))]
+    fn _invalidate_multi / _invalidate_multi(slf, keys: &Bound<'_, PyAny>, stale_time: u32,
+                                             key_prefix: MaybeArg<'_, '_>; server_key)
+        -> (bool, Py<PyList>) = let items = sized_items(keys)?;
+                                lease::MarkStale::parse(&items, stale_time, key_prefix);
+
+    /// The near cache's check of a value it holds with `cas`: `(state, value, cas, bytes)`.
+    #[pyo3(signature = (key, cas, conditional, server_key=None))]
+    fn _near_check / _anear_check(slf, key: &Bound<'_, PyAny>, cas: u64, conditional: bool;
+                                  server_key)
+        -> near::Check = near::NearCheck::parse(key, cas, conditional);
+
+    /// The near cache's check of many held values by their CAS alone: each key's CAS.
+    #[pyo3(signature = (keys, server_key=None))]
+    fn _near_cas_multi / _anear_cas_multi(slf, keys: Vec<Bound<'_, PyAny>>; server_key)
+        -> Vec<i64> = near::CasMulti::parse(&keys);
+}
+
+/// The storage commands' rows: one signature (pylibmc's, and `server_key`) and one type each
+/// for the five single-key commands (`StoreKey`) and the three multi-key ones (`StoreMulti`).
+macro_rules! stores {
+    ($(#[doc = $doc:literal] fn $name:ident / $aio:ident = $cmd:ident;)*) => {
+        methods! {
+            $(
+                #[doc = $doc]
+                #[pyo3(
+                    signature = (key, val, time=MaybeArg::Missing, min_compress_len=MaybeArg::Missing,
+                                 compress_level=MaybeArg::Missing, *, noreply=false, server_key=None),
+                    text_signature = "($self, key, val, time=0, min_compress_len=0, compress_level=-1, *, noreply=False, server_key=None)"
+                )]
+                #[allow(clippy::too_many_arguments)]
+                fn $name / $aio(slf, key: &Bound<'_, PyAny>, val: &Bound<'_, PyAny>,
+                                time: MaybeArg<'_, '_>, min_compress_len: MaybeArg<'_, '_>,
+                                compress_level: MaybeArg<'_, '_>, noreply: bool; server_key)
+                    -> bool = StoreKey::parse(slf, StoreCmd::$cmd, key, val, time,
+                                              min_compress_len, compress_level, noreply);
+            )*
+        }
+    };
+    (multi: $(#[doc = $doc:literal] fn $name:ident / $aio:ident = $cmd:ident;)*) => {
+        methods! {
+            $(
+                #[doc = $doc]
+                #[pyo3(
+                    signature = (keys, time=MaybeArg::Missing, key_prefix=MaybeArg::Missing,
+                                 min_compress_len=MaybeArg::Missing, compress_level=MaybeArg::Missing, *,
+                                 noreply=false, server_key=None),
+                    text_signature = "($self, keys, time=0, key_prefix=b'', min_compress_len=0, compress_level=-1, *, noreply=False, server_key=None)"
+                )]
+                #[allow(clippy::too_many_arguments)]
+                fn $name / $aio(slf, keys: &Bound<'_, PyAny>, time: MaybeArg<'_, '_>,
+                                key_prefix: MaybeArg<'_, '_>, min_compress_len: MaybeArg<'_, '_>,
+                                compress_level: MaybeArg<'_, '_>, noreply: bool; server_key)
+                    -> Py<PyList> = let args = StoreMultiArgs::parse(keys, time, key_prefix,
+                                        min_compress_len, compress_level, noreply)?;
+                                    let pairs = args.pairs();
+                                    StoreMulti::parse(slf, StoreCmd::$cmd, &args, &pairs);
+            )*
+        }
+    };
+}
+
+stores! {
+    /// Set a key unconditionally.
+    fn set / _set = Set;
+    /// Add a key if it does not exist.
+    fn add / _add = Add;
+    /// Replace a key if it exists.
+    fn replace / _replace = Replace;
+    /// Append data to a key.
+    fn append / _append = Append;
+    /// Prepend data to a key.
+    fn prepend / _prepend = Prepend;
+}
+
+stores! {
+    multi:
+    /// Set multiple keys at once; returns the keys that were not stored.
+    fn set_multi / _set_multi = Set;
+    /// Add multiple keys at once; returns the keys that were not stored.
+    fn add_multi / _add_multi = Add;
+    /// fastmc extension: replace multiple keys at once; returns the keys that were not stored.
+    fn replace_multi / _replace_multi = Replace;
 }

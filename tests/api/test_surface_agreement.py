@@ -1,10 +1,11 @@
-"""A public method has five faces: the blocking native class's ``#[pymethods]`` row
-(``src/py/client/mod.rs``), its stub (class ``client`` in ``_fastmc.pyi``), the coroutine of
-``fastmc.aio.Client`` (``python/fastmc/aio.py``), the asyncio core's ``_``-prefixed row that the
-coroutine forwards to (``src/py/aio/``), and that row's stub (class ``aio_client``). Most
-coroutines are made from the blocking method at import (``aio._coroutine``: its signature at run
-time, its types for mypy through the blocking stub); the rest are written out. This test holds
-the five together, for every public method of both clients:
+"""A public method has five faces: the blocking native class's method and the asyncio core's
+``_``-prefixed one, both made from one row of the table in ``src/py/methods.rs`` (or, for a
+method that is not one request, the blocking class's ``#[pymethods]`` rows in
+``src/py/client/``), their stubs (classes ``client`` and ``aio_client`` in ``_fastmc.pyi``), and
+the coroutine of ``fastmc.aio.Client`` (``python/fastmc/aio.py``) that forwards to the core
+method. Most coroutines are made from the blocking method at import (``aio._coroutine``: its
+signature at run time, its types for mypy through the blocking stub); the rest are written out.
+This test holds the five together, for every public method of both clients:
 
 - the blocking class's run-time signature (``__text_signature__``) and its stub: the same
   parameters, kinds and defaults;
@@ -12,8 +13,7 @@ the five together, for every public method of both clients:
   positional-only arguments stay positional-only), the same annotations where the coroutine is
   written out, and a coroutine function;
 - the coroutine forwards each of its arguments to the core method's parameter of the same name
-  (called with a distinct object for each argument, the core method replaced by a recorder),
-  and only the fixed selector arguments listed in ``FORWARDS`` besides;
+  (called with a distinct object for each argument, the core method replaced by a recorder);
 - the core method's run-time signature and its stub: the same parameters, kinds and defaults,
   the stub's annotations those of the blocking stub, and its result ``aio_future[R]`` of the
   blocking method's ``R``; a core default is the blocking one or ``...`` (left out: the blocking
@@ -35,8 +35,8 @@ from fastmc import _fastmc
 
 STUB = Path(fastmc.__file__).with_name("_fastmc.pyi")
 
-# Coroutine -> (the core method it forwards to, the core's other arguments: fixed values that
-# select what the shared core method does).
+# Coroutine -> (the core method it forwards to, the core's other arguments: none since one row
+# makes both methods, so the two take the same arguments).
 FORWARDS = {
     "get": ("_get", {}),
     "gets": ("_gets", {}),
@@ -50,11 +50,11 @@ FORWARDS = {
     "touch": ("_touch", {}),
     "incr": ("_incr", {}),
     "decr": ("_decr", {}),
-    "get_multi": ("_get_multi", {"with_cas": False}),
-    "gets_multi": ("_get_multi", {"with_cas": True}),
-    "set_multi": ("_store_multi", {"cmd": "set"}),
-    "add_multi": ("_store_multi", {"cmd": "add"}),
-    "replace_multi": ("_store_multi", {"cmd": "replace"}),
+    "get_multi": ("_get_multi", {}),
+    "gets_multi": ("_gets_multi", {}),
+    "set_multi": ("_set_multi", {}),
+    "add_multi": ("_add_multi", {}),
+    "replace_multi": ("_replace_multi", {}),
     "delete_multi": ("_delete_multi", {}),
     "incr_multi": ("_incr_multi", {}),
     "touch_multi": ("_touch_multi", {}),
@@ -230,11 +230,7 @@ def test_every_public_method_is_in_a_table():
 def test_every_core_row_is_forwarded_to():
     """Each ``_``-prefixed method the asyncio core adds is a coroutine's target, a twin of a
     blocking internal row, or the client's own plumbing."""
-    added = {
-        n
-        for n in dir(_fastmc.aio_client)
-        if n.startswith("_") and not n.startswith("__") and not hasattr(_fastmc.client, n)
-    }
+    added = {n for n in vars(_fastmc.aio_client) if n.startswith("_") and not n.startswith("__")}
     plumbing = {"_shutdown", "_in_flight", "_direct_counts", "_idle_waits"}
     targets = {core for core, _ in FORWARDS.values()}
     assert added == targets | set(INTERNAL_TWINS.values()) | plumbing
@@ -293,8 +289,8 @@ def test_a_core_row_that_differs_fails_the_import():
     become a coroutine, nor can a blocking method with an argument that has no default."""
     with pytest.raises(TypeError, match="_cas does not take set's arguments"):
         fastmc.aio._coroutine(_fastmc.client.set, "_cas")
-    with pytest.raises(TypeError, match="_set does not take set's arguments"):
-        fastmc.aio._coroutine(_fastmc.client.set, "_set", cmd="set")
+    with pytest.raises(TypeError, match="_set_multi does not take set's arguments"):
+        fastmc.aio._coroutine(_fastmc.client.set, "_set_multi")
     with pytest.raises(TypeError, match="without a default value"):
         fastmc.aio._coroutine(_fastmc.client.get_stats, "_get_stats")
 

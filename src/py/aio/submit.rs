@@ -22,7 +22,6 @@ use crate::dispatch::direct::Progress;
 use crate::dispatch::mailbox::Mailbox;
 use crate::dispatch::request::Request;
 use crate::dispatch::Done;
-use crate::py::client::finish::{Finish, Prepared};
 use crate::py::client::method::{Finishing, Submitted};
 use crate::py::errors;
 
@@ -46,16 +45,8 @@ pub(super) type Loopside = Arc<Mutex<Direct<Pending>>>;
 pub(super) type Sides = (Arc<Mailbox<Delivery>>, Loopside, Option<Arc<IdleWait>>);
 
 impl PyAioClient {
-    /// The future for a prepared call.
-    pub(super) fn submit<F: Finish>(
-        slf: &Bound<'_, Self>,
-        prepared: Prepared<F>,
-    ) -> PyResult<Py<PyAny>> {
-        Self::submit_any(slf, prepared.submitted())
-    }
-
     /// The future for a call (`py::methods`: each asyncio method's body).
-    pub(crate) fn submit_any(slf: &Bound<'_, Self>, prepared: Submitted) -> PyResult<Py<PyAny>> {
+    pub(crate) fn submit(slf: &Bound<'_, Self>, prepared: Submitted) -> PyResult<Py<PyAny>> {
         let py = slf.py();
         let (running, (mailbox, direct, idle)) = Self::future(slf)?;
         let fut = match prepared {

@@ -8,13 +8,14 @@ use std::sync::atomic::Ordering;
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList};
-use pyo3::IntoPyObjectExt;
 
 use super::state::PyClient;
+use crate::client::op::admin::{Flush, Stats};
 use crate::client::op::meta::MetaVerb;
+use crate::client::op::{Args, Kind};
 use crate::error::Error as CoreError;
 use crate::py::args::*;
-use crate::py::client::finish::Finish;
+use crate::py::client::method::{Finish, Method, Parsed};
 use crate::py::errors::{self, Op};
 use crate::py::io::detached;
 use crate::py::serde;
@@ -71,14 +72,6 @@ fn stat_value<'v>(name: &str, value: Option<&'v [u8]>) -> &'v [u8] {
     }
 }
 
-/// Flush all data on all servers.
-pub(super) fn flush_all(slf: &Bound<'_, PyClient>, time: MaybeArg<'_, '_>) -> PyResult<bool> {
-    let py = slf.py();
-    let delay = flush_delay(time)?;
-    let results = detached(py, slf.get(), |core| Ok(core.flush_all(delay)))?;
-    flush_reply(results)
-}
-
 /// flush_all's time, as pylibmc converts it.
 pub(crate) fn flush_delay(time: MaybeArg<'_, '_>) -> PyResult<u32> {
     let delay = time.map_or(0, |t| exact_long(t, ArgPos::of("flush_all", 1)))?;
@@ -114,14 +107,6 @@ pub(super) fn warm_up(slf: &Bound<'_, PyClient>, connections: usize) -> PyResult
         }
     }
     Ok(failed.unbind())
-}
-
-/// Retrieve statistics from all memcached servers.
-pub(super) fn get_stats(
-    slf: &Bound<'_, PyClient>,
-    stat_args: MaybeArg<'_, '_>,
-) -> PyResult<Py<PyList>> {
-    stats_reply(slf.py(), fetch_stats(slf, stat_args)?)
 }
 
 /// Each server's answer to `stats [GROUP]`, with its address.
@@ -319,33 +304,75 @@ pub(super) fn deserialize(
     )
 }
 
-/// `flush_all` on the asyncio client: whether every server flushed.
-pub(crate) struct FlushFinish;
+/// flush_all (`flush_all(time=0)`): whether every server flushed.
+pub(crate) struct FlushAll {
+    delay: u32,
+}
 
-impl Finish for FlushFinish {
-    type Op = crate::client::op::admin::Flush;
-    fn finish(
-        self,
-        slf: &Bound<'_, PyClient>,
-        v: Vec<crate::error::Result<()>>,
-    ) -> PyResult<Py<PyAny>> {
-        flush_reply(v)?.into_py_any(slf.py())
+impl FlushAll {
+    pub(crate) fn parse(time: MaybeArg<'_, '_>) -> PyResult<Parsed<Self>> {
+        Ok(Parsed::Call(FlushAll {
+            delay: flush_delay(time)?,
+        }))
     }
 }
 
-/// `get_stats` on the asyncio client: `[(server, {name: value})]`.
-pub(crate) struct StatsFinish;
+impl Finish for FlushAll {
+    type Op = Flush;
+    type Value = bool;
 
-impl Finish for StatsFinish {
-    type Op = crate::client::op::admin::Stats;
-    fn finish(
-        self,
-        slf: &Bound<'_, PyClient>,
-        v: Vec<(
-            crate::connection::connect::Address,
-            crate::error::Result<crate::client::results::Stats>,
-        )>,
-    ) -> PyResult<Py<PyAny>> {
-        Ok(stats_reply(slf.py(), v)?.into_any())
+    fn finish(self, _: &Bound<'_, PyClient>, v: Vec<crate::error::Result<()>>) -> PyResult<bool> {
+        flush_reply(v)
+    }
+}
+
+impl Method for FlushAll {
+    type Later = FlushAll;
+    const WHOLE: bool = true;
+
+    fn request<R>(&self, to: impl FnOnce(Flush, Args<'_, '_>) -> R) -> R {
+        to(Flush { delay: self.delay }, Args::default())
+    }
+
+    fn later(self) -> FlushAll {
+        self
+    }
+}
+
+/// get_stats (`get_stats()` or `get_stats(group)`): `[(server, {name: value})]`.
+pub(crate) struct GetStats {
+    args: Vec<u8>,
+}
+
+impl GetStats {
+    pub(crate) fn parse(stat_args: MaybeArg<'_, '_>) -> PyResult<Parsed<Self>> {
+        Ok(Parsed::Call(GetStats {
+            args: stats_args(stat_args)?,
+        }))
+    }
+}
+
+impl Finish for GetStats {
+    type Op = Stats;
+    type Value = Py<PyList>;
+
+    fn finish(self, slf: &Bound<'_, PyClient>, v: <Stats as Kind>::Output) -> PyResult<Py<PyList>> {
+        stats_reply(slf.py(), v)
+    }
+}
+
+impl Method for GetStats {
+    type Later = GetStats;
+    const WHOLE: bool = true;
+
+    fn request<R>(&self, to: impl FnOnce(Stats, Args<'_, '_>) -> R) -> R {
+        let op = Stats {
+            args: self.args.as_slice().into(),
+        };
+        to(op, Args::default())
+    }
+
+    fn later(self) -> GetStats {
+        self
     }
 }

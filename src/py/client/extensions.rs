@@ -1,76 +1,19 @@
-//! fastmc's own methods of the native client class, `_pylibmc.client`: a second `#[pymethods]`
-//! table beside `mod.rs`'s, which holds pylibmc's surface (PyO3's `multiple-pymethods`). Here:
-//! the multi methods pylibmc lacks (`gets_multi`, `replace_multi`, `touch_multi`), the event
-//! listeners, live membership, metrics and hot keys, warm-up, `debug`, the serializer's name,
-//! `gat`, invalidation and the lease rows of stampede protection. Each body is one call into a
-//! family, as in `mod.rs`.
+//! fastmc's own methods of the native client class, `_pylibmc.client`, that are not a request
+//! of one operation (those are rows of `py::methods`): a `#[pymethods]` table beside `mod.rs`'s
+//! (PyO3's `multiple-pymethods`). Here: the event listeners, live membership, metrics and hot
+//! keys, warm-up, `debug`, the serializer's name, the stats lines of the command line, and
+//! `invalidate`/`invalidate_multi` (a meta request, then a delete where the server has no meta
+//! protocol). Each body is one call into a family, as in `mod.rs`.
 
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList};
 
 use super::state::PyClient;
-use super::{admin, lease, membership, metrics, multi, near};
-use crate::protocol::StoreCmd;
+use super::{admin, lease, membership, metrics};
 use crate::py::args::{pin, MaybeArg};
 
 #[pymethods]
 impl PyClient {
-    /// fastmc extension: `get_multi` with CAS tokens: `{key: (value, cas)}`.
-    #[pyo3(
-        signature = (keys, key_prefix=MaybeArg::Missing, server_key=None),
-        text_signature = "($self, keys, key_prefix=b'', server_key=None)"
-    )]
-    fn gets_multi(
-        slf: &Bound<'_, Self>,
-        keys: &Bound<'_, PyAny>,
-        key_prefix: MaybeArg<'_, '_>,
-        server_key: Option<&Bound<'_, PyAny>>,
-    ) -> PyResult<Py<PyDict>> {
-        let _pin = pin(server_key)?;
-        multi::fetch::fetch(slf, keys, key_prefix, true, None)
-    }
-
-    /// fastmc extension: replace multiple keys at once; returns the keys that were not stored.
-    #[pyo3(
-        signature = (keys, time=MaybeArg::Missing, key_prefix=MaybeArg::Missing,
-                     min_compress_len=MaybeArg::Missing, compress_level=MaybeArg::Missing, *,
-                     noreply=false, server_key=None),
-        text_signature = "($self, keys, time=0, key_prefix=b'', min_compress_len=0, compress_level=-1, *, noreply=False, server_key=None)"
-    )]
-    // Python's signature, as pylibmc's (and `server_key`)
-    #[allow(clippy::too_many_arguments)]
-    fn replace_multi(
-        slf: &Bound<'_, Self>,
-        keys: &Bound<'_, PyAny>,
-        time: MaybeArg<'_, '_>,
-        key_prefix: MaybeArg<'_, '_>,
-        min_compress_len: MaybeArg<'_, '_>,
-        compress_level: MaybeArg<'_, '_>,
-        noreply: bool,
-        server_key: Option<&Bound<'_, PyAny>>,
-    ) -> PyResult<Py<PyList>> {
-        let _pin = pin(server_key)?;
-        let opts = (time, key_prefix, min_compress_len, compress_level);
-        multi::store::store(slf, StoreCmd::Replace, keys, opts, noreply)
-    }
-
-    /// fastmc extension: touch multiple keys; returns the keys that were not found.
-    #[pyo3(
-        signature = (keys, time=MaybeArg::Missing, key_prefix=MaybeArg::Missing, *, noreply=false, server_key=None),
-        text_signature = "($self, keys, time=0, key_prefix=b'', *, noreply=False, server_key=None)"
-    )]
-    fn touch_multi(
-        slf: &Bound<'_, Self>,
-        keys: &Bound<'_, PyAny>,
-        time: MaybeArg<'_, '_>,
-        key_prefix: MaybeArg<'_, '_>,
-        noreply: bool,
-        server_key: Option<&Bound<'_, PyAny>>,
-    ) -> PyResult<Py<PyList>> {
-        let _pin = pin(server_key)?;
-        multi::touch::touch_multi(slf, keys, time, key_prefix, noreply)
-    }
-
     /// Every stat each server sent, in its order (the command line's `stats GROUP`).
     #[pyo3(signature = (stat_args=MaybeArg::Missing, /))]
     fn _stats_lines(slf: &Bound<'_, Self>, stat_args: MaybeArg<'_, '_>) -> PyResult<Py<PyList>> {
@@ -146,22 +89,6 @@ impl PyClient {
         slf.get().values().serializer.name()
     }
 
-    /// fastmc extension: `get_multi` that sets the expiry of the keys found.
-    #[pyo3(
-        signature = (keys, time, key_prefix=MaybeArg::Missing, *, server_key=None),
-        text_signature = "($self, keys, time, key_prefix=b'', *, server_key=None)"
-    )]
-    fn gat_multi(
-        slf: &Bound<'_, Self>,
-        keys: &Bound<'_, PyAny>,
-        time: &Bound<'_, PyAny>,
-        key_prefix: MaybeArg<'_, '_>,
-        server_key: Option<&Bound<'_, PyAny>>,
-    ) -> PyResult<Py<PyDict>> {
-        let _pin = pin(server_key)?;
-        lease::gat_multi(slf, keys, time, key_prefix)
-    }
-
     /// fastmc extension: mark a key stale instead of deleting it (see docs/stampede.md).
     #[pyo3(signature = (key, stale_time=0, *, server_key=None))]
     fn invalidate(
@@ -188,55 +115,5 @@ impl PyClient {
     ) -> PyResult<bool> {
         let _pin = pin(server_key)?;
         lease::invalidate_iterable(slf, keys, stale_time, key_prefix)
-    }
-
-    /// The lease read of `get_or_set`: `(state, value, cas)`.
-    #[pyo3(signature = (key, lease, recache, server_key=None))]
-    fn _lease_get(
-        slf: &Bound<'_, Self>,
-        key: &Bound<'_, PyAny>,
-        lease: u32,
-        recache: u32,
-        server_key: Option<&Bound<'_, PyAny>>,
-    ) -> PyResult<(&'static str, Py<PyAny>, u64)> {
-        let _pin = pin(server_key)?;
-        lease::lease_get(slf, key, lease, recache)
-    }
-
-    /// The near cache's check of a value it holds with `cas`: `(state, value, cas)`.
-    #[pyo3(signature = (key, cas, conditional, server_key=None))]
-    fn _near_check(
-        slf: &Bound<'_, Self>,
-        key: &Bound<'_, PyAny>,
-        cas: u64,
-        conditional: bool,
-        server_key: Option<&Bound<'_, PyAny>>,
-    ) -> PyResult<near::Check> {
-        let _pin = pin(server_key)?;
-        near::check(slf, key, cas, conditional)
-    }
-
-    /// The near cache's check of many held values by their CAS alone: each key's CAS.
-    #[pyo3(signature = (keys, server_key=None))]
-    fn _near_cas_multi(
-        slf: &Bound<'_, Self>,
-        keys: Vec<Bound<'_, PyAny>>,
-        server_key: Option<&Bound<'_, PyAny>>,
-    ) -> PyResult<Vec<i64>> {
-        let _pin = pin(server_key)?;
-        near::cas_multi(slf, &keys)
-    }
-
-    /// Give back a lease `_lease_get` won, if the item is unchanged since (its `cas`).
-    #[pyo3(signature = (key, cas, stale, server_key=None))]
-    fn _lease_release(
-        slf: &Bound<'_, Self>,
-        key: &Bound<'_, PyAny>,
-        cas: u64,
-        stale: bool,
-        server_key: Option<&Bound<'_, PyAny>>,
-    ) -> PyResult<bool> {
-        let _pin = pin(server_key)?;
-        lease::lease_release(slf, key, cas, stale)
     }
 }

@@ -1,25 +1,25 @@
-//! The native pieces of stampede protection: a lease read (`mg` with `N` and `R`),
-//! a lease release, `invalidate`/`invalidate_multi` (`md` with `I`) and `gat`. The policy that
+//! The native pieces of stampede protection: a lease read (`mg` with `N` and `R`: `LeaseGet`),
+//! a lease release (`LeaseRelease`), and `invalidate`/`invalidate_multi` (`md` with `I`; the
+//! request of many keys: `MarkStale`). `MetaCall` is one key's meta command, which the near
+//! cache's check shares. The policy that
 //! waits, computes and stores (`get_or_set`) is the Python `Client`'s: it calls a Python
 //! callable and sleeps, and stores through `set`, so its values are `set`'s. Keys are converted
 //! with `py::args`, values decoded with `codec`, the core is called through `io::detached` and
 //! errors are built by `py::errors`. Uses `client::MetaOutcome` and the core's `Error`.
 
-use pyo3::prelude::*;
-use pyo3::types::PyDict;
-use pyo3::IntoPyObjectExt;
+use std::borrow::Cow;
 
-use super::multi;
+use pyo3::prelude::*;
+use pyo3::types::PyList;
+
 use super::state::PyClient;
-use crate::client::keys::Keys;
-use crate::client::op::get::Get;
 use crate::client::op::meta::Meta;
 use crate::client::op::meta::MetaVerb;
+use crate::client::op::Args;
 use crate::client::results::MetaOutcome;
 use crate::error::Error as CoreError;
 use crate::py::args::*;
-use crate::py::client::finish::{one, unbind, Finish, Prepared};
-use crate::py::client::multi::fetch::FetchFinish;
+use crate::py::client::method::{unbind, Finish, Method, Parsed};
 use crate::py::errors::{self, Op};
 use crate::py::io::detached;
 
@@ -34,30 +34,6 @@ const UNSUPPORTED: &str = "unsupported";
 
 /// `(state, value, cas)` of a lease read.
 pub(crate) type LeaseRead = (&'static str, Py<PyAny>, u64);
-
-/// `mg <key> v f c N<lease> [R<recache>]`: the value and who recomputes it. A miss creates an
-/// empty placeholder living `lease` seconds and hands its win flag (`W`) to exactly one
-/// caller; the others see `Z`. A stale value (`X`, after `invalidate`) goes to everyone, the
-/// first reader also getting `W`. With `recache`, the first reader that finds less than that
-/// many seconds left gets `W` with the (still valid) value.
-pub(crate) fn lease_get(
-    slf: &Bound<'_, PyClient>,
-    key: &Bound<'_, PyAny>,
-    lease: u32,
-    recache: u32,
-) -> PyResult<LeaseRead> {
-    let py = slf.py();
-    let this = slf.get();
-    let k = key_obj(key)?;
-    check_key_len(k)?;
-    let flags = lease_flags(lease, recache);
-    let r = detached(py, this, |core| {
-        Ok(core
-            .meta_command(MetaVerb::Get, &[k], flags.as_bytes())
-            .pop())
-    })?;
-    lease_reply(slf, k, r)
-}
 
 /// The flags of a lease read.
 pub(crate) fn lease_flags(lease: u32, recache: u32) -> String {
@@ -113,29 +89,6 @@ pub(crate) fn lease_reply(
 fn is_placeholder(out: &MetaOutcome) -> bool {
     out.code == *b"EN"
         || (out.data.as_ref().map_or(true, |d| d.is_empty()) && out.number(b'f').unwrap_or(0) == 0)
-}
-
-/// Give a lease back after a failed recompute, if the item is still what the lease read
-/// found (its CAS): a placeholder is deleted (the next reader wins a new lease), a stale value
-/// is invalidated again (the next reader wins, the others keep the stale value). True if it
-/// was given back.
-pub(crate) fn lease_release(
-    slf: &Bound<'_, PyClient>,
-    key: &Bound<'_, PyAny>,
-    cas: u64,
-    stale: bool,
-) -> PyResult<bool> {
-    let py = slf.py();
-    let this = slf.get();
-    let k = key_obj(key)?;
-    check_key_len(k)?;
-    let flags = release_flags(cas, stale);
-    let r = detached(py, this, |core| {
-        Ok(core
-            .meta_command(MetaVerb::Delete, &[k], flags.as_bytes())
-            .pop())
-    })?;
-    release_reply(k, r)
 }
 
 /// The flags of a lease release.
@@ -257,100 +210,237 @@ pub(crate) fn invalidate_flags(stale_time: u32) -> String {
     }
 }
 
-/// `get_multi` that also sets the expiry of the keys found, in one round trip per server.
-pub(super) fn gat_multi(
-    slf: &Bound<'_, PyClient>,
-    keys: &Bound<'_, PyAny>,
-    time: &Bound<'_, PyAny>,
-    key_prefix: MaybeArg<'_, '_>,
-) -> PyResult<Py<PyDict>> {
-    let exptime = uint_mask(time)?;
-    multi::fetch::fetch(slf, keys, key_prefix, false, Some(exptime))
+/// One key's meta command whose whole answer is read by `A` (a lease read or release, the near
+/// cache's check): the key converted and checked as `get` checks it, the verb and its flags.
+pub(crate) struct MetaCall<'k, A> {
+    key: Cow<'k, [u8]>,
+    verb: MetaVerb,
+    flags: String,
+    answer: A,
 }
 
-// -- the asynchronous halves: each method's outcome into its value, as above ---------------------
-
-/// The lease read of `get_or_set`: `(state, value, cas)`.
-pub(crate) struct LeaseGetFinish {
-    pub key: Vec<u8>,
+/// What a `MetaCall` returns for the core's outcome `r` of its key `k`.
+pub(crate) trait Answer: Send + 'static {
+    type Value: for<'py> IntoPyObject<'py> + Send;
+    fn answer(
+        self,
+        slf: &Bound<'_, PyClient>,
+        k: &[u8],
+        r: Option<Result<MetaOutcome, CoreError>>,
+    ) -> PyResult<Self::Value>;
 }
 
-impl Finish for LeaseGetFinish {
-    type Op = crate::client::op::meta::Meta;
+impl<'k, A: Answer> MetaCall<'k, A> {
+    pub(crate) fn parse(
+        key: &'k Bound<'_, PyAny>,
+        verb: MetaVerb,
+        flags: String,
+        answer: A,
+    ) -> PyResult<Parsed<Self>> {
+        let k = key_obj(key)?;
+        check_key_len(k)?;
+        Ok(Parsed::Call(MetaCall {
+            key: Cow::Borrowed(k),
+            verb,
+            flags,
+            answer,
+        }))
+    }
+}
+
+impl<A: Answer> Finish for MetaCall<'_, A> {
+    type Op = Meta;
+    type Value = A::Value;
+
     fn finish(
         self,
         slf: &Bound<'_, PyClient>,
         mut v: Vec<Result<MetaOutcome, CoreError>>,
-    ) -> PyResult<Py<PyAny>> {
-        lease_reply(slf, &self.key, v.pop())?.into_py_any(slf.py())
+    ) -> PyResult<A::Value> {
+        self.answer.answer(slf, &self.key, v.pop())
     }
 }
 
-/// A lease given back: whether it was.
-pub(crate) struct LeaseReleaseFinish {
-    pub key: Vec<u8>,
+impl<A: Answer> Method for MetaCall<'_, A> {
+    type Later = MetaCall<'static, A>;
+
+    fn request<R>(&self, to: impl FnOnce(Meta, Args<'_, '_>) -> R) -> R {
+        let k: &[u8] = &self.key;
+        let op = Meta {
+            verb: self.verb,
+            flags: self.flags.as_bytes().into(),
+        };
+        to(op, Args::keys(std::slice::from_ref(&k)))
+    }
+
+    fn later(self) -> MetaCall<'static, A> {
+        MetaCall {
+            key: Cow::Owned(self.key.into_owned()),
+            flags: String::new(),
+            ..self
+        }
+    }
 }
 
-impl Finish for LeaseReleaseFinish {
-    type Op = crate::client::op::meta::Meta;
-    fn finish(
+/// The lease read of `get_or_set` (`_lease_get(key, lease, recache)`): `(state, value, cas)`.
+pub(crate) struct LeaseGet;
+
+impl LeaseGet {
+    pub(crate) fn parse<'k>(
+        key: &'k Bound<'_, PyAny>,
+        lease: u32,
+        recache: u32,
+    ) -> PyResult<Parsed<MetaCall<'k, LeaseGet>>> {
+        MetaCall::parse(key, MetaVerb::Get, lease_flags(lease, recache), LeaseGet)
+    }
+}
+
+impl Answer for LeaseGet {
+    type Value = LeaseRead;
+    fn answer(
         self,
         slf: &Bound<'_, PyClient>,
-        mut v: Vec<Result<MetaOutcome, CoreError>>,
-    ) -> PyResult<Py<PyAny>> {
-        release_reply(&self.key, v.pop())?.into_py_any(slf.py())
+        k: &[u8],
+        r: Option<Result<MetaOutcome, CoreError>>,
+    ) -> PyResult<LeaseRead> {
+        lease_reply(slf, k, r)
     }
 }
 
-/// `invalidate_multi`: the keys sent (for messages) and their objects; the reply is `(every key
-/// found, [keys whose server has no meta protocol])`.
-pub(crate) struct InvalidateFinish {
-    pub keys: crate::client::keys::Keys,
-    pub objs: Vec<Py<PyAny>>,
-    pub all: bool,
+/// A lease given back (`_lease_release(key, cas, stale)`): whether it was.
+pub(crate) struct LeaseRelease;
+
+impl LeaseRelease {
+    pub(crate) fn parse<'k>(
+        key: &'k Bound<'_, PyAny>,
+        cas: u64,
+        stale: bool,
+    ) -> PyResult<Parsed<MetaCall<'k, LeaseRelease>>> {
+        MetaCall::parse(
+            key,
+            MetaVerb::Delete,
+            release_flags(cas, stale),
+            LeaseRelease,
+        )
+    }
 }
 
-impl Finish for InvalidateFinish {
-    type Op = crate::client::op::meta::Meta;
+impl Answer for LeaseRelease {
+    type Value = bool;
+    fn answer(
+        self,
+        _: &Bound<'_, PyClient>,
+        k: &[u8],
+        r: Option<Result<MetaOutcome, CoreError>>,
+    ) -> PyResult<bool> {
+        release_reply(k, r)
+    }
+}
+
+/// The keys marked stale by one request (`_invalidate_multi(keys, stale_time=0, key_prefix=b'')`):
+/// `(every key found, [keys whose server has no meta protocol])`, which the caller deletes
+/// (the asyncio `invalidate_multi`; the blocking one deletes them itself, above).
+pub(crate) struct MarkStale<'a, 'py> {
+    full: Vec<Cow<'a, [u8]>>,
+    objs: Vec<&'a Bound<'py, PyAny>>,
+    all: bool,
+    stale_time: u32,
+}
+
+impl<'a, 'py> MarkStale<'a, 'py> {
+    /// `keys`: `sized_items` of the keys given.
+    pub(crate) fn parse(
+        keys: &'a [Bound<'py, PyAny>],
+        stale_time: u32,
+        key_prefix: MaybeArg<'_, '_>,
+    ) -> PyResult<Parsed<Self>> {
+        let prefix = prefix_bytes(key_prefix, ArgPos::of("invalidate_multi", 3))?;
+        let (full, at) = invalidate_keys(keys, &prefix)?;
+        let objs = at.iter().filter_map(|&i| keys.get(i)).collect();
+        Ok(Parsed::Call(MarkStale {
+            all: full.len() == keys.len(),
+            full,
+            objs,
+            stale_time,
+        }))
+    }
+}
+
+impl Finish for MarkStale<'_, '_> {
+    type Op = Meta;
+    type Value = (bool, Py<PyList>);
+
     fn finish(
         self,
         slf: &Bound<'_, PyClient>,
         v: Vec<Result<MetaOutcome, CoreError>>,
-    ) -> PyResult<Py<PyAny>> {
-        let py = slf.py();
-        let mut all = self.all;
-        let unsupported = pyo3::types::PyList::empty(py);
-        for ((r, obj), k) in v.into_iter().zip(self.objs).zip(self.keys.refs()) {
-            match r {
-                Ok(out) => all &= out.code == *b"HD",
-                Err(CoreError::NotSupported(_)) => unsupported.append(obj)?,
-                Err(e) => return Err(errors::op_error(Op::Delete, Some(k), &e)),
-            }
+    ) -> PyResult<(bool, Py<PyList>)> {
+        let objs: Vec<Py<PyAny>> = unbind(&self.objs);
+        mark_stale_reply(slf.py(), &self.full, objs, self.all, v)
+    }
+}
+
+impl Method for MarkStale<'_, '_> {
+    type Later = MarkStaleLater;
+
+    fn request<R>(&self, to: impl FnOnce(Meta, Args<'_, '_>) -> R) -> R {
+        let refs: Vec<&[u8]> = self.full.iter().map(|k| &**k).collect();
+        to(
+            meta(MetaVerb::Delete, invalidate_flags(self.stale_time)),
+            Args::keys(&refs),
+        )
+    }
+
+    fn later(self) -> MarkStaleLater {
+        MarkStaleLater {
+            full: self
+                .full
+                .into_iter()
+                .map(|k| Cow::Owned(k.into_owned()))
+                .collect(),
+            objs: unbind(&self.objs),
+            all: self.all,
         }
-        (all, unsupported).into_py_any(py)
     }
 }
 
-// -- the asynchronous halves: the calls prepared -------------------------------------------------
+/// A `MarkStale` finished later: the keys sent (for messages) and their objects kept.
+pub(crate) struct MarkStaleLater {
+    full: Vec<Cow<'static, [u8]>>,
+    objs: Vec<Py<PyAny>>,
+    all: bool,
+}
 
-fn get_and_touch(exptime: u32) -> Get {
-    Get {
-        cas: false,
-        touch: Some(exptime),
+impl Finish for MarkStaleLater {
+    type Op = Meta;
+    type Value = (bool, Py<PyList>);
+
+    fn finish(
+        self,
+        slf: &Bound<'_, PyClient>,
+        v: Vec<Result<MetaOutcome, CoreError>>,
+    ) -> PyResult<(bool, Py<PyList>)> {
+        mark_stale_reply(slf.py(), &self.full, self.objs, self.all, v)
     }
 }
 
-/// One key's meta command prepared for the asyncio client: the key converted and checked as
-/// the blocking methods check it, the command `verb` with `flags`, its finish made from the key.
-pub(crate) fn prepare_meta<F: Finish<Op = Meta>>(
-    key: &Bound<'_, PyAny>,
-    verb: MetaVerb,
-    flags: String,
-    finish: impl FnOnce(&[u8]) -> F,
-) -> PyResult<Prepared<F>> {
-    let k = key_obj(key)?;
-    check_key_len(k)?;
-    Ok(Prepared::keys(meta(verb, flags), one(k), finish(k)))
+/// What `_invalidate_multi` returns for the core's outcomes.
+fn mark_stale_reply(
+    py: Python<'_>,
+    full: &[Cow<'_, [u8]>],
+    objs: Vec<Py<PyAny>>,
+    mut all: bool,
+    v: Vec<Result<MetaOutcome, CoreError>>,
+) -> PyResult<(bool, Py<PyList>)> {
+    let unsupported = PyList::empty(py);
+    for ((r, obj), k) in v.into_iter().zip(objs).zip(full) {
+        match r {
+            Ok(out) => all &= out.code == *b"HD",
+            Err(CoreError::NotSupported(_)) => unsupported.append(obj)?,
+            Err(e) => return Err(errors::op_error(Op::Delete, Some(k), &e)),
+        }
+    }
+    Ok((all, unsupported.unbind()))
 }
 
 /// A meta command of `verb` with `flags`, for a request.
@@ -359,79 +449,4 @@ pub(crate) fn meta(verb: MetaVerb, flags: String) -> Meta {
         verb,
         flags: flags.into_bytes().into(),
     }
-}
-
-/// The asynchronous `gat_multi`: its arguments converted as the blocking method converts them,
-/// into a request and its finish (or its answer, when no I/O is needed).
-pub(crate) fn prepare_gat_multi(
-    keys: &Bound<'_, PyAny>,
-    time: &Bound<'_, PyAny>,
-    key_prefix: MaybeArg<'_, '_>,
-) -> PyResult<Prepared<FetchFinish>> {
-    let exptime = uint_mask(time)?;
-    let (prefix, items) = multi::fetch::fetch_items(keys, key_prefix, false)?;
-    let (objs, full) = multi::fetch::fetch_keys(&items, &prefix)?;
-    let finish = FetchFinish {
-        objs: unbind(&objs),
-        prefix,
-        with_cas: false,
-    };
-    Ok(Prepared::keys(
-        get_and_touch(exptime),
-        Keys::of(&full),
-        finish,
-    ))
-}
-
-/// The asynchronous `lease_get`: its arguments converted as the blocking method converts them,
-/// into a request and its finish (or its answer, when no I/O is needed).
-pub(crate) fn prepare_lease_get(
-    key: &Bound<'_, PyAny>,
-    lease_s: u32,
-    recache: u32,
-) -> PyResult<Prepared<LeaseGetFinish>> {
-    let flags = lease_flags(lease_s, recache);
-    prepare_meta(key, MetaVerb::Get, flags, |k| LeaseGetFinish {
-        key: k.to_vec(),
-    })
-}
-
-/// The asynchronous `lease_release`: its arguments converted as the blocking method converts them,
-/// into a request and its finish (or its answer, when no I/O is needed).
-pub(crate) fn prepare_lease_release(
-    key: &Bound<'_, PyAny>,
-    cas: u64,
-    stale: bool,
-) -> PyResult<Prepared<LeaseReleaseFinish>> {
-    let flags = release_flags(cas, stale);
-    prepare_meta(key, MetaVerb::Delete, flags, |k| LeaseReleaseFinish {
-        key: k.to_vec(),
-    })
-}
-
-/// The asynchronous `invalidate_multi`: its arguments converted as the blocking method converts
-/// them, into a request and its finish (or its answer, when no I/O is needed).
-pub(crate) fn prepare_invalidate_multi(
-    keys: &[Bound<'_, PyAny>],
-    stale_time: u32,
-    key_prefix: MaybeArg<'_, '_>,
-) -> PyResult<Prepared<InvalidateFinish>> {
-    let prefix = prefix_bytes(key_prefix, ArgPos::of("invalidate_multi", 3))?;
-    let (full, at) = invalidate_keys(keys, &prefix)?;
-    let wire = Keys::of(&full);
-    let objs = at
-        .iter()
-        .filter_map(|&i| keys.get(i))
-        .map(|o| o.clone().unbind())
-        .collect();
-    let op = Meta {
-        verb: MetaVerb::Delete,
-        flags: invalidate_flags(stale_time).into_bytes().into(),
-    };
-    let finish = InvalidateFinish {
-        keys: wire.clone(),
-        objs,
-        all: full.len() == keys.len(),
-    };
-    Ok(Prepared::keys(op, wire, finish))
 }

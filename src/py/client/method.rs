@@ -133,3 +133,13 @@ pub(crate) fn submitted<M: Method>(
         }
     })
 }
+
+/// Key objects kept past the call, for its finish.
+pub(crate) fn unbind(objs: &[&Bound<'_, PyAny>]) -> Vec<Py<PyAny>> {
+    objs.iter().map(|o| (*o).clone().unbind()).collect()
+}
+
+/// Key objects a finish kept, back in the interpreter.
+pub(crate) fn bound<'py>(py: Python<'py>, objs: Vec<Py<PyAny>>) -> Vec<Bound<'py, PyAny>> {
+    objs.into_iter().map(|o| o.into_bound(py)).collect()
+}

@@ -1,15 +1,17 @@
-//! The native client class, `_pylibmc.client` (Rust `PyClient`, its state in `state.rs`): the
-//! `#[pymethods]` table of pylibmc's surface with its C-level signatures (fastmc's own methods
-//! are the table in `extensions.rs`), where each body is one call into a family: `init`
-//! (construction, behaviors, clone), `single` (one key), `multi` (many keys), `lease` (stampede
-//! protection, `gat`), `admin` (whole client), `membership` (`set_servers`), `metrics`; `codec`
-//! encodes and decodes values. Uses `py::args` for the arguments the table converts itself and
-//! `protocol::StoreCmd`.
+//! The native client class, `_pylibmc.client` (Rust `PyClient`, its state in `state.rs`), and
+//! its method families. The methods that make a request of the servers are each one type of a
+//! family (`method::Method`), and one row each of the table in `py::methods`, which makes the
+//! blocking method and its asyncio twin. This file's `#[pymethods]` table holds the rest of
+//! pylibmc's surface (construction, `clone`, `hash`, the codec's, behaviors, `disconnect_all`);
+//! `extensions.rs` fastmc's own (listeners, membership, metrics, warm-up, `debug`,
+//! `invalidate`). The families: `init` (construction, behaviors, clone), `single` (one key),
+//! `multi` (many keys), `lease` (stampede protection), `near` (the near cache's checks),
+//! `admin` (whole client), `membership` (`set_servers`), `metrics`; `codec` encodes and decodes
+//! values.
 
 pub(crate) mod admin;
 mod codec;
 mod extensions;
-pub(crate) mod finish;
 mod init;
 pub(crate) mod lease;
 pub(crate) mod membership;
@@ -23,10 +25,8 @@ pub(crate) mod state;
 use std::sync::atomic::Ordering;
 
 use pyo3::prelude::*;
-use pyo3::types::{PyBytes, PyDict, PyList, PyTuple};
+use pyo3::types::{PyBytes, PyDict, PyTuple};
 
-use super::args::{pin, MaybeArg};
-use crate::protocol::StoreCmd;
 use state::PyClient;
 
 #[pymethods]
@@ -87,116 +87,6 @@ impl PyClient {
             tls,
             init::tls_options(files),
         )
-    }
-
-    /// Get multiple keys at once; misses are absent from the result.
-    #[pyo3(
-        signature = (keys, key_prefix=MaybeArg::Missing, server_key=None),
-        text_signature = "($self, keys, key_prefix=b'', server_key=None)"
-    )]
-    fn get_multi(
-        slf: &Bound<'_, Self>,
-        keys: &Bound<'_, PyAny>,
-        key_prefix: MaybeArg<'_, '_>,
-        server_key: Option<&Bound<'_, PyAny>>,
-    ) -> PyResult<Py<PyDict>> {
-        let _pin = pin(server_key)?;
-        multi::fetch::fetch(slf, keys, key_prefix, false, None)
-    }
-
-    /// Set multiple keys at once; returns the keys that were not stored.
-    #[pyo3(
-        signature = (keys, time=MaybeArg::Missing, key_prefix=MaybeArg::Missing,
-                     min_compress_len=MaybeArg::Missing, compress_level=MaybeArg::Missing, *,
-                     noreply=false, server_key=None),
-        text_signature = "($self, keys, time=0, key_prefix=b'', min_compress_len=0, compress_level=-1, *, noreply=False, server_key=None)"
-    )]
-    // Python's signature, as pylibmc's (and `server_key`)
-    #[allow(clippy::too_many_arguments)]
-    fn set_multi(
-        slf: &Bound<'_, Self>,
-        keys: &Bound<'_, PyAny>,
-        time: MaybeArg<'_, '_>,
-        key_prefix: MaybeArg<'_, '_>,
-        min_compress_len: MaybeArg<'_, '_>,
-        compress_level: MaybeArg<'_, '_>,
-        noreply: bool,
-        server_key: Option<&Bound<'_, PyAny>>,
-    ) -> PyResult<Py<PyList>> {
-        let _pin = pin(server_key)?;
-        let opts = (time, key_prefix, min_compress_len, compress_level);
-        multi::store::store(slf, StoreCmd::Set, keys, opts, noreply)
-    }
-
-    /// Add multiple keys at once; returns the keys that were not stored.
-    #[pyo3(
-        signature = (keys, time=MaybeArg::Missing, key_prefix=MaybeArg::Missing,
-                     min_compress_len=MaybeArg::Missing, compress_level=MaybeArg::Missing, *,
-                     noreply=false, server_key=None),
-        text_signature = "($self, keys, time=0, key_prefix=b'', min_compress_len=0, compress_level=-1, *, noreply=False, server_key=None)"
-    )]
-    // Python's signature, as pylibmc's (and `server_key`)
-    #[allow(clippy::too_many_arguments)]
-    fn add_multi(
-        slf: &Bound<'_, Self>,
-        keys: &Bound<'_, PyAny>,
-        time: MaybeArg<'_, '_>,
-        key_prefix: MaybeArg<'_, '_>,
-        min_compress_len: MaybeArg<'_, '_>,
-        compress_level: MaybeArg<'_, '_>,
-        noreply: bool,
-        server_key: Option<&Bound<'_, PyAny>>,
-    ) -> PyResult<Py<PyList>> {
-        let _pin = pin(server_key)?;
-        let opts = (time, key_prefix, min_compress_len, compress_level);
-        multi::store::store(slf, StoreCmd::Add, keys, opts, noreply)
-    }
-
-    /// Delete multiple keys at once; True only if every key was deleted.
-    #[pyo3(
-        signature = (keys, key_prefix=MaybeArg::Missing, *, noreply=false, server_key=None),
-        text_signature = "($self, keys, key_prefix=b'', *, noreply=False, server_key=None)"
-    )]
-    fn delete_multi(
-        slf: &Bound<'_, Self>,
-        keys: &Bound<'_, PyAny>,
-        key_prefix: MaybeArg<'_, '_>,
-        noreply: bool,
-        server_key: Option<&Bound<'_, PyAny>>,
-    ) -> PyResult<bool> {
-        let _pin = pin(server_key)?;
-        multi::delete::delete_multi(slf, keys, key_prefix, noreply)
-    }
-
-    /// Increment multiple keys by a delta; returns None.
-    #[pyo3(
-        signature = (keys, key_prefix=MaybeArg::Missing, delta=MaybeArg::Missing, *, server_key=None),
-        text_signature = "($self, keys, key_prefix=b'', delta=1, *, server_key=None)"
-    )]
-    fn incr_multi(
-        slf: &Bound<'_, Self>,
-        keys: &Bound<'_, PyAny>,
-        key_prefix: MaybeArg<'_, '_>,
-        delta: MaybeArg<'_, '_>,
-        server_key: Option<&Bound<'_, PyAny>>,
-    ) -> PyResult<()> {
-        let _pin = pin(server_key)?;
-        multi::incr::incr_multi(slf, keys, key_prefix, delta)
-    }
-
-    /// Flush all data on all servers.
-    #[pyo3(signature = (time=MaybeArg::Missing), text_signature = "($self, time=0)")]
-    fn flush_all(slf: &Bound<'_, Self>, time: MaybeArg<'_, '_>) -> PyResult<bool> {
-        admin::flush_all(slf, time)
-    }
-
-    /// Retrieve statistics from all memcached servers.
-    #[pyo3(
-        signature = (stat_args=MaybeArg::Missing, /),
-        text_signature = "($self, stat_args=..., /)"
-    )]
-    fn get_stats(slf: &Bound<'_, Self>, stat_args: MaybeArg<'_, '_>) -> PyResult<Py<PyList>> {
-        admin::get_stats(slf, stat_args)
     }
 
     /// Disconnect from all servers and reset their failure state.

@@ -5,24 +5,23 @@
 //! does not, in the same round trip. A server older than 1.6.40 ignores `C` and sends the
 //! value anyway: the answer then still says whether the item changed (its CAS), and the Python
 //! side learns to ask by CAS alone. A batch (`get_multi`'s held keys due for a check) asks
-//! `mg <key> c` for each key in one round trip (`cas_multi`) and fetches only the keys whose
-//! CAS changed. Keys are converted with `py::args`, values decoded with `codec`, errors built
-//! by `py::errors`; uses `client::MetaOutcome` and the core's `Error`.
+//! `mg <key> c` for each key in one round trip (`CasMulti`) and fetches only the keys whose
+//! CAS changed. The single check is `NearCheck`. Keys are converted with `py::args`, values
+//! decoded with `codec`, errors built by `py::errors`; uses `client::MetaOutcome` and the
+//! core's `Error`.
 
 use pyo3::prelude::*;
-use pyo3::IntoPyObjectExt;
 
 use super::state::PyClient;
-use crate::client::keys::Keys;
 use crate::client::op::meta::Meta;
 use crate::client::op::meta::MetaVerb;
+use crate::client::op::Args;
 use crate::client::results::MetaOutcome;
 use crate::error::Error as CoreError;
 use crate::py::args::*;
-use crate::py::client::finish::{Finish, Prepared};
-use crate::py::client::lease::prepare_meta;
+use crate::py::client::lease::{Answer, MetaCall};
+use crate::py::client::method::{Finish, Method, Parsed};
 use crate::py::errors::{self, Op};
-use crate::py::io::detached;
 
 /// The item's CAS is the one held near.
 const SAME: &str = "same";
@@ -52,25 +51,6 @@ pub(crate) fn check_flags(cas: u64, conditional: bool) -> String {
     } else {
         "c".to_owned()
     }
-}
-
-/// Is `key`'s item still the one with `cas`? See the module's header.
-pub(crate) fn check(
-    slf: &Bound<'_, PyClient>,
-    key: &Bound<'_, PyAny>,
-    cas: u64,
-    conditional: bool,
-) -> PyResult<Check> {
-    let this = slf.get();
-    let k = key_obj(key)?;
-    check_key_len(k)?;
-    let flags = check_flags(cas, conditional);
-    let r = detached(slf.py(), this, |core| {
-        Ok(core
-            .meta_command(MetaVerb::Get, &[k], flags.as_bytes())
-            .pop())
-    })?;
-    check_reply(slf, k, cas, r)
 }
 
 /// What a check returns for the core's outcome `r`.
@@ -126,20 +106,6 @@ pub(crate) fn batch_keys(keys: &[Bound<'_, PyAny>]) -> PyResult<Vec<Vec<u8>>> {
         .collect()
 }
 
-/// `mg <key> c` for every key, in one round trip: each key's CAS (or `CAS_MISS`,
-/// `CAS_UNSUPPORTED`, `CAS_FAILED`).
-pub(crate) fn cas_multi(
-    slf: &Bound<'_, PyClient>,
-    keys: &[Bound<'_, PyAny>],
-) -> PyResult<Vec<i64>> {
-    let full = batch_keys(keys)?;
-    let refs: Vec<&[u8]> = full.iter().map(Vec::as_slice).collect();
-    let out = detached(slf.py(), slf.get(), |core| {
-        Ok(core.meta_command(MetaVerb::Get, &refs, CAS_ONLY))
-    })?;
-    Ok(cas_reply(out))
-}
-
 /// The flags of a batch check.
 pub(crate) const CAS_ONLY: &[u8] = b"c";
 
@@ -158,59 +124,76 @@ pub(crate) fn cas_reply(out: Vec<Result<MetaOutcome, CoreError>>) -> Vec<i64> {
         .collect()
 }
 
-/// A check on the asyncio client: `(state, value, cas, size)`.
-pub(crate) struct CheckFinish {
-    pub key: Vec<u8>,
-    pub cas: u64,
-}
-
-impl Finish for CheckFinish {
-    type Op = crate::client::op::meta::Meta;
-    fn finish(
-        self,
-        slf: &Bound<'_, PyClient>,
-        mut v: Vec<Result<MetaOutcome, CoreError>>,
-    ) -> PyResult<Py<PyAny>> {
-        check_reply(slf, &self.key, self.cas, v.pop())?.into_py_any(slf.py())
-    }
-}
-
-/// A batch check on the asyncio client: each key's CAS.
-pub(crate) struct CasMultiFinish;
-
-impl Finish for CasMultiFinish {
-    type Op = crate::client::op::meta::Meta;
-    fn finish(
-        self,
-        slf: &Bound<'_, PyClient>,
-        v: Vec<Result<MetaOutcome, CoreError>>,
-    ) -> PyResult<Py<PyAny>> {
-        cas_reply(v).into_py_any(slf.py())
-    }
-}
-
-/// The asynchronous `check`: its arguments converted as the blocking method converts them,
-/// into a request and its finish (or its answer, when no I/O is needed).
-pub(crate) fn prepare_check(
-    key: &Bound<'_, PyAny>,
+/// The near cache's check of a value it holds with `cas` (`_near_check(key, cas,
+/// conditional)`): `(state, value, cas, bytes)`.
+pub(crate) struct NearCheck {
     cas: u64,
-    conditional: bool,
-) -> PyResult<Prepared<CheckFinish>> {
-    let flags = check_flags(cas, conditional);
-    prepare_meta(key, MetaVerb::Get, flags, |k| CheckFinish {
-        key: k.to_vec(),
-        cas,
-    })
 }
 
-/// The asynchronous `cas_multi`: its arguments converted as the blocking method converts them,
-/// into a request and its finish (or its answer, when no I/O is needed).
-pub(crate) fn prepare_cas_multi(keys: &[Bound<'_, PyAny>]) -> PyResult<Prepared<CasMultiFinish>> {
-    let full = batch_keys(keys)?;
-    let refs: Vec<&[u8]> = full.iter().map(Vec::as_slice).collect();
-    let op = Meta {
-        verb: MetaVerb::Get,
-        flags: CAS_ONLY.into(),
-    };
-    Ok(Prepared::keys(op, Keys::of(&refs), CasMultiFinish))
+impl NearCheck {
+    pub(crate) fn parse<'k>(
+        key: &'k Bound<'_, PyAny>,
+        cas: u64,
+        conditional: bool,
+    ) -> PyResult<Parsed<MetaCall<'k, NearCheck>>> {
+        let flags = check_flags(cas, conditional);
+        MetaCall::parse(key, MetaVerb::Get, flags, NearCheck { cas })
+    }
+}
+
+impl Answer for NearCheck {
+    type Value = Check;
+    fn answer(
+        self,
+        slf: &Bound<'_, PyClient>,
+        k: &[u8],
+        r: Option<Result<MetaOutcome, CoreError>>,
+    ) -> PyResult<Check> {
+        check_reply(slf, k, self.cas, r)
+    }
+}
+
+/// The near cache's check of many held values by their CAS alone (`_near_cas_multi(keys)`):
+/// each key's CAS (or what became of it, `cas_reply`).
+pub(crate) struct CasMulti {
+    full: Vec<Vec<u8>>,
+}
+
+impl CasMulti {
+    pub(crate) fn parse(keys: &[Bound<'_, PyAny>]) -> PyResult<Parsed<Self>> {
+        Ok(Parsed::Call(CasMulti {
+            full: batch_keys(keys)?,
+        }))
+    }
+}
+
+impl Finish for CasMulti {
+    type Op = Meta;
+    type Value = Vec<i64>;
+
+    fn finish(
+        self,
+        _: &Bound<'_, PyClient>,
+        v: Vec<Result<MetaOutcome, CoreError>>,
+    ) -> PyResult<Vec<i64>> {
+        Ok(cas_reply(v))
+    }
+}
+
+impl Method for CasMulti {
+    type Later = CasMulti;
+
+    fn request<R>(&self, to: impl FnOnce(Meta, Args<'_, '_>) -> R) -> R {
+        let refs: Vec<&[u8]> = self.full.iter().map(Vec::as_slice).collect();
+        let op = Meta {
+            verb: MetaVerb::Get,
+            flags: CAS_ONLY.into(),
+        };
+        to(op, Args::keys(&refs))
+    }
+
+    /// (The keys stay with the request: the finish needs none.)
+    fn later(self) -> CasMulti {
+        CasMulti { full: Vec::new() }
+    }
 }

@@ -4,33 +4,15 @@
 use pyo3::exceptions::PyTypeError;
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
-use pyo3::IntoPyObjectExt;
 use std::borrow::Cow;
 
-use crate::client::keys::Keys;
 use crate::client::op::delete::Delete;
+use crate::client::op::Args;
 use crate::error::Error as CoreError;
 use crate::py::args::*;
-use crate::py::client::finish::{Finish, Prepared};
+use crate::py::client::method::{Finish, Method, Parsed};
 use crate::py::client::state::PyClient;
 use crate::py::errors::{self, Op};
-use crate::py::io::detached;
-
-/// Delete multiple keys at once; True only if every key was deleted.
-pub(crate) fn delete_multi(
-    slf: &Bound<'_, PyClient>,
-    keys: &Bound<'_, PyAny>,
-    key_prefix: MaybeArg<'_, '_>,
-    noreply: bool,
-) -> PyResult<bool> {
-    let py = slf.py();
-    let this = slf.get();
-    let (prefix, items, stopped) = delete_multi_items(keys, key_prefix)?;
-    let (full, all, stopped) = delete_multi_keys(&items, &prefix, stopped);
-    let refs: Vec<&[u8]> = full.iter().map(|k| &**k).collect();
-    let results = detached(py, this, |core| Ok(core.delete_multi(&refs, noreply)))?;
-    delete_multi_reply(this, &refs, prefix.len(), results, all, stopped)
-}
 
 /// delete_multi's prefix, keys and the iterator's error.
 pub(crate) type DeleteItems<'py> = (Vec<u8>, Vec<Bound<'py, PyAny>>, Option<PyErr>);
@@ -129,43 +111,69 @@ fn delete_key<'a>(obj: &'a Bound<'_, PyAny>, prefix: &[u8]) -> PyResult<Option<C
     Ok(Some(fk).filter(|k| !k.is_empty()))
 }
 
-/// The asynchronous `delete_multi`: its arguments converted as the blocking method converts them,
-/// into a request and its finish (or its answer, when no I/O is needed).
-pub(crate) fn prepare_delete_multi(
-    keys: &Bound<'_, PyAny>,
-    key_prefix: MaybeArg<'_, '_>,
-    noreply: bool,
-) -> PyResult<Prepared<DeleteMultiFinish>> {
-    let (prefix, items, stopped) = delete_multi_items(keys, key_prefix)?;
-    let (full, all, stopped) = delete_multi_keys(&items, &prefix, stopped);
-    let wire = Keys::of(&full);
-    let finish = DeleteMultiFinish {
-        keys: wire.clone(),
-        prefix_len: prefix.len(),
-        all,
-        stopped,
-    };
-    Ok(Prepared::keys(Delete { noreply }, wire, finish))
-}
-
-/// `delete_multi`: whether every key was there.
-pub(crate) struct DeleteMultiFinish {
-    pub keys: crate::client::keys::Keys,
-    pub prefix_len: usize,
-    pub all: bool,
+/// delete_multi (`delete_multi(keys, key_prefix=b'', *, noreply=False)`): whether every key
+/// was there.
+pub(crate) struct DeleteMulti<'a> {
+    full: Vec<Cow<'a, [u8]>>,
+    prefix_len: usize,
+    all: bool,
     /// The error pylibmc raises after deleting the keys before it.
-    pub stopped: Option<PyErr>,
+    stopped: Option<PyErr>,
+    noreply: bool,
 }
 
-impl Finish for DeleteMultiFinish {
-    type Op = crate::client::op::delete::Delete;
+impl<'a> DeleteMulti<'a> {
+    /// `items`, `prefix` and `stopped` as `delete_multi_items` made them.
+    pub(crate) fn parse(
+        items: &'a [Bound<'_, PyAny>],
+        prefix: &[u8],
+        stopped: Option<PyErr>,
+        noreply: bool,
+    ) -> PyResult<Parsed<Self>> {
+        let (full, all, stopped) = delete_multi_keys(items, prefix, stopped);
+        Ok(Parsed::Call(DeleteMulti {
+            full,
+            prefix_len: prefix.len(),
+            all,
+            stopped,
+            noreply,
+        }))
+    }
+}
+
+impl Finish for DeleteMulti<'_> {
+    type Op = Delete;
+    type Value = bool;
+
     fn finish(
         self,
         slf: &Bound<'_, PyClient>,
         v: Vec<crate::error::Result<bool>>,
-    ) -> PyResult<Py<PyAny>> {
-        let refs = self.keys.refs();
-        let all = delete_multi_reply(slf.get(), &refs, self.prefix_len, v, self.all, self.stopped)?;
-        all.into_py_any(slf.py())
+    ) -> PyResult<bool> {
+        let refs: Vec<&[u8]> = self.full.iter().map(|k| &**k).collect();
+        delete_multi_reply(slf.get(), &refs, self.prefix_len, v, self.all, self.stopped)
+    }
+}
+
+impl Method for DeleteMulti<'_> {
+    type Later = DeleteMulti<'static>;
+
+    fn request<R>(&self, to: impl FnOnce(Delete, Args<'_, '_>) -> R) -> R {
+        let refs: Vec<&[u8]> = self.full.iter().map(|k| &**k).collect();
+        let op = Delete {
+            noreply: self.noreply,
+        };
+        to(op, Args::keys(&refs))
+    }
+
+    fn later(self) -> DeleteMulti<'static> {
+        DeleteMulti {
+            full: self
+                .full
+                .into_iter()
+                .map(|k| Cow::Owned(k.into_owned()))
+                .collect(),
+            ..self
+        }
     }
 }

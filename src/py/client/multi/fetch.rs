@@ -7,37 +7,14 @@ use std::borrow::Cow;
 use std::collections::HashMap;
 
 use crate::client::fetched::Fetched;
-use crate::client::keys::Keys;
-use crate::client::op::get::Get;
+use crate::client::op::get::Get as FetchOp;
+use crate::client::op::Args;
 use crate::error::Error as CoreError;
 use crate::protocol::{is_text_key, MAX_KEY_LEN};
 use crate::py::args::*;
-use crate::py::client::finish::{bound, unbind, Finish, Prepared};
+use crate::py::client::method::{bound, unbind, Finish, Method, Parsed};
 use crate::py::client::state::PyClient;
 use crate::py::errors::{self, Op};
-use crate::py::io::detached;
-
-/// get_multi and gets_multi, and gat_multi (`touch`: the new expiry of the keys found).
-pub(crate) fn fetch(
-    slf: &Bound<'_, PyClient>,
-    keys: &Bound<'_, PyAny>,
-    key_prefix: MaybeArg<'_, '_>,
-    with_cas: bool,
-    touch: Option<u32>,
-) -> PyResult<Py<PyDict>> {
-    let py = slf.py();
-    let this = slf.get();
-    let (prefix, items) = fetch_items(keys, key_prefix, with_cas)?;
-    let (objs, full) = fetch_keys(&items, &prefix)?;
-    let refs: Vec<&[u8]> = full.iter().map(|k| &**k).collect();
-    let fetched = detached(py, this, |core| {
-        Ok(match touch {
-            Some(t) => core.gat_multi(&refs, t),
-            None => core.get_multi(&refs, with_cas),
-        })
-    })?;
-    fetch_reply(slf, &objs, &full, fetched, with_cas)
-}
 
 /// get_multi's prefix and keys (`O|s#:get_multi`, then the keys' length: a sequence).
 pub(crate) fn fetch_items<'py>(
@@ -153,44 +130,81 @@ fn merge_twins<'a, 'py>(
     (o2, f2)
 }
 
-/// The asynchronous `fetch`: its arguments converted as the blocking method converts them,
-/// into a request and its finish (or its answer, when no I/O is needed).
-pub(crate) fn prepare_fetch(
-    keys: &Bound<'_, PyAny>,
-    key_prefix: MaybeArg<'_, '_>,
-    with_cas: bool,
-) -> PyResult<Prepared<FetchFinish>> {
-    let (prefix, items) = fetch_items(keys, key_prefix, with_cas)?;
-    let (objs, full) = fetch_keys(&items, &prefix)?;
-    let op = Get {
-        cas: with_cas,
-        touch: None,
-    };
-    let finish = FetchFinish {
-        objs: unbind(&objs),
-        prefix,
-        with_cas,
-    };
-    Ok(Prepared::keys(op, Keys::of(&full), finish))
+/// get_multi and gets_multi (`get_multi(keys, key_prefix=b'')`: `{key: value}`, or
+/// `(value, cas)`), and gat_multi (the new expiry of the keys found set as they are read).
+pub(crate) struct Fetch<'a, 'py> {
+    objs: Vec<&'a Bound<'py, PyAny>>,
+    full: Vec<Cow<'a, [u8]>>,
+    prefix: Vec<u8>,
+    op: FetchOp,
 }
 
-/// `get_multi`, `gets_multi` and `gat_multi`: `{key: value}` (or `(value, cas)`).
-pub(crate) struct FetchFinish {
-    pub objs: Vec<Py<PyAny>>,
+impl<'a, 'py> Fetch<'a, 'py> {
+    /// `items` and `prefix` as `fetch_items` converted them.
+    pub(crate) fn parse(
+        items: &'a [Bound<'py, PyAny>],
+        prefix: Vec<u8>,
+        with_cas: bool,
+        touch: Option<u32>,
+    ) -> PyResult<Parsed<Self>> {
+        let (objs, full) = fetch_keys(items, &prefix)?;
+        Ok(Parsed::Call(Fetch {
+            objs,
+            full,
+            prefix,
+            op: FetchOp {
+                cas: with_cas,
+                touch,
+            },
+        }))
+    }
+}
+
+impl Finish for Fetch<'_, '_> {
+    type Op = FetchOp;
+    type Value = Py<PyDict>;
+
+    fn finish(self, slf: &Bound<'_, PyClient>, f: Fetched) -> PyResult<Py<PyDict>> {
+        fetch_reply(slf, &self.objs, &self.full, f, self.op.cas)
+    }
+}
+
+impl Method for Fetch<'_, '_> {
+    type Later = FetchLater;
+
+    fn request<R>(&self, to: impl FnOnce(FetchOp, Args<'_, '_>) -> R) -> R {
+        let refs: Vec<&[u8]> = self.full.iter().map(|k| &**k).collect();
+        to(self.op, Args::keys(&refs))
+    }
+
+    fn later(self) -> FetchLater {
+        FetchLater {
+            objs: unbind(&self.objs),
+            prefix: self.prefix,
+            with_cas: self.op.cas,
+        }
+    }
+}
+
+/// A `Fetch` finished later: the key objects kept (each full key made again from its object).
+pub(crate) struct FetchLater {
+    objs: Vec<Py<PyAny>>,
     /// The key prefix: a value is decoded for its full key (signed values are bound to it).
-    pub prefix: Vec<u8>,
-    pub with_cas: bool,
+    prefix: Vec<u8>,
+    with_cas: bool,
 }
 
-impl Finish for FetchFinish {
-    type Op = crate::client::op::get::Get;
-    fn finish(self, slf: &Bound<'_, PyClient>, f: Fetched) -> PyResult<Py<PyAny>> {
+impl Finish for FetchLater {
+    type Op = FetchOp;
+    type Value = Py<PyDict>;
+
+    fn finish(self, slf: &Bound<'_, PyClient>, f: Fetched) -> PyResult<Py<PyDict>> {
         let objs = bound(slf.py(), self.objs);
         let refs: Vec<&Bound<'_, PyAny>> = objs.iter().collect();
         let full = objs
             .iter()
             .map(|o| Ok(join_key(&self.prefix, key_obj(o)?)))
             .collect::<PyResult<Vec<_>>>()?;
-        Ok(fetch_reply(slf, &refs, &full, f, self.with_cas)?.into_any())
+        fetch_reply(slf, &refs, &full, f, self.with_cas)
     }
 }

@@ -4,34 +4,14 @@
 use pyo3::prelude::*;
 use std::borrow::Cow;
 
-use crate::client::keys::Keys;
 use crate::client::op::arith::Arith;
+use crate::client::op::Args;
 use crate::error::Error as CoreError;
 use crate::protocol::MAX_KEY_LEN;
 use crate::py::args::*;
-use crate::py::client::finish::{Finish, Prepared};
+use crate::py::client::method::{Finish, Method, Parsed};
 use crate::py::client::state::PyClient;
 use crate::py::errors::{self};
-use crate::py::io::detached;
-
-/// Increment multiple keys by a delta; returns None.
-pub(crate) fn incr_multi(
-    slf: &Bound<'_, PyClient>,
-    keys: &Bound<'_, PyAny>,
-    key_prefix: MaybeArg<'_, '_>,
-    delta: MaybeArg<'_, '_>,
-) -> PyResult<()> {
-    let py = slf.py();
-    let this = slf.get();
-    let (prefix, delta, items) = incr_multi_items(keys, key_prefix, delta)?;
-    let full = incr_multi_keys(&items, &prefix)?;
-    let refs: Vec<&[u8]> = full.iter().map(|k| &**k).collect();
-    let by_length = refused_by_length(&full);
-    let results = detached(py, this, |core| {
-        Ok(core.arith_multi(true, &refs, delta as u64, None))
-    })?;
-    report_arith(results, &by_length, this.flags()?.verify_keys)
-}
 
 /// incr_multi's prefix, delta and keys (`O|s#I`: the prefix and the delta, then the keys'
 /// length: a sequence).
@@ -111,36 +91,41 @@ pub(crate) fn report_arith(
     Err(errors::keys_failed(misses + failed, failed == 0, last))
 }
 
-/// The asynchronous `incr_multi`: its arguments converted as the blocking method converts them,
-/// into a request and its finish (or its answer, when no I/O is needed).
-pub(crate) fn prepare_incr_multi(
-    keys: &Bound<'_, PyAny>,
-    key_prefix: MaybeArg<'_, '_>,
-    delta: MaybeArg<'_, '_>,
-) -> PyResult<Prepared<IncrMultiFinish>> {
-    let (prefix, delta, items) = incr_multi_items(keys, key_prefix, delta)?;
-    let full = incr_multi_keys(&items, &prefix)?;
-    let by_length = refused_by_length(&full);
-    let op = Arith {
-        incr: true,
-        delta: u64::from(delta),
-        create: None,
-    };
-    Ok(Prepared::keys(
-        op,
-        Keys::of(&full),
-        IncrMultiFinish { by_length },
-    ))
-}
-
-/// `incr_multi`: None, or the error.
-pub(crate) struct IncrMultiFinish {
+/// incr_multi (`incr_multi(keys, key_prefix=b'', delta=1)`): None, or the error.
+pub(crate) struct IncrMulti<'a> {
+    full: Vec<Cow<'a, [u8]>>,
+    op: Arith,
     /// Per key, whether pylibmc refuses it too (`refused_by_length`).
-    pub by_length: Vec<bool>,
+    by_length: Vec<bool>,
 }
 
-impl Finish for IncrMultiFinish {
-    type Op = crate::client::op::arith::Arith;
+impl<'a> IncrMulti<'a> {
+    /// `items`, `prefix` and `delta` as `incr_multi_items` converted them.
+    pub(crate) fn parse(
+        items: &'a [Bound<'_, PyAny>],
+        prefix: &[u8],
+        delta: u32,
+    ) -> PyResult<Parsed<Self>> {
+        let full = incr_multi_keys(items, prefix)?;
+        let by_length = refused_by_length(&full);
+        let op = Arith {
+            incr: true,
+            delta: u64::from(delta),
+            create: None,
+        };
+        Ok(Parsed::Call(IncrMulti {
+            full,
+            op,
+            by_length,
+        }))
+    }
+}
+
+impl Finish for IncrMulti<'_> {
+    type Op = Arith;
+    /// None (`()` would be an empty tuple for the asyncio client).
+    type Value = Py<PyAny>;
+
     fn finish(
         self,
         slf: &Bound<'_, PyClient>,
@@ -148,5 +133,23 @@ impl Finish for IncrMultiFinish {
     ) -> PyResult<Py<PyAny>> {
         report_arith(v, &self.by_length, slf.get().flags()?.verify_keys)?;
         Ok(slf.py().None())
+    }
+}
+
+impl Method for IncrMulti<'_> {
+    type Later = IncrMulti<'static>;
+
+    fn request<R>(&self, to: impl FnOnce(Arith, Args<'_, '_>) -> R) -> R {
+        let refs: Vec<&[u8]> = self.full.iter().map(|k| &**k).collect();
+        to(self.op, Args::keys(&refs))
+    }
+
+    /// (The keys stay with the request: the finish needs only `by_length`.)
+    fn later(self) -> IncrMulti<'static> {
+        IncrMulti {
+            full: Vec::new(),
+            op: self.op,
+            by_length: self.by_length,
+        }
     }
 }

@@ -13,15 +13,14 @@ use pyo3::types::{PyBytes, PyDict, PyList, PyString};
 use crate::protocol::StoreItem;
 
 use crate::client::op::store::Store;
+use crate::client::op::Args;
 use crate::client::results::StoreStatus;
-use crate::dispatch::request::Items;
 use crate::error::Error as CoreError;
 use crate::protocol::StoreCmd;
 use crate::py::args::{self, *};
-use crate::py::client::finish::{Finish, Prepared};
+use crate::py::client::method::{bound, unbind, Finish, Method, Parsed};
 use crate::py::client::state::PyClient;
 use crate::py::errors::{self, Op};
-use crate::py::io::detached;
 
 /// A multi store's arguments, converted once in pylibmc's order (`O!|Is#Ii`: the mapping, time,
 /// key_prefix, min_compress_len, compress_level; then compress_level's range).
@@ -57,46 +56,12 @@ impl<'a, 'py> StoreMultiArgs<'a, 'py> {
     }
 }
 
-/// set_multi, add_multi and replace_multi: returns the keys that were not stored. `opts` are
-/// the optional arguments as the table passes them: time, key_prefix, min_compress_len,
-/// compress_level.
-pub(crate) fn store(
-    slf: &Bound<'_, PyClient>,
-    cmd: StoreCmd,
-    keys: &Bound<'_, PyAny>,
-    opts: (
-        MaybeArg<'_, '_>,
-        MaybeArg<'_, '_>,
-        MaybeArg<'_, '_>,
-        MaybeArg<'_, '_>,
-    ),
-    noreply: bool,
-) -> PyResult<Py<PyList>> {
-    let (time, key_prefix, min_compress_len, compress_level) = opts;
-    let args = StoreMultiArgs::parse(
-        keys,
-        time,
-        key_prefix,
-        min_compress_len,
-        compress_level,
-        noreply,
-    )?;
-    let py = slf.py();
-    let this = slf.get();
-    // Keep the pairs alive so that keys and bytes/str values are borrowed, not copied.
-    let pairs: Vec<(Bound<'_, PyAny>, Bound<'_, PyAny>)> = args.mapping.iter().collect();
-    let StoreMultiKeys {
-        failed_at,
-        sent,
-        requests,
-    } = store_multi_keys(slf, &args, &pairs)?;
-    let results = requests.with_items(|items| {
-        detached(py, this, |core| {
-            Ok(core.store_multi(cmd, items, args.noreply))
-        })
-    })?;
-    let keys: Vec<&Bound<'_, PyAny>> = pairs.iter().map(|(k, _)| k).collect();
-    store_multi_reply(py, this, cmd, &keys, &sent, failed_at, results)
+impl StoreMultiArgs<'_, '_> {
+    /// The mapping's pairs, kept for the call so that keys and bytes/str values are borrowed,
+    /// not copied.
+    pub(crate) fn pairs(&self) -> Vec<(Bound<'_, PyAny>, Bound<'_, PyAny>)> {
+        self.mapping.iter().collect()
+    }
 }
 
 /// A multi store's keys and values, converted and encoded first (a failure here stores
@@ -124,10 +89,10 @@ struct Owned {
 
 impl Requests<'_> {
     /// `f` of the requests, whole.
-    pub(crate) fn with_items<R>(self, f: impl FnOnce(&[StoreItem<'_>]) -> R) -> R {
+    pub(crate) fn with_items<R>(&self, f: impl FnOnce(&[StoreItem<'_>]) -> R) -> R {
         let Requests { items, owned } = self;
-        let mut items: Vec<StoreItem<'_>> = items;
-        for o in &owned {
+        let mut items: Vec<StoreItem<'_>> = items.clone();
+        for o in owned {
             if let Some(it) = items.get_mut(o.at) {
                 if o.key {
                     it.key = &o.bytes;
@@ -291,57 +256,108 @@ fn prefer_str_forms(keys: &[&Bound<'_, PyAny>], failed: &Bound<'_, PyList>) -> P
     Ok(())
 }
 
-/// `set_multi`, `add_multi`, `replace_multi` on the asyncio client: the keys not stored.
-pub(crate) struct StoreMultiFinish {
-    pub cmd: StoreCmd,
+/// set_multi, add_multi and replace_multi (`set_multi(mapping, time=0, key_prefix=b'',
+/// min_compress_len=0, compress_level=-1, *, noreply=False)`): the keys not stored.
+pub(crate) struct StoreMulti<'a, 'py> {
+    op: Store,
     /// Every key of the mapping, in its order.
-    pub keys: Vec<Py<PyAny>>,
-    /// The positions of the keys sent, in the order of the request.
-    pub sent: Vec<usize>,
-    /// The positions that failed before anything was sent.
-    pub failed_at: Vec<bool>,
+    keys: Vec<&'a Bound<'py, PyAny>>,
+    conv: StoreMultiKeys<'a>,
 }
 
-impl Finish for StoreMultiFinish {
-    type Op = crate::client::op::store::Store;
+impl<'a, 'py> StoreMulti<'a, 'py> {
+    /// `pairs`: `args.pairs()`.
+    pub(crate) fn parse(
+        slf: &Bound<'_, PyClient>,
+        cmd: StoreCmd,
+        args: &StoreMultiArgs<'_, '_>,
+        pairs: &'a [(Bound<'py, PyAny>, Bound<'py, PyAny>)],
+    ) -> PyResult<Parsed<Self>> {
+        let conv = store_multi_keys(slf, args, pairs)?;
+        Ok(Parsed::Call(StoreMulti {
+            op: Store {
+                cmd,
+                noreply: args.noreply,
+            },
+            keys: pairs.iter().map(|(k, _)| k).collect(),
+            conv,
+        }))
+    }
+}
+
+impl Finish for StoreMulti<'_, '_> {
+    type Op = Store;
+    type Value = Py<PyList>;
+
     fn finish(
         self,
         slf: &Bound<'_, PyClient>,
         v: Vec<crate::error::Result<StoreStatus>>,
-    ) -> PyResult<Py<PyAny>> {
-        let py = slf.py();
-        let keys: Vec<Bound<'_, PyAny>> = self.keys.into_iter().map(|o| o.into_bound(py)).collect();
-        let k: Vec<&Bound<'_, PyAny>> = keys.iter().collect();
-        let this = slf.get();
-        let failed = store_multi_reply(py, this, self.cmd, &k, &self.sent, self.failed_at, v)?;
-        Ok(failed.into_any())
+    ) -> PyResult<Py<PyList>> {
+        let StoreMultiKeys {
+            failed_at, sent, ..
+        } = self.conv;
+        store_multi_reply(
+            slf.py(),
+            slf.get(),
+            self.op.cmd,
+            &self.keys,
+            &sent,
+            failed_at,
+            v,
+        )
     }
 }
 
-/// The asynchronous `store_multi`: its arguments converted as the blocking method converts them,
-/// into a request and its finish (or its answer, when no I/O is needed).
-pub(crate) fn prepare_store_multi(
-    slf: &Bound<'_, PyClient>,
-    cmd: StoreCmd,
-    args: StoreMultiArgs<'_, '_>,
-) -> PyResult<Prepared<StoreMultiFinish>> {
-    let pairs: Vec<(Bound<'_, PyAny>, Bound<'_, PyAny>)> = args.mapping.iter().collect();
-    let conv = store_multi_keys(slf, &args, &pairs)?;
-    let items = conv.requests.with_items(|its| {
-        let key_bytes = its.iter().map(|it| it.key.len()).sum();
-        let bytes = its.iter().map(|it| it.data.len()).sum();
-        let mut items = Items::with_capacity(its.len(), key_bytes, bytes);
-        for it in its {
-            items.push(it);
+impl Method for StoreMulti<'_, '_> {
+    type Later = StoreMultiLater;
+
+    fn request<R>(&self, to: impl FnOnce(Store, Args<'_, '_>) -> R) -> R {
+        self.conv
+            .requests
+            .with_items(|items| to(self.op, Args::items(items)))
+    }
+
+    fn later(self) -> StoreMultiLater {
+        StoreMultiLater {
+            cmd: self.op.cmd,
+            keys: unbind(&self.keys),
+            sent: self.conv.sent,
+            failed_at: self.conv.failed_at,
         }
-        items
-    });
-    let noreply = args.noreply;
-    let finish = StoreMultiFinish {
-        cmd,
-        keys: pairs.iter().map(|(k, _)| k.clone().unbind()).collect(),
-        sent: conv.sent,
-        failed_at: conv.failed_at,
-    };
-    Ok(Prepared::items(Store { cmd, noreply }, items, finish))
+    }
+}
+
+/// A `StoreMulti` finished later: the key objects kept.
+pub(crate) struct StoreMultiLater {
+    cmd: StoreCmd,
+    /// Every key of the mapping, in its order.
+    keys: Vec<Py<PyAny>>,
+    /// The positions of the keys sent, in the order of the request.
+    sent: Vec<usize>,
+    /// The positions that failed before anything was sent.
+    failed_at: Vec<bool>,
+}
+
+impl Finish for StoreMultiLater {
+    type Op = Store;
+    type Value = Py<PyList>;
+
+    fn finish(
+        self,
+        slf: &Bound<'_, PyClient>,
+        v: Vec<crate::error::Result<StoreStatus>>,
+    ) -> PyResult<Py<PyList>> {
+        let keys = bound(slf.py(), self.keys);
+        let k: Vec<&Bound<'_, PyAny>> = keys.iter().collect();
+        store_multi_reply(
+            slf.py(),
+            slf.get(),
+            self.cmd,
+            &k,
+            &self.sent,
+            self.failed_at,
+            v,
+        )
+    }
 }

@@ -4,32 +4,12 @@
 use pyo3::prelude::*;
 use pyo3::types::PyList;
 
-use crate::client::keys::Keys;
 use crate::client::op::touch::Touch;
+use crate::client::op::Args;
 use crate::py::args::*;
-use crate::py::client::finish::{bound, unbind, Finish, Prepared};
+use crate::py::client::method::{bound, unbind, Finish, Method, Parsed};
 use crate::py::client::state::PyClient;
 use crate::py::errors::{self, Op};
-use crate::py::io::detached;
-
-/// fastmc extension: touch multiple keys; returns the keys that were not found.
-pub(crate) fn touch_multi(
-    slf: &Bound<'_, PyClient>,
-    keys: &Bound<'_, PyAny>,
-    time: MaybeArg<'_, '_>,
-    key_prefix: MaybeArg<'_, '_>,
-    noreply: bool,
-) -> PyResult<Py<PyList>> {
-    let py = slf.py();
-    let this = slf.get();
-    let (exptime, prefix, items) = touch_multi_items(keys, time, key_prefix)?;
-    let keys = multi_keys(&items, &prefix, true)?;
-    let refs = keys.refs();
-    let results = detached(py, this, |core| {
-        Ok(core.touch_multi(&refs, exptime, noreply))
-    })?;
-    touch_multi_reply(py, &keys.empty, &keys.objs, results)
-}
 
 /// touch_multi's time, prefix and keys, converted as set_multi converts its arguments: the time
 /// (`I`), the prefix (`s#`), then the keys.
@@ -72,41 +52,75 @@ pub(crate) fn touch_multi_reply(
     Ok(failed.unbind())
 }
 
-/// The asynchronous `touch_multi`: its arguments converted as the blocking method converts them,
-/// into a request and its finish (or its answer, when no I/O is needed).
-pub(crate) fn prepare_touch_multi(
-    keys: &Bound<'_, PyAny>,
-    time: MaybeArg<'_, '_>,
-    key_prefix: MaybeArg<'_, '_>,
-    noreply: bool,
-) -> PyResult<Prepared<TouchMultiFinish>> {
-    let (exptime, prefix, items) = touch_multi_items(keys, time, key_prefix)?;
-    let keys = multi_keys(&items, &prefix, true)?;
-    let finish = TouchMultiFinish {
-        empty: unbind(&keys.empty),
-        objs: unbind(&keys.objs),
-    };
-    let op = Touch { exptime, noreply };
-    Ok(Prepared::keys(op, Keys::of(&keys.full), finish))
+/// touch_multi (`touch_multi(keys, time=0, key_prefix=b'', *, noreply=False)`): the keys
+/// that were not found.
+pub(crate) struct TouchMulti<'a, 'py> {
+    keys: MultiKeys<'a, 'py>,
+    op: Touch,
 }
 
-/// `touch_multi`: the keys not touched.
-pub(crate) struct TouchMultiFinish {
-    pub empty: Vec<Py<PyAny>>,
-    pub objs: Vec<Py<PyAny>>,
+impl<'a, 'py> TouchMulti<'a, 'py> {
+    /// `items`, `exptime` and `prefix` as `touch_multi_items` converted them.
+    pub(crate) fn parse(
+        items: &'a [Bound<'py, PyAny>],
+        exptime: u32,
+        prefix: &[u8],
+        noreply: bool,
+    ) -> PyResult<Parsed<Self>> {
+        Ok(Parsed::Call(TouchMulti {
+            keys: multi_keys(items, prefix, true)?,
+            op: Touch { exptime, noreply },
+        }))
+    }
 }
 
-impl Finish for TouchMultiFinish {
-    type Op = crate::client::op::touch::Touch;
+impl Finish for TouchMulti<'_, '_> {
+    type Op = Touch;
+    type Value = Py<PyList>;
+
     fn finish(
         self,
         slf: &Bound<'_, PyClient>,
         v: Vec<crate::error::Result<bool>>,
-    ) -> PyResult<Py<PyAny>> {
+    ) -> PyResult<Py<PyList>> {
+        touch_multi_reply(slf.py(), &self.keys.empty, &self.keys.objs, v)
+    }
+}
+
+impl Method for TouchMulti<'_, '_> {
+    type Later = TouchMultiLater;
+
+    fn request<R>(&self, to: impl FnOnce(Touch, Args<'_, '_>) -> R) -> R {
+        to(self.op, Args::keys(&self.keys.refs()))
+    }
+
+    fn later(self) -> TouchMultiLater {
+        TouchMultiLater {
+            empty: unbind(&self.keys.empty),
+            objs: unbind(&self.keys.objs),
+        }
+    }
+}
+
+/// A `TouchMulti` finished later: the key objects kept.
+pub(crate) struct TouchMultiLater {
+    empty: Vec<Py<PyAny>>,
+    objs: Vec<Py<PyAny>>,
+}
+
+impl Finish for TouchMultiLater {
+    type Op = Touch;
+    type Value = Py<PyList>;
+
+    fn finish(
+        self,
+        slf: &Bound<'_, PyClient>,
+        v: Vec<crate::error::Result<bool>>,
+    ) -> PyResult<Py<PyList>> {
         let py = slf.py();
         let (empty, objs) = (bound(py, self.empty), bound(py, self.objs));
         let e: Vec<&Bound<'_, PyAny>> = empty.iter().collect();
         let o: Vec<&Bound<'_, PyAny>> = objs.iter().collect();
-        Ok(touch_multi_reply(py, &e, &o, v)?.into_any())
+        touch_multi_reply(py, &e, &o, v)
     }
 }
