@@ -142,6 +142,8 @@ def test_invalidate_multi_and_missing_keys(mc):
     mc.set_multi({"a": 1, "b": 2})
     assert mc.invalidate_multi(["a", "b"], stale_time=20) is True
     assert mc.invalidate_multi(["a", "nope"]) is False
+    # the one request alone (the asyncio client's row, made for both): nothing left to delete
+    assert mc._invalidate_multi(["a", "nope"]) == (False, [])
     assert mc.invalidate("nope") is False
     assert 0 < meta_ttl_of(mc, "b") <= 20
     assert mc.invalidate_multi(["x", "y"], key_prefix="p:") is False
@@ -288,6 +290,8 @@ def test_fallback_lock_without_meta():
         cmds = fake.commands()
         assert b"add" in cmds and b"mg" not in cmds  # one `mn` probe, then classic only
         assert mc.get("hot:fastmc-lease") is None  # the lock is gone
+        # the meta request alone names the keys its server cannot mark stale
+        assert mc._invalidate_multi(["hot", "cold"], 5, "") == (True, ["hot", "cold"])
         # invalidate deletes there: the next get_or_set recomputes once
         assert mc.invalidate("hot") is True and mc.get("hot") is None
         assert mc.get_or_set("hot", fn) == "fresh" and fn.calls == 2
