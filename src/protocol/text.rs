@@ -22,6 +22,11 @@ pub fn encode_get<'k>(buf: &mut Vec<u8>, with_cas: bool, keys: impl IntoIterator
     buf.extend_from_slice(b"\r\n");
 }
 
+/// `get <key>\r\n` (or `gets`): `encode_get` of one key, in one step (a lone request's).
+pub fn encode_get_one(buf: &mut Vec<u8>, with_cas: bool, key: &[u8]) {
+    put(buf, if with_cas { b"gets " } else { b"get " }, key, b"\r\n");
+}
+
 /// `gat <exptime> k1 k2 ...\r\n` (or `gats`): get and touch, answered as `get` is.
 pub fn encode_gat<'k>(
     buf: &mut Vec<u8>,
@@ -83,12 +88,21 @@ pub fn encode_store_head(
 /// `delete <key> [noreply]\r\n`.
 #[inline(always)]
 pub fn encode_delete(buf: &mut Vec<u8>, key: &[u8], noreply: bool) {
-    buf.extend_from_slice(b"delete ");
-    buf.extend_from_slice(key);
-    if noreply {
-        buf.extend_from_slice(b" noreply");
-    }
-    buf.extend_from_slice(b"\r\n");
+    let tail: &[u8] = if noreply { b" noreply\r\n" } else { b"\r\n" };
+    put(buf, b"delete ", key, tail);
+}
+
+/// `head`, `key` and `tail` appended in one step: the buffer grown once, the short fixed parts
+/// copied in place (three appends were three calls and three copies, on every lone request).
+#[inline(always)]
+fn put(buf: &mut Vec<u8>, head: &[u8], key: &[u8], tail: &[u8]) {
+    let at = buf.len();
+    let (h, k) = (head.len(), key.len());
+    buf.resize(at + h + k + tail.len(), 0);
+    let out = &mut buf[at..];
+    out[..h].copy_from_slice(head);
+    out[h..h + k].copy_from_slice(key);
+    out[h + k..].copy_from_slice(tail);
 }
 
 /// `incr|decr <key> <delta> [noreply]\r\n`.

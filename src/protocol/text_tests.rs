@@ -382,3 +382,17 @@ fn the_status_shortcuts_agree_with_the_general_parser() {
     }
     assert!(shortcut > 20, "the shortcut answered only {shortcut} times");
 }
+
+#[test]
+fn one_key_encoders_write_what_the_general_ones_write() {
+    for cas in [false, true] {
+        let (mut one, mut general) = (Vec::new(), Vec::new());
+        encode_get_one(&mut one, cas, b"k1");
+        encode_get(&mut general, cas, [&b"k1"[..]]);
+        assert_eq!(one, general);
+    }
+    let mut b = b"before ".to_vec();
+    encode_delete(&mut b, b"nr", true);
+    encode_delete(&mut b, b"w3", false);
+    assert_eq!(b, b"before delete nr noreply\r\ndelete w3\r\n");
+}

@@ -151,7 +151,7 @@ impl Lone for Get {
         }
     }
     fn encode_lone(&self, snap: &Snapshot, _: Args<'_, '_>, buf: &mut Vec<u8>, w: &[u8], _: bool) {
-        text::encode_get(buf, self.cas || snap.behaviors.cas, std::iter::once(w));
+        text::encode_get_one(buf, self.cas || snap.behaviors.cas, w);
     }
     /// `END` (a miss), or one value of `wire` within `max_value` and `END`.
     fn answer(&self, buf: &[u8], wire: &[u8], max_value: usize) -> Option<(Fetched, usize)> {
