@@ -40,6 +40,7 @@ impl<'a, 'py> MaybeArg<'a, 'py> {
 
     /// The one positional argument of `method`, or CPython's "takes exactly 1 argument (N
     /// given)" counting the `rest` gathered after it.
+    #[inline(always)]
     pub fn exactly_one(
         self,
         rest: &Bound<'py, PyTuple>,

@@ -27,7 +27,7 @@ use crate::error::Result as CoreResult;
 /// Run `f` on `client`'s core with the interpreter released; re-attached, return what it returned.
 /// `Err` if the client was never initialized or `f` failed; the constructors of `errors` need no
 /// interpreter, so `f` may build its error detached.
-#[inline]
+#[inline(always)]
 pub(super) fn detached<T, F>(py: Python<'_>, client: &PyClient, f: F) -> PyResult<T>
 where
     F: Send + FnOnce(&Client) -> PyResult<T>,
@@ -77,7 +77,7 @@ where
 }
 
 /// Run `f` with the interpreter released: the only place in the binding that detaches.
-#[inline]
+#[inline(always)]
 pub(super) fn released<T, F>(py: Python<'_>, f: F) -> T
 where
     F: Ungil + FnOnce() -> T,

@@ -12,7 +12,7 @@ use pyo3::types::{PyBytes, PyDict, PyList};
 use super::state::PyClient;
 use crate::client::op::admin::{Flush, Stats};
 use crate::client::op::meta::MetaVerb;
-use crate::client::op::{Args, Kind};
+use crate::client::op::Kind;
 use crate::error::Error as CoreError;
 use crate::py::args::*;
 use crate::py::client::method::{Finish, Method, Parsed};
@@ -330,9 +330,13 @@ impl Method for FlushAll {
     type Later = FlushAll;
     const WHOLE: bool = true;
 
-    fn request<R>(&self, to: impl FnOnce(Flush, Args<'_, '_>) -> R) -> R {
-        to(Flush { delay: self.delay }, Args::default())
+    type Wire<'w> = ();
+
+    fn op(&self) -> Flush {
+        Flush { delay: self.delay }
     }
+
+    fn wire(&self) {}
 
     fn later(self) -> FlushAll {
         self
@@ -365,12 +369,15 @@ impl Method for GetStats {
     type Later = GetStats;
     const WHOLE: bool = true;
 
-    fn request<R>(&self, to: impl FnOnce(Stats, Args<'_, '_>) -> R) -> R {
-        let op = Stats {
+    type Wire<'w> = ();
+
+    fn op(&self) -> Stats {
+        Stats {
             args: self.args.as_slice().into(),
-        };
-        to(op, Args::default())
+        }
     }
+
+    fn wire(&self) {}
 
     fn later(self) -> GetStats {
         self

@@ -15,7 +15,6 @@ use pyo3::types::PyList;
 use super::state::PyClient;
 use crate::client::op::meta::Meta;
 use crate::client::op::meta::MetaVerb;
-use crate::client::op::Args;
 use crate::client::results::MetaOutcome;
 use crate::error::Error as CoreError;
 use crate::py::args::*;
@@ -264,13 +263,20 @@ impl<A: Answer> Finish for MetaCall<'_, A> {
 impl<A: Answer> Method for MetaCall<'_, A> {
     type Later = MetaCall<'static, A>;
 
-    fn request<R>(&self, to: impl FnOnce(Meta, Args<'_, '_>) -> R) -> R {
-        let k: &[u8] = &self.key;
-        let op = Meta {
+    type Wire<'w>
+        = [&'w [u8]; 1]
+    where
+        Self: 'w;
+
+    fn op(&self) -> Meta {
+        Meta {
             verb: self.verb,
             flags: self.flags.as_bytes().into(),
-        };
-        to(op, Args::keys(std::slice::from_ref(&k)))
+        }
+    }
+
+    fn wire(&self) -> [&[u8]; 1] {
+        [&self.key]
     }
 
     fn later(self) -> MetaCall<'static, A> {
@@ -383,12 +389,17 @@ impl Finish for MarkStale<'_, '_> {
 impl Method for MarkStale<'_, '_> {
     type Later = MarkStaleLater;
 
-    fn request<R>(&self, to: impl FnOnce(Meta, Args<'_, '_>) -> R) -> R {
-        let refs: Vec<&[u8]> = self.full.iter().map(|k| &**k).collect();
-        to(
-            meta(MetaVerb::Delete, invalidate_flags(self.stale_time)),
-            Args::keys(&refs),
-        )
+    type Wire<'w>
+        = Vec<&'w [u8]>
+    where
+        Self: 'w;
+
+    fn op(&self) -> Meta {
+        meta(MetaVerb::Delete, invalidate_flags(self.stale_time))
+    }
+
+    fn wire(&self) -> Vec<&[u8]> {
+        self.full.iter().map(|k| &**k).collect()
     }
 
     fn later(self) -> MarkStaleLater {

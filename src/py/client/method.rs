@@ -18,6 +18,7 @@ use super::state::PyClient;
 use crate::client::keys::Keys;
 use crate::client::op::{Args, Kind, Outcome};
 use crate::dispatch::request::{Items, Request};
+use crate::protocol::StoreItem;
 use crate::py::errors;
 use crate::py::io::detached;
 
@@ -45,8 +46,16 @@ pub(crate) trait Method: Finish {
     /// A whole-client command (flush, stats): it names no keys.
     const WHOLE: bool = false;
 
-    /// `to` given its operation and what it is applied to.
-    fn request<R>(&self, to: impl FnOnce(Self::Op, Args<'_, '_>) -> R) -> R;
+    /// What its request is applied to, borrowed from it for the call.
+    type Wire<'w>: Wire
+    where
+        Self: 'w;
+
+    /// Its operation.
+    fn op(&self) -> Self::Op;
+
+    /// What its operation is applied to: its keys, its items, or nothing (`WHOLE`).
+    fn wire(&self) -> Self::Wire<'_>;
 
     /// What `finish` needs, owned.
     fn later(self) -> Self::Later;
@@ -55,14 +64,18 @@ pub(crate) trait Method: Finish {
     /// finished. (A family may take a shorter way: a lone `noreply` write.)
     #[inline(always)]
     fn call(self, slf: &Bound<'_, PyClient>) -> PyResult<Self::Value> {
-        let out =
-            self.request(|op, args| detached(slf.py(), slf.get(), |core| Ok(op.run(core, args))))?;
+        let out = {
+            let (op, wire) = (self.op(), self.wire());
+            detached(slf.py(), slf.get(), |core| Ok(op.run(core, wire.args())))?
+        };
         self.finish(slf, out)
     }
 
     /// The asyncio method's request (its own copy of the keys or items), and what finishes it.
     fn submit(self) -> (Request, Self::Later) {
-        let req = self.request(|op, args| {
+        let req = {
+            let (op, wire) = (self.op(), self.wire());
+            let args = wire.args();
             if Self::WHOLE {
                 Request::whole(op)
             } else if !args.items.is_empty() {
@@ -76,8 +89,48 @@ pub(crate) trait Method: Finish {
             } else {
                 Request::new(op, Keys::of(args.keys))
             }
-        });
+        };
         (req, self.later())
+    }
+}
+
+/// What a request is applied to, as a call holds it: the core's `Args` of it.
+pub(crate) trait Wire: Sync {
+    fn args(&self) -> Args<'_, '_>;
+}
+
+/// One key.
+impl Wire for [&[u8]; 1] {
+    #[inline(always)]
+    fn args(&self) -> Args<'_, '_> {
+        Args::keys(self)
+    }
+}
+
+impl Wire for Vec<&[u8]> {
+    fn args(&self) -> Args<'_, '_> {
+        Args::keys(self)
+    }
+}
+
+/// One item.
+impl Wire for [StoreItem<'_>; 1] {
+    #[inline(always)]
+    fn args(&self) -> Args<'_, '_> {
+        Args::items(self)
+    }
+}
+
+impl Wire for Vec<StoreItem<'_>> {
+    fn args(&self) -> Args<'_, '_> {
+        Args::items(self)
+    }
+}
+
+/// A whole-client command's.
+impl Wire for () {
+    fn args(&self) -> Args<'_, '_> {
+        Args::default()
     }
 }
 

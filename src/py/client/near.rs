@@ -15,7 +15,6 @@ use pyo3::prelude::*;
 use super::state::PyClient;
 use crate::client::op::meta::Meta;
 use crate::client::op::meta::MetaVerb;
-use crate::client::op::Args;
 use crate::client::results::MetaOutcome;
 use crate::error::Error as CoreError;
 use crate::py::args::*;
@@ -183,13 +182,17 @@ impl Finish for CasMulti {
 impl Method for CasMulti {
     type Later = CasMulti;
 
-    fn request<R>(&self, to: impl FnOnce(Meta, Args<'_, '_>) -> R) -> R {
-        let refs: Vec<&[u8]> = self.full.iter().map(Vec::as_slice).collect();
-        let op = Meta {
+    type Wire<'w> = Vec<&'w [u8]>;
+
+    fn op(&self) -> Meta {
+        Meta {
             verb: MetaVerb::Get,
             flags: CAS_ONLY.into(),
-        };
-        to(op, Args::keys(&refs))
+        }
+    }
+
+    fn wire(&self) -> Vec<&[u8]> {
+        self.full.iter().map(Vec::as_slice).collect()
     }
 
     /// (The keys stay with the request: the finish needs none.)

@@ -7,7 +7,6 @@ use pyo3::types::PyDict;
 use std::borrow::Cow;
 
 use crate::client::op::delete::Delete;
-use crate::client::op::Args;
 use crate::error::Error as CoreError;
 use crate::py::args::*;
 use crate::py::client::method::{Finish, Method, Parsed};
@@ -158,12 +157,19 @@ impl Finish for DeleteMulti<'_> {
 impl Method for DeleteMulti<'_> {
     type Later = DeleteMulti<'static>;
 
-    fn request<R>(&self, to: impl FnOnce(Delete, Args<'_, '_>) -> R) -> R {
-        let refs: Vec<&[u8]> = self.full.iter().map(|k| &**k).collect();
-        let op = Delete {
+    type Wire<'w>
+        = Vec<&'w [u8]>
+    where
+        Self: 'w;
+
+    fn op(&self) -> Delete {
+        Delete {
             noreply: self.noreply,
-        };
-        to(op, Args::keys(&refs))
+        }
+    }
+
+    fn wire(&self) -> Vec<&[u8]> {
+        self.full.iter().map(|k| &**k).collect()
     }
 
     fn later(self) -> DeleteMulti<'static> {

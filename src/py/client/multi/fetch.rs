@@ -8,7 +8,6 @@ use std::collections::HashMap;
 
 use crate::client::fetched::Fetched;
 use crate::client::op::get::Get as FetchOp;
-use crate::client::op::Args;
 use crate::error::Error as CoreError;
 use crate::protocol::{is_text_key, MAX_KEY_LEN};
 use crate::py::args::*;
@@ -172,9 +171,17 @@ impl Finish for Fetch<'_, '_> {
 impl Method for Fetch<'_, '_> {
     type Later = FetchLater;
 
-    fn request<R>(&self, to: impl FnOnce(FetchOp, Args<'_, '_>) -> R) -> R {
-        let refs: Vec<&[u8]> = self.full.iter().map(|k| &**k).collect();
-        to(self.op, Args::keys(&refs))
+    type Wire<'w>
+        = Vec<&'w [u8]>
+    where
+        Self: 'w;
+
+    fn op(&self) -> FetchOp {
+        self.op
+    }
+
+    fn wire(&self) -> Vec<&[u8]> {
+        self.full.iter().map(|k| &**k).collect()
     }
 
     fn later(self) -> FetchLater {

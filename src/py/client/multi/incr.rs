@@ -5,7 +5,6 @@ use pyo3::prelude::*;
 use std::borrow::Cow;
 
 use crate::client::op::arith::Arith;
-use crate::client::op::Args;
 use crate::error::Error as CoreError;
 use crate::protocol::MAX_KEY_LEN;
 use crate::py::args::*;
@@ -139,9 +138,17 @@ impl Finish for IncrMulti<'_> {
 impl Method for IncrMulti<'_> {
     type Later = IncrMulti<'static>;
 
-    fn request<R>(&self, to: impl FnOnce(Arith, Args<'_, '_>) -> R) -> R {
-        let refs: Vec<&[u8]> = self.full.iter().map(|k| &**k).collect();
-        to(self.op, Args::keys(&refs))
+    type Wire<'w>
+        = Vec<&'w [u8]>
+    where
+        Self: 'w;
+
+    fn op(&self) -> Arith {
+        self.op
+    }
+
+    fn wire(&self) -> Vec<&[u8]> {
+        self.full.iter().map(|k| &**k).collect()
     }
 
     /// (The keys stay with the request: the finish needs only `by_length`.)

@@ -13,7 +13,6 @@ use pyo3::types::{PyBytes, PyDict, PyList, PyString};
 use crate::protocol::StoreItem;
 
 use crate::client::op::store::Store;
-use crate::client::op::Args;
 use crate::client::results::StoreStatus;
 use crate::error::Error as CoreError;
 use crate::protocol::StoreCmd;
@@ -74,7 +73,7 @@ pub(crate) struct StoreMultiKeys<'a> {
 
 /// The requests of a multi store, keys and values borrowed from the caller's objects; those
 /// that are bytes of fastmc's own (a key with its prefix, a pickle, a compressed value) are in
-/// `owned`, and empty in `items` until `with_items` fills them in.
+/// `owned`, and empty in `items` until `items` fills them in.
 pub(crate) struct Requests<'a> {
     items: Vec<StoreItem<'a>>,
     owned: Vec<Owned>,
@@ -88,8 +87,8 @@ struct Owned {
 }
 
 impl Requests<'_> {
-    /// `f` of the requests, whole.
-    pub(crate) fn with_items<R>(&self, f: impl FnOnce(&[StoreItem<'_>]) -> R) -> R {
+    /// The requests, whole.
+    pub(crate) fn items(&self) -> Vec<StoreItem<'_>> {
         let Requests { items, owned } = self;
         let mut items: Vec<StoreItem<'_>> = items.clone();
         for o in owned {
@@ -101,12 +100,12 @@ impl Requests<'_> {
                 }
             }
         }
-        f(&items)
+        items
     }
 }
 
 /// `cow`'s bytes if they are borrowed; else they go to `owned` for the request at `at`, and
-/// the request has none until `with_items`.
+/// the request has none until `items`.
 fn borrowed_or_kept<'a>(
     cow: Cow<'a, [u8]>,
     owned: &mut Vec<Owned>,
@@ -312,10 +311,17 @@ impl Finish for StoreMulti<'_, '_> {
 impl Method for StoreMulti<'_, '_> {
     type Later = StoreMultiLater;
 
-    fn request<R>(&self, to: impl FnOnce(Store, Args<'_, '_>) -> R) -> R {
-        self.conv
-            .requests
-            .with_items(|items| to(self.op, Args::items(items)))
+    type Wire<'w>
+        = Vec<StoreItem<'w>>
+    where
+        Self: 'w;
+
+    fn op(&self) -> Store {
+        self.op
+    }
+
+    fn wire(&self) -> Vec<StoreItem<'_>> {
+        self.conv.requests.items()
     }
 
     fn later(self) -> StoreMultiLater {

@@ -5,7 +5,6 @@ use pyo3::prelude::*;
 use pyo3::types::PyList;
 
 use crate::client::op::touch::Touch;
-use crate::client::op::Args;
 use crate::py::args::*;
 use crate::py::client::method::{bound, unbind, Finish, Method, Parsed};
 use crate::py::client::state::PyClient;
@@ -90,8 +89,17 @@ impl Finish for TouchMulti<'_, '_> {
 impl Method for TouchMulti<'_, '_> {
     type Later = TouchMultiLater;
 
-    fn request<R>(&self, to: impl FnOnce(Touch, Args<'_, '_>) -> R) -> R {
-        to(self.op, Args::keys(&self.keys.refs()))
+    type Wire<'w>
+        = Vec<&'w [u8]>
+    where
+        Self: 'w;
+
+    fn op(&self) -> Touch {
+        self.op
+    }
+
+    fn wire(&self) -> Vec<&[u8]> {
+        self.keys.refs()
     }
 
     fn later(self) -> TouchMultiLater {

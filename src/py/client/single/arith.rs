@@ -7,7 +7,6 @@ use pyo3::types::{PyBool, PyInt};
 use std::borrow::Cow;
 
 use crate::client::op::arith::{Arith, Create};
-use crate::client::op::Args;
 use crate::error::Error as CoreError;
 use crate::py::args::*;
 use crate::py::client::method::{Finish, Method, Parsed};
@@ -111,9 +110,17 @@ impl Finish for Count<'_> {
 impl Method for Count<'_> {
     type Later = Count<'static>;
 
-    fn request<R>(&self, to: impl FnOnce(Arith, Args<'_, '_>) -> R) -> R {
-        let k: &[u8] = &self.key;
-        to(self.op, Args::keys(std::slice::from_ref(&k)))
+    type Wire<'w>
+        = [&'w [u8]; 1]
+    where
+        Self: 'w;
+
+    fn op(&self) -> Arith {
+        self.op
+    }
+
+    fn wire(&self) -> [&[u8]; 1] {
+        [&self.key]
     }
 
     fn later(self) -> Count<'static> {

@@ -6,7 +6,6 @@ use std::borrow::Cow;
 use pyo3::prelude::*;
 
 use crate::client::op::delete::Delete;
-use crate::client::op::Args;
 use crate::error::Error as CoreError;
 use crate::py::args::*;
 use crate::py::client::method::{Finish, Method, Parsed};
@@ -73,12 +72,19 @@ impl Finish for DeleteKey<'_> {
 impl Method for DeleteKey<'_> {
     type Later = DeleteKey<'static>;
 
-    fn request<R>(&self, to: impl FnOnce(Delete, Args<'_, '_>) -> R) -> R {
-        let k: &[u8] = &self.key;
-        let op = Delete {
+    type Wire<'w>
+        = [&'w [u8]; 1]
+    where
+        Self: 'w;
+
+    fn op(&self) -> Delete {
+        Delete {
             noreply: self.noreply,
-        };
-        to(op, Args::keys(std::slice::from_ref(&k)))
+        }
+    }
+
+    fn wire(&self) -> [&[u8]; 1] {
+        [&self.key]
     }
 
     fn later(self) -> DeleteKey<'static> {

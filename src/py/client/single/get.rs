@@ -9,7 +9,6 @@ use pyo3::IntoPyObjectExt;
 
 use crate::client::fetched::Fetched;
 use crate::client::op::get::Get as FetchOp;
-use crate::client::op::Args;
 use crate::py::args::*;
 use crate::py::client::method::{Finish, Method, Parsed};
 use crate::py::client::state::PyClient;
@@ -137,14 +136,22 @@ impl Finish for Get<'_> {
 impl Method for Get<'_> {
     type Later = Get<'static>;
 
+    type Wire<'w>
+        = [&'w [u8]; 1]
+    where
+        Self: 'w;
+
     #[inline(always)]
-    fn request<R>(&self, to: impl FnOnce(FetchOp, Args<'_, '_>) -> R) -> R {
-        let k: &[u8] = &self.key;
-        let op = FetchOp {
+    fn op(&self) -> FetchOp {
+        FetchOp {
             cas: false,
             touch: self.touch,
-        };
-        to(op, Args::keys(std::slice::from_ref(&k)))
+        }
+    }
+
+    #[inline(always)]
+    fn wire(&self) -> [&[u8]; 1] {
+        [&self.key]
     }
 
     fn later(self) -> Get<'static> {
@@ -189,13 +196,20 @@ impl Finish for Gets<'_> {
 impl Method for Gets<'_> {
     type Later = Gets<'static>;
 
-    fn request<R>(&self, to: impl FnOnce(FetchOp, Args<'_, '_>) -> R) -> R {
-        let k: &[u8] = &self.key;
-        let op = FetchOp {
+    type Wire<'w>
+        = [&'w [u8]; 1]
+    where
+        Self: 'w;
+
+    fn op(&self) -> FetchOp {
+        FetchOp {
             cas: true,
             touch: None,
-        };
-        to(op, Args::keys(std::slice::from_ref(&k)))
+        }
+    }
+
+    fn wire(&self) -> [&[u8]; 1] {
+        [&self.key]
     }
 
     fn later(self) -> Gets<'static> {

@@ -7,7 +7,6 @@ use std::borrow::Cow;
 use std::sync::atomic::Ordering;
 
 use crate::client::op::store::Store;
-use crate::client::op::Args;
 use crate::client::results::StoreStatus;
 use crate::error::Error as CoreError;
 use crate::protocol::{StoreCmd, StoreItem};
@@ -229,12 +228,20 @@ impl Finish for StoreKey<'_> {
 impl Method for StoreKey<'_> {
     type Later = StoreKey<'static>;
 
-    fn request<R>(&self, to: impl FnOnce(Store, Args<'_, '_>) -> R) -> R {
-        let op = Store {
+    type Wire<'w>
+        = [StoreItem<'w>; 1]
+    where
+        Self: 'w;
+
+    fn op(&self) -> Store {
+        Store {
             cmd: self.cmd,
             noreply: self.noreply,
-        };
-        to(op, Args::items(std::slice::from_ref(&self.item())))
+        }
+    }
+
+    fn wire(&self) -> [StoreItem<'_>; 1] {
+        [self.item()]
     }
 
     fn later(self) -> StoreKey<'static> {

@@ -6,7 +6,6 @@ use std::borrow::Cow;
 use pyo3::prelude::*;
 
 use crate::client::op::touch::Touch;
-use crate::client::op::Args;
 use crate::error::Error as CoreError;
 use crate::py::args::*;
 use crate::py::client::method::{Finish, Method, Parsed};
@@ -74,9 +73,17 @@ impl Finish for TouchKey<'_> {
 impl Method for TouchKey<'_> {
     type Later = TouchKey<'static>;
 
-    fn request<R>(&self, to: impl FnOnce(Touch, Args<'_, '_>) -> R) -> R {
-        let k: &[u8] = &self.key;
-        to(self.op, Args::keys(std::slice::from_ref(&k)))
+    type Wire<'w>
+        = [&'w [u8]; 1]
+    where
+        Self: 'w;
+
+    fn op(&self) -> Touch {
+        self.op
+    }
+
+    fn wire(&self) -> [&[u8]; 1] {
+        [&self.key]
     }
 
     fn later(self) -> TouchKey<'static> {
