@@ -8,6 +8,7 @@
 //! errors are built by `py::errors`. Uses `client::MetaOutcome` and the core's `Error`.
 
 use std::borrow::Cow;
+use std::ops::Deref;
 
 use pyo3::prelude::*;
 use pyo3::types::PyList;
@@ -18,7 +19,7 @@ use crate::client::op::meta::MetaVerb;
 use crate::client::results::MetaOutcome;
 use crate::error::Error as CoreError;
 use crate::py::args::*;
-use crate::py::client::method::{unbind, Finish, Method, Parsed};
+use crate::py::client::method::{unbind, Finish, Kept, Method, Parsed};
 use crate::py::errors::{self, Op};
 use crate::py::io::detached;
 
@@ -211,8 +212,8 @@ pub(crate) fn invalidate_flags(stale_time: u32) -> String {
 
 /// One key's meta command whose whole answer is read by `A` (a lease read or release, the near
 /// cache's check): the key converted and checked as `get` checks it, the verb and its flags.
-pub(crate) struct MetaCall<'k, A> {
-    key: Cow<'k, [u8]>,
+pub(crate) struct MetaCall<K, A> {
+    key: K,
     verb: MetaVerb,
     flags: String,
     answer: A,
@@ -229,7 +230,7 @@ pub(crate) trait Answer: Send + 'static {
     ) -> PyResult<Self::Value>;
 }
 
-impl<'k, A: Answer> MetaCall<'k, A> {
+impl<'k, A: Answer> MetaCall<&'k [u8], A> {
     pub(crate) fn parse(
         key: &'k Bound<'_, PyAny>,
         verb: MetaVerb,
@@ -239,7 +240,7 @@ impl<'k, A: Answer> MetaCall<'k, A> {
         let k = key_obj(key)?;
         check_key_len(k)?;
         Ok(Parsed::Call(MetaCall {
-            key: Cow::Borrowed(k),
+            key: k,
             verb,
             flags,
             answer,
@@ -247,7 +248,7 @@ impl<'k, A: Answer> MetaCall<'k, A> {
     }
 }
 
-impl<A: Answer> Finish for MetaCall<'_, A> {
+impl<K: Deref<Target = [u8]>, A: Answer> Finish for MetaCall<K, A> {
     type Op = Meta;
     type Value = A::Value;
 
@@ -260,8 +261,8 @@ impl<A: Answer> Finish for MetaCall<'_, A> {
     }
 }
 
-impl<A: Answer> Method for MetaCall<'_, A> {
-    type Later = MetaCall<'static, A>;
+impl<A: Answer> Method for MetaCall<&[u8], A> {
+    type Later = MetaCall<Kept, A>;
 
     type Wire<'w>
         = [&'w [u8]; 1]
@@ -276,14 +277,15 @@ impl<A: Answer> Method for MetaCall<'_, A> {
     }
 
     fn wire(&self) -> [&[u8]; 1] {
-        [&self.key]
+        [self.key]
     }
 
-    fn later(self) -> MetaCall<'static, A> {
+    fn later(self) -> MetaCall<Kept, A> {
         MetaCall {
-            key: Cow::Owned(self.key.into_owned()),
+            key: Kept::from_slice(self.key),
+            verb: self.verb,
             flags: String::new(),
-            ..self
+            answer: self.answer,
         }
     }
 }
@@ -296,7 +298,7 @@ impl LeaseGet {
         key: &'k Bound<'_, PyAny>,
         lease: u32,
         recache: u32,
-    ) -> PyResult<Parsed<MetaCall<'k, LeaseGet>>> {
+    ) -> PyResult<Parsed<MetaCall<&'k [u8], LeaseGet>>> {
         MetaCall::parse(key, MetaVerb::Get, lease_flags(lease, recache), LeaseGet)
     }
 }
@@ -321,7 +323,7 @@ impl LeaseRelease {
         key: &'k Bound<'_, PyAny>,
         cas: u64,
         stale: bool,
-    ) -> PyResult<Parsed<MetaCall<'k, LeaseRelease>>> {
+    ) -> PyResult<Parsed<MetaCall<&'k [u8], LeaseRelease>>> {
         MetaCall::parse(
             key,
             MetaVerb::Delete,

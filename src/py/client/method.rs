@@ -13,6 +13,7 @@
 
 use pyo3::prelude::*;
 use pyo3::IntoPyObjectExt;
+use smallvec::SmallVec;
 
 use super::state::PyClient;
 use crate::client::keys::Keys;
@@ -133,6 +134,11 @@ impl Wire for () {
         Args::default()
     }
 }
+
+/// A key kept past an asyncio call, for its finish: inline when short (most keys: no allocation
+/// besides the finish's own box), on the heap when long. A single-key method's type is generic
+/// over its key: `&[u8]`, borrowed from the caller's object for the blocking call, or `Kept`.
+pub(crate) type Kept = SmallVec<[u8; 48]>;
 
 /// A method's arguments parsed: its value at once, or the call to make.
 pub(crate) enum Parsed<M: Method> {

@@ -134,7 +134,7 @@ impl NearCheck {
         key: &'k Bound<'_, PyAny>,
         cas: u64,
         conditional: bool,
-    ) -> PyResult<Parsed<MetaCall<'k, NearCheck>>> {
+    ) -> PyResult<Parsed<MetaCall<&'k [u8], NearCheck>>> {
         let flags = check_flags(cas, conditional);
         MetaCall::parse(key, MetaVerb::Get, flags, NearCheck { cas })
     }

@@ -1,11 +1,6 @@
 //! incr and decr (creating a missing counter with `initial=`): the arguments converted and
 //! checked, the core's arithmetic, the new value; and the asynchronous half.
 
-use pyo3::exceptions::{PyTypeError, PyValueError};
-use pyo3::prelude::*;
-use pyo3::types::{PyBool, PyInt};
-use std::borrow::Cow;
-
 use crate::client::op::arith::{Arith, Create};
 use crate::error::Error as CoreError;
 use crate::py::args::*;
@@ -13,6 +8,9 @@ use crate::py::client::method::{Finish, Method, Parsed};
 use crate::py::client::state::PyClient;
 use crate::py::errors::{self};
 use crate::py::io::detached;
+use pyo3::exceptions::{PyTypeError, PyValueError};
+use pyo3::prelude::*;
+use pyo3::types::{PyBool, PyInt};
 
 /// incr/decr's `initial=` and `time=` (fastmc's own): a missing counter is created at
 /// `initial`, an unsigned 64-bit number, expiring as `set`'s `time` says. Without `initial`, a
@@ -69,7 +67,7 @@ pub(crate) fn arith_reply(r: Option<Result<Option<u64>, CoreError>>) -> PyResult
 
 /// `incr` and `decr` (`incr(key, delta=1, *, initial=None, time=0)`): the new value.
 pub(crate) struct Count<'k> {
-    key: Cow<'k, [u8]>,
+    key: &'k [u8],
     op: Arith,
 }
 
@@ -84,7 +82,7 @@ impl<'k> Count<'k> {
         let (k, delta) = arith_args(key, delta)?;
         let create = arith_create(initial, time)?;
         Ok(Parsed::Call(Count {
-            key: Cow::Borrowed(k),
+            key: k,
             op: Arith {
                 incr,
                 delta,
@@ -108,7 +106,7 @@ impl Finish for Count<'_> {
 }
 
 impl Method for Count<'_> {
-    type Later = Count<'static>;
+    type Later = Counted;
 
     type Wire<'w>
         = [&'w [u8]; 1]
@@ -120,14 +118,12 @@ impl Method for Count<'_> {
     }
 
     fn wire(&self) -> [&[u8]; 1] {
-        [&self.key]
+        [self.key]
     }
 
-    fn later(self) -> Count<'static> {
-        Count {
-            key: Cow::Owned(self.key.into_owned()),
-            op: self.op,
-        }
+    /// (The key and delta stay with the request: the answer needs neither.)
+    fn later(self) -> Counted {
+        Counted
     }
 
     /// One key's own call (`Client::arith_one`).
@@ -139,10 +135,26 @@ impl Method for Count<'_> {
                 delta,
                 create,
             },
-        ) = (&*self.key, self.op);
+        ) = (self.key, self.op);
         let r = detached(slf.py(), slf.get(), |core| {
             Ok(core.arith_one(incr, k, delta, create))
         })?;
         arith_reply(r)
+    }
+}
+
+/// A `Count` finished later: the new value needs nothing kept.
+pub(crate) struct Counted;
+
+impl Finish for Counted {
+    type Op = Arith;
+    type Value = u64;
+
+    fn finish(
+        self,
+        _: &Bound<'_, PyClient>,
+        mut v: Vec<Result<Option<u64>, CoreError>>,
+    ) -> PyResult<u64> {
+        arith_reply(v.pop())
     }
 }

@@ -1,14 +1,14 @@
 //! delete: the key converted and checked, the core's delete (a lone `noreply` one without
 //! releasing the interpreter), the answer; and the asynchronous half.
 
-use std::borrow::Cow;
+use std::ops::Deref;
 
 use pyo3::prelude::*;
 
 use crate::client::op::delete::Delete;
 use crate::error::Error as CoreError;
 use crate::py::args::*;
-use crate::py::client::method::{Finish, Method, Parsed};
+use crate::py::client::method::{Finish, Kept, Method, Parsed};
 use crate::py::client::state::PyClient;
 use crate::py::errors::{self, Op};
 use crate::py::io::{detached, noreply_write};
@@ -37,26 +37,23 @@ pub(crate) fn delete_reply(
 }
 
 /// `delete(key, *, noreply=False)`: whether the key was there.
-pub(crate) struct DeleteKey<'k> {
-    key: Cow<'k, [u8]>,
+pub(crate) struct DeleteKey<K> {
+    key: K,
     noreply: bool,
 }
 
-impl<'k> DeleteKey<'k> {
+impl<'k> DeleteKey<&'k [u8]> {
     #[inline(always)]
     pub(crate) fn parse(key: &'k Bound<'_, PyAny>, noreply: bool) -> PyResult<Parsed<Self>> {
         let k = delete_key(key)?;
         if k.is_empty() {
             return Ok(Parsed::Ready(false));
         }
-        Ok(Parsed::Call(DeleteKey {
-            key: Cow::Borrowed(k),
-            noreply,
-        }))
+        Ok(Parsed::Call(DeleteKey { key: k, noreply }))
     }
 }
 
-impl Finish for DeleteKey<'_> {
+impl<K: Deref<Target = [u8]>> Finish for DeleteKey<K> {
     type Op = Delete;
     type Value = bool;
 
@@ -69,8 +66,8 @@ impl Finish for DeleteKey<'_> {
     }
 }
 
-impl Method for DeleteKey<'_> {
-    type Later = DeleteKey<'static>;
+impl Method for DeleteKey<&[u8]> {
+    type Later = DeleteKey<Kept>;
 
     type Wire<'w>
         = [&'w [u8]; 1]
@@ -84,12 +81,12 @@ impl Method for DeleteKey<'_> {
     }
 
     fn wire(&self) -> [&[u8]; 1] {
-        [&self.key]
+        [self.key]
     }
 
-    fn later(self) -> DeleteKey<'static> {
+    fn later(self) -> DeleteKey<Kept> {
         DeleteKey {
-            key: Cow::Owned(self.key.into_owned()),
+            key: Kept::from_slice(self.key),
             noreply: self.noreply,
         }
     }
@@ -98,7 +95,7 @@ impl Method for DeleteKey<'_> {
     /// (`io::noreply_write`), else `Client::delete_one`.
     #[inline(always)]
     fn call(self, slf: &Bound<'_, PyClient>) -> PyResult<bool> {
-        let (py, this, k) = (slf.py(), slf.get(), &*self.key);
+        let (py, this, k) = (slf.py(), slf.get(), self.key);
         let r = if self.noreply || this.flags()?.noreply {
             noreply_write(
                 py,

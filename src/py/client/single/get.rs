@@ -1,16 +1,16 @@
 //! get and gets: the key converted and checked, the core's fetch, the value decoded (`codec`);
 //! and the asynchronous half: the call prepared, its finish.
 
-use std::borrow::Cow;
-
 use pyo3::exceptions::PyValueError;
+use std::ops::Deref;
+
 use pyo3::prelude::*;
 use pyo3::IntoPyObjectExt;
 
 use crate::client::fetched::Fetched;
 use crate::client::op::get::Get as FetchOp;
 use crate::py::args::*;
-use crate::py::client::method::{Finish, Method, Parsed};
+use crate::py::client::method::{Finish, Kept, Method, Parsed};
 use crate::py::client::state::PyClient;
 use crate::py::errors::{self, Op};
 
@@ -76,14 +76,14 @@ pub(crate) fn gets_reply(
 }
 
 /// `get` and `gat`: the value, or `default`.
-pub(crate) struct Get<'k> {
-    key: Cow<'k, [u8]>,
+pub(crate) struct Get<K> {
+    key: K,
     default: Py<PyAny>,
     /// `gat`'s expiry.
     touch: Option<u32>,
 }
 
-impl<'k> Get<'k> {
+impl<'k> Get<&'k [u8]> {
     /// `get(key, default=None)`.
     #[inline(always)]
     pub(crate) fn parse(
@@ -116,14 +116,14 @@ impl<'k> Get<'k> {
             return Parsed::Ready(default);
         }
         Parsed::Call(Get {
-            key: Cow::Borrowed(k),
+            key: k,
             default,
             touch,
         })
     }
 }
 
-impl Finish for Get<'_> {
+impl<K: Deref<Target = [u8]>> Finish for Get<K> {
     type Op = FetchOp;
     type Value = Py<PyAny>;
 
@@ -133,8 +133,8 @@ impl Finish for Get<'_> {
     }
 }
 
-impl Method for Get<'_> {
-    type Later = Get<'static>;
+impl Method for Get<&[u8]> {
+    type Later = Get<Kept>;
 
     type Wire<'w>
         = [&'w [u8]; 1]
@@ -151,12 +151,12 @@ impl Method for Get<'_> {
 
     #[inline(always)]
     fn wire(&self) -> [&[u8]; 1] {
-        [&self.key]
+        [self.key]
     }
 
-    fn later(self) -> Get<'static> {
+    fn later(self) -> Get<Kept> {
         Get {
-            key: Cow::Owned(self.key.into_owned()),
+            key: Kept::from_slice(self.key),
             default: self.default,
             touch: self.touch,
         }
@@ -164,11 +164,11 @@ impl Method for Get<'_> {
 }
 
 /// `gets`: `(value, cas)`.
-pub(crate) struct Gets<'k> {
-    key: Cow<'k, [u8]>,
+pub(crate) struct Gets<K> {
+    key: K,
 }
 
-impl<'k> Gets<'k> {
+impl<'k> Gets<&'k [u8]> {
     /// `gets(key)`.
     pub(crate) fn parse(
         slf: &Bound<'_, PyClient>,
@@ -176,15 +176,13 @@ impl<'k> Gets<'k> {
     ) -> PyResult<Parsed<Self>> {
         let py = slf.py();
         Ok(match gets_key(slf, key)? {
-            Some(k) => Parsed::Call(Gets {
-                key: Cow::Borrowed(k),
-            }),
+            Some(k) => Parsed::Call(Gets { key: k }),
             None => Parsed::Ready((py.None(), py.None())),
         })
     }
 }
 
-impl Finish for Gets<'_> {
+impl<K: Deref<Target = [u8]>> Finish for Gets<K> {
     type Op = FetchOp;
     type Value = (Py<PyAny>, Py<PyAny>);
 
@@ -193,8 +191,8 @@ impl Finish for Gets<'_> {
     }
 }
 
-impl Method for Gets<'_> {
-    type Later = Gets<'static>;
+impl Method for Gets<&[u8]> {
+    type Later = Gets<Kept>;
 
     type Wire<'w>
         = [&'w [u8]; 1]
@@ -209,12 +207,12 @@ impl Method for Gets<'_> {
     }
 
     fn wire(&self) -> [&[u8]; 1] {
-        [&self.key]
+        [self.key]
     }
 
-    fn later(self) -> Gets<'static> {
+    fn later(self) -> Gets<Kept> {
         Gets {
-            key: Cow::Owned(self.key.into_owned()),
+            key: Kept::from_slice(self.key),
         }
     }
 }

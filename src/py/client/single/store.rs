@@ -2,6 +2,8 @@
 //! `StoreArgs`; and the asynchronous half: the call prepared, its finish.
 
 use pyo3::exceptions::PyValueError;
+use std::ops::Deref;
+
 use pyo3::prelude::*;
 use std::borrow::Cow;
 use std::sync::atomic::Ordering;
@@ -11,7 +13,7 @@ use crate::client::results::StoreStatus;
 use crate::error::Error as CoreError;
 use crate::protocol::{StoreCmd, StoreItem};
 use crate::py::args::{self, *};
-use crate::py::client::method::{Finish, Method, Parsed};
+use crate::py::client::method::{Finish, Kept, Method, Parsed};
 use crate::py::client::state::PyClient;
 use crate::py::errors::{self, Op};
 use crate::py::io::{detached, noreply_write};
@@ -140,9 +142,9 @@ pub(crate) fn cas_args<'k>(
 /// set, add, replace, append, prepend (`set(key, val, time=0, min_compress_len=0,
 /// compress_level=-1, *, noreply=False)`) and cas (`cas(key, val, cas, time=0)`): whether the
 /// value was stored.
-pub(crate) struct StoreKey<'a> {
+pub(crate) struct StoreKey<'a, K> {
     cmd: StoreCmd,
-    key: Cow<'a, [u8]>,
+    key: K,
     /// The value as sent (left with the request when the call is kept for later).
     data: Cow<'a, [u8]>,
     flags: u32,
@@ -151,7 +153,7 @@ pub(crate) struct StoreKey<'a> {
     noreply: bool,
 }
 
-impl<'a> StoreKey<'a> {
+impl<'a> StoreKey<'a, &'a [u8]> {
     /// One of the five storage commands.
     #[allow(clippy::too_many_arguments)]
     pub(crate) fn parse(
@@ -192,7 +194,7 @@ impl<'a> StoreKey<'a> {
         };
         Ok(Parsed::Call(StoreKey {
             cmd,
-            key: Cow::Borrowed(args.key),
+            key: args.key,
             data,
             flags,
             exptime: args.exptime,
@@ -203,7 +205,7 @@ impl<'a> StoreKey<'a> {
 
     fn item(&self) -> StoreItem<'_> {
         StoreItem {
-            key: &self.key,
+            key: self.key,
             flags: self.flags,
             exptime: self.exptime,
             data: &self.data,
@@ -212,7 +214,7 @@ impl<'a> StoreKey<'a> {
     }
 }
 
-impl Finish for StoreKey<'_> {
+impl<K: Deref<Target = [u8]>> Finish for StoreKey<'_, K> {
     type Op = Store;
     type Value = bool;
 
@@ -225,8 +227,8 @@ impl Finish for StoreKey<'_> {
     }
 }
 
-impl Method for StoreKey<'_> {
-    type Later = StoreKey<'static>;
+impl<'a> Method for StoreKey<'a, &'a [u8]> {
+    type Later = StoreKey<'static, Kept>;
 
     type Wire<'w>
         = [StoreItem<'w>; 1]
@@ -244,11 +246,15 @@ impl Method for StoreKey<'_> {
         [self.item()]
     }
 
-    fn later(self) -> StoreKey<'static> {
+    fn later(self) -> StoreKey<'static, Kept> {
         StoreKey {
-            key: Cow::Owned(self.key.into_owned()),
+            cmd: self.cmd,
+            key: Kept::from_slice(self.key),
             data: Cow::Borrowed(&[]),
-            ..self
+            flags: self.flags,
+            exptime: self.exptime,
+            cas: self.cas,
+            noreply: self.noreply,
         }
     }
 
@@ -269,6 +275,6 @@ impl Method for StoreKey<'_> {
         } else {
             detached(py, this, |core| Ok(core.store_one(cmd, &item, false)))?
         };
-        store_reply(this, cmd, &self.key, r)
+        store_reply(this, cmd, self.key, r)
     }
 }

@@ -1,14 +1,14 @@
 //! touch: the key and time converted and checked, the core's touch, the answer; and the
 //! asynchronous half.
 
-use std::borrow::Cow;
+use std::ops::Deref;
 
 use pyo3::prelude::*;
 
 use crate::client::op::touch::Touch;
 use crate::error::Error as CoreError;
 use crate::py::args::*;
-use crate::py::client::method::{Finish, Method, Parsed};
+use crate::py::client::method::{Finish, Kept, Method, Parsed};
 use crate::py::client::state::PyClient;
 use crate::py::errors::{self, Op};
 use crate::py::io::detached;
@@ -35,12 +35,12 @@ pub(crate) fn touch_reply(k: &[u8], r: Option<Result<bool, CoreError>>) -> PyRes
 }
 
 /// `touch(key, time, noreply=False)`: whether the key was there.
-pub(crate) struct TouchKey<'k> {
-    key: Cow<'k, [u8]>,
+pub(crate) struct TouchKey<K> {
+    key: K,
     op: Touch,
 }
 
-impl<'k> TouchKey<'k> {
+impl<'k> TouchKey<&'k [u8]> {
     pub(crate) fn parse(
         key: &'k Bound<'_, PyAny>,
         time: &Bound<'_, PyAny>,
@@ -51,13 +51,13 @@ impl<'k> TouchKey<'k> {
             return Ok(Parsed::Ready(false));
         }
         Ok(Parsed::Call(TouchKey {
-            key: Cow::Borrowed(k),
+            key: k,
             op: Touch { exptime, noreply },
         }))
     }
 }
 
-impl Finish for TouchKey<'_> {
+impl<K: Deref<Target = [u8]>> Finish for TouchKey<K> {
     type Op = Touch;
     type Value = bool;
 
@@ -70,8 +70,8 @@ impl Finish for TouchKey<'_> {
     }
 }
 
-impl Method for TouchKey<'_> {
-    type Later = TouchKey<'static>;
+impl Method for TouchKey<&[u8]> {
+    type Later = TouchKey<Kept>;
 
     type Wire<'w>
         = [&'w [u8]; 1]
@@ -83,19 +83,19 @@ impl Method for TouchKey<'_> {
     }
 
     fn wire(&self) -> [&[u8]; 1] {
-        [&self.key]
+        [self.key]
     }
 
-    fn later(self) -> TouchKey<'static> {
+    fn later(self) -> TouchKey<Kept> {
         TouchKey {
-            key: Cow::Owned(self.key.into_owned()),
+            key: Kept::from_slice(self.key),
             op: self.op,
         }
     }
 
     /// One key's own call (`Client::touch_one`).
     fn call(self, slf: &Bound<'_, PyClient>) -> PyResult<bool> {
-        let (k, Touch { exptime, noreply }) = (&*self.key, self.op);
+        let (k, Touch { exptime, noreply }) = (self.key, self.op);
         let r = detached(slf.py(), slf.get(), |core| {
             Ok(core.touch_one(k, exptime, noreply))
         })?;
