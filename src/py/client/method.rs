@@ -1,13 +1,13 @@
 //! A method of the client, as its family file declares it: one type (`Method`) holding the
 //! arguments it was called with, parsed (its `parse`, answered at once when no I/O is needed:
-//! `Parsed::Ready`), which says the request it makes (`request`: an operation of the core and
-//! what it is applied to) and turns that operation's outcome into the method's value
-//! (`finish`). The table (`py::methods`) makes both Python methods from it: the blocking
+//! `Parsed::Ready`), which says the request it makes (`op`, an operation of the core, and
+//! `wire`, what it is applied to) and turns that operation's outcome into the method's value
+//! (`finish`, the `Finish` trait). The table (`py::methods`) makes both Python methods from it: the blocking
 //! method runs the request here and now (`Method::call`, with its arguments borrowed from the
 //! caller's objects), the asyncio client's submits it and finishes later (`Method::later`
 //! keeps what the finish needs past the call; `Finishing` is how a pending call carries it).
 //!
-//! `Method::Op` names the operation both the request and the finish are typed by: a method
+//! `Finish::Op` names the operation both the request and the finish are typed by: a method
 //! whose request and finish disagree does not compile. Attached only; no I/O of its own (the
 //! blocking call detaches through `py::io`).
 
