@@ -96,12 +96,13 @@ impl Finish for Count<'_> {
     type Op = Arith;
     type Value = u64;
 
+    /// As `Counted`'s: the answer needs nothing of the call.
     fn finish(
         self,
-        _: &Bound<'_, PyClient>,
-        mut v: Vec<Result<Option<u64>, CoreError>>,
+        slf: &Bound<'_, PyClient>,
+        v: Vec<Result<Option<u64>, CoreError>>,
     ) -> PyResult<u64> {
-        arith_reply(v.pop())
+        Counted.finish(slf, v)
     }
 }
 
