@@ -13,6 +13,7 @@ use pyo3::types::{PyBytes, PyDict, PyList, PyString};
 use crate::protocol::StoreItem;
 
 use crate::client::op::store::Store;
+use crate::client::op::{Args, Kind};
 use crate::client::results::StoreStatus;
 use crate::error::Error as CoreError;
 use crate::protocol::StoreCmd;
@@ -20,6 +21,7 @@ use crate::py::args::{self, *};
 use crate::py::client::method::{bound, unbind, Finish, Method, Parsed};
 use crate::py::client::state::PyClient;
 use crate::py::errors::{self, Op};
+use crate::py::io::detached;
 
 /// A multi store's arguments, converted once in pylibmc's order (`O!|Is#Ii`: the mapping, time,
 /// key_prefix, min_compress_len, compress_level; then compress_level's range).
@@ -87,20 +89,31 @@ struct Owned {
 }
 
 impl Requests<'_> {
-    /// The requests, whole.
+    /// The requests, whole (a copy of the list: the asyncio client's request copies them).
     pub(crate) fn items(&self) -> Vec<StoreItem<'_>> {
-        let Requests { items, owned } = self;
-        let mut items: Vec<StoreItem<'_>> = items.clone();
-        for o in owned {
-            if let Some(it) = items.get_mut(o.at) {
-                if o.key {
-                    it.key = &o.bytes;
-                } else {
-                    it.data = &o.bytes;
-                }
+        let mut items: Vec<StoreItem<'_>> = self.items.clone();
+        fill_in(&mut items, &self.owned);
+        items
+    }
+
+    /// `f` of the requests, whole, the list moved rather than copied (the blocking call's).
+    pub(crate) fn with_items<R>(self, f: impl FnOnce(&[StoreItem<'_>]) -> R) -> R {
+        let Requests { mut items, owned } = self;
+        fill_in(&mut items, &owned);
+        f(&items)
+    }
+}
+
+/// The bytes made here put in the requests they belong to.
+fn fill_in<'b>(items: &mut [StoreItem<'b>], owned: &'b [Owned]) {
+    for o in owned {
+        if let Some(it) = items.get_mut(o.at) {
+            if o.key {
+                it.key = &o.bytes;
+            } else {
+                it.data = &o.bytes;
             }
         }
-        items
     }
 }
 
@@ -331,6 +344,20 @@ impl Method for StoreMulti<'_, '_> {
             sent: self.conv.sent,
             failed_at: self.conv.failed_at,
         }
+    }
+
+    /// The blocking call, its list of requests moved into the core's call (`wire` copies it).
+    fn call(self, slf: &Bound<'_, PyClient>) -> PyResult<Py<PyList>> {
+        let StoreMulti { op, keys, conv } = self;
+        let StoreMultiKeys {
+            failed_at,
+            sent,
+            requests,
+        } = conv;
+        let (py, this) = (slf.py(), slf.get());
+        let out = requests
+            .with_items(|items| detached(py, this, |core| Ok(op.run(core, Args::items(items)))))?;
+        store_multi_reply(py, this, op.cmd, &keys, &sent, failed_at, out)
     }
 }
 
