@@ -70,6 +70,17 @@ impl Items {
         }
     }
 
+    /// A copy of `items`, in one buffer.
+    pub fn of(items: &[StoreItem<'_>]) -> Items {
+        let key_bytes = items.iter().map(|it| it.key.len()).sum();
+        let bytes = items.iter().map(|it| it.data.len()).sum();
+        let mut out = Items::with_capacity(items.len(), key_bytes, bytes);
+        for it in items {
+            out.push(it);
+        }
+        out
+    }
+
     pub fn push(&mut self, item: &StoreItem<'_>) {
         self.keys.push(item.key);
         let b = &mut self.bufs;

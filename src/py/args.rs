@@ -328,8 +328,13 @@ pub struct MultiKeys<'a, 'py> {
 impl MultiKeys<'_, '_> {
     /// The full keys as the core takes them.
     pub fn refs(&self) -> Vec<&[u8]> {
-        self.full.iter().map(|k| &**k).collect()
+        refs(&self.full)
     }
+}
+
+/// Keys made by `join_key` (borrowed or with their prefix) as the core takes them.
+pub fn refs<'a>(full: &'a [Cow<'_, [u8]>]) -> Vec<&'a [u8]> {
+    full.iter().map(|k| &**k).collect()
 }
 
 /// Convert a key list for a multi operation. `check_prefixed`: the length limit applies to the

@@ -328,7 +328,6 @@ impl Finish for FlushAll {
 
 impl Method for FlushAll {
     type Later = FlushAll;
-    const WHOLE: bool = true;
 
     type Wire<'w> = ();
 
@@ -367,7 +366,6 @@ impl Finish for GetStats {
 
 impl Method for GetStats {
     type Later = GetStats;
-    const WHOLE: bool = true;
 
     type Wire<'w> = ();
 

@@ -149,7 +149,7 @@ pub(super) fn invalidate_multi(
     let prefix = prefix_bytes(key_prefix, ArgPos::of("invalidate_multi", 3))?;
     let (full, _) = invalidate_keys(keys, &prefix)?;
     let mut all = full.len() == keys.len();
-    let refs: Vec<&[u8]> = full.iter().map(|k| &**k).collect();
+    let refs = refs(&full);
     let flags = invalidate_flags(stale_time);
     let results = detached(py, this, |core| {
         let mut out = core.meta_command(MetaVerb::Delete, &refs, flags.as_bytes());
@@ -401,7 +401,7 @@ impl Method for MarkStale<'_, '_> {
     }
 
     fn wire(&self) -> Vec<&[u8]> {
-        self.full.iter().map(|k| &**k).collect()
+        refs(&self.full)
     }
 
     fn later(self) -> MarkStaleLater {

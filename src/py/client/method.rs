@@ -2,10 +2,11 @@
 //! arguments it was called with, parsed (its `parse`, answered at once when no I/O is needed:
 //! `Parsed::Ready`), which says the request it makes (`op`, an operation of the core, and
 //! `wire`, what it is applied to) and turns that operation's outcome into the method's value
-//! (`finish`, the `Finish` trait). The table (`py::methods`) makes both Python methods from it: the blocking
-//! method runs the request here and now (`Method::call`, with its arguments borrowed from the
-//! caller's objects), the asyncio client's submits it and finishes later (`Method::later`
-//! keeps what the finish needs past the call; `Finishing` is how a pending call carries it).
+//! (`finish`, the `Finish` trait). The table (`py::methods`) makes both Python methods from
+//! it: the blocking method runs the request here and now (`Method::call`, with its arguments
+//! borrowed from the caller's objects), the asyncio client's submits it and finishes later
+//! (`Method::later` keeps what the finish needs past the call; `Finishing` is how a pending
+//! call carries it).
 //!
 //! `Finish::Op` names the operation both the request and the finish are typed by: a method
 //! whose request and finish disagree does not compile. Attached only; no I/O of its own (the
@@ -17,7 +18,7 @@ use smallvec::SmallVec;
 
 use super::state::PyClient;
 use crate::client::keys::Keys;
-use crate::client::op::{Args, Kind, Outcome};
+use crate::client::op::{Args, Kind, Op, Outcome};
 use crate::dispatch::request::{Items, Request};
 use crate::protocol::StoreItem;
 use crate::py::errors;
@@ -44,9 +45,6 @@ pub(crate) trait Method: Finish {
     /// owning its keys, or (where the call borrows the caller's objects) one of its own.
     type Later: Finish<Op = Self::Op, Value = Self::Value> + Send + 'static;
 
-    /// A whole-client command (flush, stats): it names no keys.
-    const WHOLE: bool = false;
-
     /// What its request is applied to, borrowed from it for the call.
     type Wire<'w>: Wire
     where
@@ -55,7 +53,8 @@ pub(crate) trait Method: Finish {
     /// Its operation.
     fn op(&self) -> Self::Op;
 
-    /// What its operation is applied to: its keys, its items, or nothing (`WHOLE`).
+    /// What its operation is applied to: its keys, its items, or nothing (a whole-client
+    /// command: flush, stats).
     fn wire(&self) -> Self::Wire<'_>;
 
     /// What `finish` needs, owned.
@@ -74,30 +73,16 @@ pub(crate) trait Method: Finish {
 
     /// The asyncio method's request (its own copy of the keys or items), and what finishes it.
     fn submit(self) -> (Request, Self::Later) {
-        let req = {
-            let (op, wire) = (self.op(), self.wire());
-            let args = wire.args();
-            if Self::WHOLE {
-                Request::whole(op)
-            } else if !args.items.is_empty() {
-                let bytes = args.items.iter().map(|it| it.data.len()).sum();
-                let key_bytes = args.items.iter().map(|it| it.key.len()).sum();
-                let mut items = Items::with_capacity(args.items.len(), key_bytes, bytes);
-                for it in args.items {
-                    items.push(it);
-                }
-                Request::items(op, items)
-            } else {
-                Request::new(op, Keys::of(args.keys))
-            }
-        };
+        let req = self.wire().request(self.op());
         (req, self.later())
     }
 }
 
-/// What a request is applied to, as a call holds it: the core's `Args` of it.
+/// What a request is applied to, as a call holds it: the core's `Args` of it, and the
+/// asyncio client's `Request` of it (its own copy).
 pub(crate) trait Wire: Sync {
     fn args(&self) -> Args<'_, '_>;
+    fn request(&self, op: impl Into<Op>) -> Request;
 }
 
 /// One key.
@@ -106,11 +91,17 @@ impl Wire for [&[u8]; 1] {
     fn args(&self) -> Args<'_, '_> {
         Args::keys(self)
     }
+    fn request(&self, op: impl Into<Op>) -> Request {
+        Request::new(op, Keys::of(self))
+    }
 }
 
 impl Wire for Vec<&[u8]> {
     fn args(&self) -> Args<'_, '_> {
         Args::keys(self)
+    }
+    fn request(&self, op: impl Into<Op>) -> Request {
+        Request::new(op, Keys::of(self))
     }
 }
 
@@ -120,18 +111,27 @@ impl Wire for [StoreItem<'_>; 1] {
     fn args(&self) -> Args<'_, '_> {
         Args::items(self)
     }
+    fn request(&self, op: impl Into<Op>) -> Request {
+        Request::items(op, Items::of(self))
+    }
 }
 
 impl Wire for Vec<StoreItem<'_>> {
     fn args(&self) -> Args<'_, '_> {
         Args::items(self)
     }
+    fn request(&self, op: impl Into<Op>) -> Request {
+        Request::items(op, Items::of(self))
+    }
 }
 
-/// A whole-client command's.
+/// A whole-client command's: no keys.
 impl Wire for () {
     fn args(&self) -> Args<'_, '_> {
         Args::default()
+    }
+    fn request(&self, op: impl Into<Op>) -> Request {
+        Request::whole(op)
     }
 }
 

@@ -149,7 +149,7 @@ impl Finish for DeleteMulti<'_> {
         slf: &Bound<'_, PyClient>,
         v: Vec<crate::error::Result<bool>>,
     ) -> PyResult<bool> {
-        let refs: Vec<&[u8]> = self.full.iter().map(|k| &**k).collect();
+        let refs: Vec<&[u8]> = refs(&self.full);
         delete_multi_reply(slf.get(), &refs, self.prefix_len, v, self.all, self.stopped)
     }
 }
@@ -169,7 +169,7 @@ impl Method for DeleteMulti<'_> {
     }
 
     fn wire(&self) -> Vec<&[u8]> {
-        self.full.iter().map(|k| &**k).collect()
+        refs(&self.full)
     }
 
     fn later(self) -> DeleteMulti<'static> {

@@ -181,7 +181,7 @@ impl Method for Fetch<'_, '_> {
     }
 
     fn wire(&self) -> Vec<&[u8]> {
-        self.full.iter().map(|k| &**k).collect()
+        refs(&self.full)
     }
 
     fn later(self) -> FetchLater {

@@ -148,7 +148,7 @@ impl Method for IncrMulti<'_> {
     }
 
     fn wire(&self) -> Vec<&[u8]> {
-        self.full.iter().map(|k| &**k).collect()
+        refs(&self.full)
     }
 
     /// (The keys stay with the request: the finish needs only `by_length`.)
