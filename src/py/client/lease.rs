@@ -13,6 +13,7 @@ use std::ops::Deref;
 use pyo3::prelude::*;
 use pyo3::types::PyList;
 
+use super::single::get::get_key;
 use super::state::PyClient;
 use crate::client::op::meta::Meta;
 use crate::client::op::meta::MetaVerb;
@@ -237,8 +238,7 @@ impl<'k, A: Answer> MetaCall<&'k [u8], A> {
         flags: String,
         answer: A,
     ) -> PyResult<Parsed<Self>> {
-        let k = key_obj(key)?;
-        check_key_len(k)?;
+        let k = get_key(key)?;
         Ok(Parsed::Call(MetaCall {
             key: k,
             verb,
